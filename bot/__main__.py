@@ -1,0 +1,5 @@
+"""`python -m bot` is `backfill-bot`."""
+
+from bot.cli import main
+
+main()

@@ -1,0 +1,198 @@
+"""The `backfill-bot` command. The only module that reads the process environment."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+from typing import NoReturn
+
+from bot.clients.marquez import MarquezClient, MarquezError, MarquezUnavailable
+from bot.config import BotConfig, ConfigError, load_config
+from bot.domain.lineage import LineageCycleError
+from bot.domain.planner import PlanError
+from bot.domain.ranges import RangeError
+from bot.domain.schedule import ScheduleError
+from bot.render import render_impact_text, render_plan_text
+from bot.services.catalog import AmbiguousDag, UnknownDag
+from bot.services.planning import Planner, PlanRequest
+from bot.settings import Settings, SettingsError, load_settings
+
+EXIT_BAD_INPUT = 2
+EXIT_MARQUEZ = 3
+EXIT_CONFIG = 4
+EXIT_DATA = 5
+
+DEMO_DAG = "example.etl_orders"
+DEMO_RANGE = "2021-06-04..2021-06-06"
+
+
+class CliError(Exception):
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="backfill-bot",
+        description="Plan lineage-aware backfills of Airflow DAGs from Marquez.",
+    )
+    parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def marquez_options(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("--namespace", help="Marquez namespace of the DAG (default: search all)")
+        sub.add_argument("--marquez-url", help="Marquez base URL (default: $MARQUEZ_URL)")
+        sub.add_argument("--json", action="store_true", help="print one JSON object")
+
+    plan = commands.add_parser("plan", help="print the backfill plan for a DAG and date range")
+    plan.add_argument("dag", metavar="DAG", help="DAG id, e.g. example.etl_orders")
+    plan.add_argument("range", metavar="START..END", help="inclusive ISO dates, or one date")
+    plan.add_argument("--only", action="store_true", help="this DAG only, nothing downstream")
+    plan.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="DAG[,DAG]",
+        help="skip DAGs (and what is downstream only through them); repeatable",
+    )
+    marquez_options(plan)
+
+    impact = commands.add_parser("impact", help="print what is downstream of a DAG")
+    impact.add_argument("dag", metavar="DAG")
+    marquez_options(impact)
+
+    standin = commands.add_parser("standin", help="run a local stand-in of an external service")
+    services = standin.add_subparsers(dest="service", required=True, metavar="SERVICE")
+    marquez = services.add_parser("marquez", help="a Marquez 0.51 API stand-in")
+    marquez.add_argument("--host", default="127.0.0.1")
+    marquez.add_argument("--port", type=int, default=5000)
+    marquez.add_argument("--seed", choices=["food_delivery"], help="load sample lineage")
+
+    db = commands.add_parser("db", help="database maintenance")
+    db_actions = db.add_subparsers(dest="action", required=True, metavar="ACTION")
+    db_actions.add_parser("upgrade", help="apply migrations to $DATABASE_URL")
+
+    commands.add_parser(
+        "demo",
+        help=f"start a seeded Marquez stand-in and plan {DEMO_DAG} {DEMO_RANGE} against it",
+    )
+    return parser
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    try:
+        return load_settings(os.environ, marquez_url=getattr(args, "marquez_url", None))
+    except SettingsError as exc:
+        raise CliError(str(exc), EXIT_CONFIG) from None
+
+
+def _config(settings: Settings) -> BotConfig:
+    try:
+        return load_config(settings.bot_config)
+    except ConfigError as exc:
+        raise CliError(str(exc), EXIT_CONFIG) from None
+
+
+def _client(settings: Settings) -> MarquezClient:
+    key = settings.marquez_api_key.get_secret_value() if settings.marquez_api_key else None
+    return MarquezClient(settings.marquez_url, api_key=key, timeout_s=settings.marquez_timeout_s)
+
+
+async def _plan(args: argparse.Namespace, settings: Settings, config: BotConfig) -> str:
+    exclude = tuple(name for item in args.exclude for name in item.split(","))
+    request = PlanRequest(args.dag, args.range, args.namespace, args.only, exclude)
+    async with _client(settings) as client:
+        planner = Planner(client, config, default_namespace=settings.marquez_namespace)
+        plan = await planner.plan(request)
+    if args.json:
+        return json.dumps(plan.to_json(), indent=2, ensure_ascii=False)
+    return render_plan_text(plan)
+
+
+async def _impact(args: argparse.Namespace, settings: Settings, config: BotConfig) -> str:
+    async with _client(settings) as client:
+        planner = Planner(client, config, default_namespace=settings.marquez_namespace)
+        impact = await planner.impact(args.dag, args.namespace)
+    if args.json:
+        from bot.render import impact_view
+
+        return json.dumps(impact_view(impact), indent=2, ensure_ascii=False)
+    return render_impact_text(impact)
+
+
+async def _demo(settings: Settings, config: BotConfig) -> str:
+    from bot.standins.marquez import running_standin
+
+    async with running_standin(seed="food_delivery") as server:
+        demo_settings = settings.model_copy(update={"marquez_url": server.url})
+        args = argparse.Namespace(
+            dag=DEMO_DAG, range=DEMO_RANGE, namespace=None, only=False, exclude=[], json=False
+        )
+        plan = await _plan(args, demo_settings, config)
+        impact = await _impact(args, demo_settings, config)
+    header = f"Marquez stand-in (food_delivery seed) served the lineage at {server.url}\n\n"
+    return header + plan + "\n" + impact
+
+
+def _run(args: argparse.Namespace) -> str | None:
+    if args.command == "standin":
+        from bot.standins.marquez import serve_forever
+
+        asyncio.run(serve_forever(args.host, args.port, args.seed))
+        return None
+    settings = _settings(args)
+    if args.command == "db":
+        from bot.store.db import upgrade
+
+        upgrade(settings.database_url)
+        return f"Database at {settings.database_url} is at the latest migration."
+    config = _config(settings)
+    if args.command == "plan":
+        return asyncio.run(_plan(args, settings, config))
+    if args.command == "impact":
+        return asyncio.run(_impact(args, settings, config))
+    if args.command == "demo":
+        return asyncio.run(_demo(settings, config))
+    raise CliError(f"unknown command {args.command}", EXIT_BAD_INPUT)
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    print(f"backfill-bot: error: {message}", file=sys.stderr)
+    sys.exit(code)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = _parser().parse_args(argv)
+    # One-shot commands promise one clear line on failure, so retries stay quiet unless asked.
+    quiet = logging.INFO if args.command == "standin" else logging.ERROR
+    logging.basicConfig(
+        level=logging.DEBUG if args.debug else quiet,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        output = _run(args)
+    except CliError as exc:
+        _fail(str(exc), exc.code)
+    except (RangeError, UnknownDag, AmbiguousDag, PlanError) as exc:
+        _fail(str(exc), EXIT_BAD_INPUT)
+    except MarquezUnavailable as exc:
+        _fail(f"{exc} (set MARQUEZ_URL or --marquez-url)", EXIT_MARQUEZ)
+    except MarquezError as exc:
+        _fail(f"Marquez answered badly: {exc}", EXIT_MARQUEZ)
+    except (LineageCycleError, ScheduleError) as exc:
+        _fail(str(exc), EXIT_DATA)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except Exception as exc:  # the promise is one clear line, never a traceback
+        if args.debug:
+            traceback.print_exc()
+        _fail(f"unexpected {type(exc).__name__}: {exc} (rerun with --debug for details)", 1)
+    if output is not None:
+        sys.stdout.write(output if output.endswith("\n") else output + "\n")

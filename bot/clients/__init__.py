@@ -1,0 +1,1 @@
+"""Clients for the external systems the bot talks to (Marquez, Airflow, Slack)."""

@@ -1,0 +1,416 @@
+"""Async client for the Marquez 0.51 HTTP API.
+
+Behaviour follows `shared/fixtures/marquez/NOTES.md` where it differs from the published spec.
+The client returns Marquez's JSON objects as plain dicts; parsing them is the caller's job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Literal, cast
+from urllib.parse import quote
+
+import aiohttp
+from yarl import URL
+
+from bot.clients.http import (
+    DEFAULT_RETRY,
+    USER_AGENT,
+    RetryPolicy,
+    describe,
+    error_message,
+    truncate,
+)
+
+__all__ = [
+    "RUN_STATES",
+    "EventsPage",
+    "MarquezBadResponse",
+    "MarquezClient",
+    "MarquezError",
+    "MarquezNotFound",
+    "MarquezRequestError",
+    "MarquezUnavailable",
+    "RetryPolicy",
+    "dataset_node_id",
+    "job_node_id",
+]
+
+logger = logging.getLogger(__name__)
+
+RUN_STATES = frozenset({"NEW", "RUNNING", "COMPLETED", "ABORTED", "FAILED", "OTHER"})
+_RETRYABLE_GET_STATUSES = frozenset({500, 502, 503, 504})
+_QueryValue = str | int
+
+
+class MarquezError(Exception):
+    """Base of every error the Marquez client raises."""
+
+    def __init__(self, message: str, *, url: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.url = url
+        self.status = status
+
+    def __str__(self) -> str:
+        if self.status is None:
+            return self.message
+        return f"{self.message} (HTTP {self.status} from {self.url})"
+
+
+class MarquezUnavailable(MarquezError):
+    """Marquez could not be reached, timed out, or kept answering 5xx until retries ran out."""
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class MarquezNotFound(MarquezError):
+    """404; `message` is Marquez's own text, e.g. "Job 'ns:x' not found."."""
+
+
+class MarquezBadResponse(MarquezError):
+    """A 2xx answer that is not JSON or not shaped like the endpoint's documented body."""
+
+
+class MarquezRequestError(MarquezError):
+    """A 4xx other than 404 (400, 422, ...), carrying Marquez's message."""
+
+
+@dataclass(frozen=True)
+class EventsPage:
+    """One page of `GET /api/v1/events/lineage`; `total_count` counts all event types."""
+
+    events: list[dict[str, Any]]
+    total_count: int
+
+
+def job_node_id(namespace: str, name: str) -> str:
+    """The lineage node id of a job, e.g. `job:food_delivery:etl_orders`."""
+    return f"job:{namespace}:{name}"
+
+
+def dataset_node_id(namespace: str, name: str) -> str:
+    """The lineage node id of a dataset, e.g. `dataset:food_delivery:public.orders`."""
+    return f"dataset:{namespace}:{name}"
+
+
+def _seg(value: str) -> str:
+    return quote(value, safe="")
+
+
+def _iso(value: datetime, name: str) -> str:
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError(f"{name} must be timezone-aware, got naive {value.isoformat()}")
+    return value.isoformat()
+
+
+@dataclass(frozen=True)
+class _Reply:
+    endpoint: str
+    url: str
+    status: int
+    data: Any
+
+    def bad(self, problem: str) -> MarquezBadResponse:
+        return MarquezBadResponse(f"{self.endpoint}: {problem}", url=self.url, status=self.status)
+
+    def objects(self, key: str) -> list[dict[str, Any]]:
+        items = self.data.get(key) if isinstance(self.data, dict) else None
+        if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
+            raise self.bad(f"expected a JSON object with a {key!r} list of objects")
+        return cast(list[dict[str, Any]], items)
+
+    def object_with(self, key: str) -> dict[str, Any]:
+        if not isinstance(self.data, dict) or not isinstance(self.data.get(key), str):
+            raise self.bad(f"expected a JSON object with a string {key!r}")
+        return cast(dict[str, Any], self.data)
+
+
+class MarquezClient:
+    """Reads jobs, runs and lineage from Marquez and posts OpenLineage events to it.
+
+    Use as `async with MarquezClient(url) as marquez:`; a session passed in is left open.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        timeout_s: float = 10.0,
+        retry: RetryPolicy = DEFAULT_RETRY,
+        session: aiohttp.ClientSession | None = None,
+        page_size: int = 100,
+    ) -> None:
+        parsed = URL(base_url)
+        if parsed.scheme not in ("http", "https") or not parsed.host:
+            raise ValueError(f"Marquez base URL must be an absolute http(s) URL, got {base_url!r}")
+        if parsed.query_string or parsed.fragment:
+            raise ValueError(f"Marquez base URL must not have a query or fragment: {base_url!r}")
+        if page_size < 1 or timeout_s <= 0:
+            raise ValueError("page_size must be >= 1 and timeout_s > 0")
+        self._base = str(parsed).rstrip("/")
+        self._timeout_s = timeout_s
+        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
+        self._retry = retry
+        self._page_size = page_size
+        self._session = session
+        self._owns_session = session is None
+        self._closed = False
+        self._headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
+        if api_key:
+            self._headers["Authorization"] = f"Bearer {api_key}"
+
+    async def __aenter__(self) -> MarquezClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the HTTP session if this client created it."""
+        self._closed = True
+        if self._owns_session and self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def list_namespaces(self) -> list[dict[str, Any]]:
+        return await self._paged("/api/v1/namespaces", "namespaces")
+
+    async def list_jobs(
+        self, namespace: str | None = None, *, last_run_states: Sequence[str] = ()
+    ) -> list[dict[str, Any]]:
+        """All jobs of `namespace` (all namespaces if None) whose current run is in a given state.
+
+        Jobs that never ran always pass Marquez's state filter.
+        """
+        if isinstance(last_run_states, str):
+            raise ValueError("last_run_states must be a sequence of states, not a string")
+        unknown = sorted(set(last_run_states) - RUN_STATES)
+        if unknown:
+            raise ValueError(f"unknown run states {unknown}; expected some of {sorted(RUN_STATES)}")
+        path = "/api/v1/jobs" if namespace is None else f"/api/v1/namespaces/{_seg(namespace)}/jobs"
+        states = [("lastRunStates", state) for state in last_run_states]
+        return await self._paged(path, "jobs", states)
+
+    async def get_job(self, namespace: str, name: str) -> dict[str, Any]:
+        reply = await self._get(f"/api/v1/namespaces/{_seg(namespace)}/jobs/{_seg(name)}")
+        return reply.object_with("name")
+
+    async def list_runs(
+        self, namespace: str, job: str, *, max_runs: int | None = None
+    ) -> list[dict[str, Any]]:
+        """Runs of a job, newest start first, up to `max_runs` (all if None)."""
+        if max_runs is not None and max_runs < 0:
+            raise ValueError("max_runs must be >= 0")
+        path = f"/api/v1/namespaces/{_seg(namespace)}/jobs/{_seg(job)}/runs"
+        return await self._paged(path, "runs", max_items=max_runs)
+
+    async def get_run(self, run_id: str) -> dict[str, Any]:
+        reply = await self._get(f"/api/v1/jobs/runs/{_seg(run_id)}")
+        return reply.object_with("id")
+
+    async def get_lineage(self, node_id: str, *, depth: int = 20) -> list[dict[str, Any]]:
+        """The (undirected) lineage graph around a `job:` or `dataset:` node."""
+        reply = await self._get("/api/v1/lineage", [("nodeId", node_id), ("depth", depth)])
+        graph = reply.objects("graph")
+        for node in graph:
+            if not isinstance(node.get("id"), str) or not isinstance(node.get("type"), str):
+                raise reply.bad("every graph node needs a string 'id' and 'type'")
+        return graph
+
+    async def lineage_events(
+        self,
+        *,
+        after: datetime | None = None,
+        before: datetime | None = None,
+        sort_direction: Literal["asc", "desc"] = "asc",
+        limit: int = 100,
+        offset: int = 0,
+    ) -> EventsPage:
+        """One page of run events with `after <= eventTime < before`."""
+        if sort_direction not in ("asc", "desc"):
+            raise ValueError(f"sort_direction must be 'asc' or 'desc', got {sort_direction!r}")
+        query: list[tuple[str, _QueryValue]] = []
+        if after is not None:
+            query.append(("after", _iso(after, "after")))
+        if before is not None:
+            query.append(("before", _iso(before, "before")))
+        query += [("sortDirection", sort_direction), ("limit", limit), ("offset", offset)]
+        reply = await self._get("/api/v1/events/lineage", query)
+        events = reply.objects("events")
+        total = reply.data.get("totalCount", len(events))
+        if not isinstance(total, int) or isinstance(total, bool):
+            raise reply.bad("'totalCount' is not an integer")
+        return EventsPage(events=events, total_count=total)
+
+    async def search(
+        self,
+        q: str,
+        *,
+        filter: Literal["DATASET", "JOB"] | None = None,
+        namespace: str | None = None,
+        limit: int = 10,
+    ) -> list[dict[str, Any]]:
+        """Jobs and datasets whose name contains `q` (one page: Marquez has no offset here)."""
+        query: list[tuple[str, _QueryValue]] = [("q", q)]
+        if filter is not None:
+            if filter not in ("DATASET", "JOB"):
+                raise ValueError(f"filter must be 'DATASET' or 'JOB', got {filter!r}")
+            query.append(("filter", filter))
+        if namespace is not None:
+            query.append(("namespace", namespace))
+        query.append(("limit", limit))
+        return (await self._get("/api/v1/search", query)).objects("results")
+
+    async def emit(self, event: Mapping[str, Any]) -> None:
+        """POST one OpenLineage event to `/api/v1/lineage` (Marquez answers 201)."""
+        body = json.dumps(event).encode()
+        await self._call("POST", "/api/v1/lineage", (), body)
+
+    async def _get(self, path: str, query: Sequence[tuple[str, _QueryValue]] = ()) -> _Reply:
+        url, status, raw = await self._call("GET", path, query)
+        endpoint = f"GET {path}"
+        try:
+            data = json.loads(raw)
+        except ValueError as exc:
+            problem = f"response is not JSON: {truncate(raw.decode('utf-8', 'replace'))!r}"
+            raise MarquezBadResponse(f"{endpoint}: {problem}", url=url, status=status) from exc
+        return _Reply(endpoint, url, status, data)
+
+    async def _paged(
+        self,
+        path: str,
+        key: str,
+        query: Sequence[tuple[str, _QueryValue]] = (),
+        *,
+        max_items: int | None = None,
+    ) -> list[dict[str, Any]]:
+        # totalCount is unreliable (absent, or ignoring filters), so page until a short page.
+        items: list[dict[str, Any]] = []
+        previous: list[dict[str, Any]] | None = None
+        while max_items is None or len(items) < max_items:
+            limit = (
+                self._page_size
+                if max_items is None
+                else min(self._page_size, max_items - len(items))
+            )
+            page_query = [*query, ("limit", limit), ("offset", len(items))]
+            page = (await self._get(path, page_query)).objects(key)
+            if page and page == previous:
+                logger.warning(
+                    "Marquez ignored offset on %s; stopping after %d items", path, len(items)
+                )
+                break
+            items.extend(page)
+            if len(page) < limit:
+                break
+            previous = page
+        return items
+
+    async def _call(
+        self,
+        method: Literal["GET", "POST"],
+        path: str,
+        query: Sequence[tuple[str, _QueryValue]] = (),
+        body: bytes | None = None,
+    ) -> tuple[str, int, bytes]:
+        """Send one request with retries; return (url, status, body) of a 2xx answer."""
+        if self._closed:
+            raise RuntimeError("MarquezClient is closed")
+        query_string = "&".join(f"{_seg(k)}={_seg(str(v))}" for k, v in query)
+        url = URL(self._base + path + (f"?{query_string}" if query_string else ""), encoded=True)
+        headers = dict(self._headers)
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        idempotent = method == "GET"
+        attempts = self._retry.attempts
+        failure = ""
+        status: int | None = None
+        cause: BaseException | None = None
+        for attempt in range(1, attempts + 1):
+            if attempt > 1:
+                delay = self._retry.delay(attempt - 1)
+                logger.warning(
+                    "Marquez %s %s failed (%s); retry %d of %d in %.2fs",
+                    method,
+                    url,
+                    failure,
+                    attempt - 1,
+                    attempts - 1,
+                    delay,
+                )
+                await asyncio.sleep(delay)
+            responded = False
+            try:
+                async with self._http().request(
+                    method,
+                    url,
+                    headers=headers,
+                    data=body,
+                    timeout=self._timeout,
+                    # aiohttp would turn a redirected POST into a GET and drop the event.
+                    allow_redirects=idempotent,
+                    raise_for_status=False,
+                ) as resp:
+                    responded = True
+                    raw = await resp.read()
+                    logger.debug("Marquez %s %s -> %d", method, url, resp.status)
+                    if resp.status < 500:
+                        return str(url), resp.status, self._check(resp, raw, f"{method} {path}")
+                    status = resp.status
+                    failure = f"HTTP {status} {error_message(raw, resp.reason)}"
+                    cause = aiohttp.ClientResponseError(
+                        resp.request_info, resp.history, status=status, message=failure
+                    )
+                    retryable = status in _RETRYABLE_GET_STATUSES or not idempotent
+            except TimeoutError as exc:
+                # A POST that timed out may have been stored; re-sending it could duplicate it.
+                failure, status, cause = f"no answer within {self._timeout_s:g}s", None, exc
+                retryable = idempotent
+            except aiohttp.TooManyRedirects as exc:
+                raise MarquezBadResponse(
+                    f"{method} {path}: too many redirects", url=str(url), status=exc.status
+                ) from exc
+            except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
+                failure, status, cause = describe(exc), None, exc
+                retryable = idempotent or not responded
+            except aiohttp.ClientError as exc:
+                message = f"Marquez at {self._base} failed: {describe(exc)} ({method} {path})"
+                raise MarquezUnavailable(message, url=str(url)) from exc
+            if not retryable:
+                break
+        verb = "is unreachable" if status is None else "is unavailable"
+        tries = f"{attempt} attempt{'s' if attempt > 1 else ''}"
+        message = f"Marquez at {self._base} {verb}: {failure} ({tries}, {method} {path})"
+        raise MarquezUnavailable(message, url=str(url), status=status) from cause
+
+    def _check(self, resp: aiohttp.ClientResponse, raw: bytes, endpoint: str) -> bytes:
+        if 200 <= resp.status < 300:
+            return raw
+        url = str(resp.url)
+        if resp.status >= 400:
+            error = MarquezNotFound if resp.status == 404 else MarquezRequestError
+            raise error(error_message(raw, resp.reason), url=url, status=resp.status)
+        location = resp.headers.get("Location")
+        where = f" to {location}" if location else ""
+        raise MarquezBadResponse(
+            f"{endpoint}: unexpected HTTP {resp.status}{where}", url=url, status=resp.status
+        )
+
+    def _http(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = aiohttp.ClientSession()
+        return self._session

@@ -1,0 +1,216 @@
+"""The BOT_CONFIG YAML file: teams, ownership, approvers, reports, schedules, SLA rules, limits.
+
+Patterns are shell-style globs (`fnmatch`) over DAG ids, or over dataset names for reports.
+A pattern may be prefixed with a namespace and a colon-free separator `NS::` to restrict it to
+one Marquez namespace (namespaces may themselves contain `:` and `/`, hence the double colon).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from datetime import timedelta
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from croniter import croniter
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from bot.domain.model import DagRef, DatasetRef
+
+_DURATION = re.compile(r"^\s*(?:(?P<d>\d+)d)?\s*(?:(?P<h>\d+)h)?\s*(?:(?P<m>\d+)m)?\s*$")
+
+
+class ConfigError(ValueError):
+    """BOT_CONFIG could not be read or is invalid; the message names the file and the field."""
+
+
+def matches(pattern: str, namespace: str, name: str) -> bool:
+    """Whether `NS::GLOB` or `GLOB` matches a (namespace, name) pair."""
+    if "::" in pattern:
+        ns_pattern, _, name_pattern = pattern.partition("::")
+        return fnmatchcase(namespace, ns_pattern) and fnmatchcase(name, name_pattern)
+    return fnmatchcase(name, pattern)
+
+
+def parse_duration(value: Any) -> timedelta:
+    """`90m`, `2h`, `1d 6h`, or a number of seconds."""
+    if isinstance(value, timedelta):
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return timedelta(seconds=value)
+    match = _DURATION.match(str(value)) if isinstance(value, str) and value.strip() else None
+    if match is None or not any(match.groupdict().values()):
+        raise ValueError(f"'{value}' is not a duration; write e.g. 30m, 2h or 1d 6h")
+    parts = {k: int(v) for k, v in match.groupdict().items() if v}
+    return timedelta(days=parts.get("d", 0), hours=parts.get("h", 0), minutes=parts.get("m", 0))
+
+
+Duration = Annotated[timedelta, Field(json_schema_extra={"format": "duration"})]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Team(_Strict):
+    """A team: who is in it (Slack user and user-group ids) and where it hears from the bot."""
+
+    name: str = Field(min_length=1)
+    channel: str | None = None
+    members: tuple[str, ...] = ()
+    user_groups: tuple[str, ...] = ()
+
+
+class Ownership(_Strict):
+    """Which DAGs a team owns; `second_approver` means the requester cannot approve alone."""
+
+    pattern: str = Field(min_length=1)
+    team: str
+    second_approver: bool = False
+
+
+class Approvers(_Strict):
+    """People and groups who may approve any backfill, whoever owns the DAG."""
+
+    users: tuple[str, ...] = ()
+    user_groups: tuple[str, ...] = ()
+
+
+class Report(_Strict):
+    """A report (dashboard, export) declared by the datasets it reads."""
+
+    name: str = Field(min_length=1)
+    url: str | None = None
+    team: str | None = None
+    datasets: tuple[str, ...] = Field(min_length=1)
+
+
+class ScheduleRule(_Strict):
+    """An explicit cron schedule (or Airflow preset such as `@daily`) for matching DAGs."""
+
+    pattern: str = Field(min_length=1)
+    cron: str
+
+    @field_validator("cron")
+    @classmethod
+    def _valid_cron(cls, value: str) -> str:
+        if not croniter.is_valid(value):
+            raise ValueError(f"'{value}' is not a cron expression (e.g. '0 0 * * 0' or '@weekly')")
+        return value
+
+
+class SlaRule(_Strict):
+    """A DAG run is late when it has not succeeded `deadline` after its data interval ends."""
+
+    pattern: str = Field(min_length=1)
+    deadline: Duration
+    notify: tuple[str, ...] = ()
+
+    @field_validator("deadline", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> timedelta:
+        return parse_duration(value)
+
+
+class Limits(_Strict):
+    max_range_days: int = Field(default=92, ge=1, le=3660)
+    max_plan_dags: int = Field(default=500, ge=1)
+
+
+class BotConfig(_Strict):
+    """The whole BOT_CONFIG file. Every section is optional; an empty file is valid."""
+
+    teams: tuple[Team, ...] = ()
+    ownership: tuple[Ownership, ...] = ()
+    approvers: Approvers = Approvers()
+    reports: tuple[Report, ...] = ()
+    schedules: tuple[ScheduleRule, ...] = ()
+    sla: tuple[SlaRule, ...] = ()
+    limits: Limits = Limits()
+
+    @model_validator(mode="after")
+    def _references(self) -> BotConfig:
+        names = [t.name for t in self.teams]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"team names must be unique; repeated: {', '.join(duplicates)}")
+        known = set(names)
+        referenced = [("ownership", o.team) for o in self.ownership]
+        referenced += [("reports", r.team) for r in self.reports if r.team]
+        referenced += [("sla", team) for rule in self.sla for team in rule.notify]
+        for section, team in referenced:
+            if team not in known:
+                raise ValueError(
+                    f"{section} refers to team '{team}', which is not declared under teams"
+                )
+        return self
+
+    def team(self, name: str) -> Team | None:
+        return next((t for t in self.teams if t.name == name), None)
+
+    def owners_of(self, dag: DagRef) -> tuple[str, ...]:
+        """Teams owning a DAG by the ownership patterns, in file order, without repeats."""
+        found = [o.team for o in self.ownership if matches(o.pattern, dag.namespace, dag.dag_id)]
+        return tuple(dict.fromkeys(found))
+
+    def cron_for(self, dag: DagRef) -> str | None:
+        rule = next(
+            (s for s in self.schedules if matches(s.pattern, dag.namespace, dag.dag_id)), None
+        )
+        return rule.cron if rule else None
+
+    def reports_reading(self, datasets: Iterable[DatasetRef]) -> list[tuple[Report, DatasetRef]]:
+        """Each report that reads one of the datasets, with the first such dataset."""
+        wanted = sorted(set(datasets))
+        hits: list[tuple[Report, DatasetRef]] = []
+        for report in self.reports:
+            hit = next(
+                (
+                    d
+                    for d in wanted
+                    if any(matches(p, d.namespace, d.name) for p in report.datasets)
+                ),
+                None,
+            )
+            if hit is not None:
+                hits.append((report, hit))
+        return hits
+
+
+def _describe(error: ValidationError, source: str) -> str:
+    lines = []
+    for item in error.errors():
+        where = ".".join(str(part) for part in item["loc"]) or "(top level)"
+        lines.append(f"{source}: {where}: {item['msg']}")
+    return "\n".join(lines)
+
+
+def parse_config(data: Any, *, source: str = "BOT_CONFIG") -> BotConfig:
+    """Validate an already-parsed YAML document."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: the top level must be a mapping of sections, not {data!r}")
+    try:
+        return BotConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, source)) from None
+
+
+def load_config(path: Path | None) -> BotConfig:
+    """Read BOT_CONFIG; no path means the defaults (no teams, no rules)."""
+    if path is None:
+        return BotConfig()
+    source = f"BOT_CONFIG {path}"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{source}: cannot be read: {exc.strerror or exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{source}: is not valid YAML: {exc}") from None
+    return parse_config(data, source=source)

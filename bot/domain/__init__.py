@@ -1,0 +1,1 @@
+"""Pure domain logic: lineage graphs, impact, schedules and backfill planning. No I/O here."""

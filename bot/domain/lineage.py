@@ -1,0 +1,199 @@
+"""Directed lineage from Marquez graph nodes, collapsed to DAGs, and downstream impact.
+
+Marquez's `GET /api/v1/lineage` expands *undirected* (it returns upstream and sibling jobs too),
+so impact is computed here by following out-edges only: job → its output datasets → the jobs
+that read them. Task-level jobs (those with `parentJobName`) are collapsed into their DAG,
+because a backfill reruns whole DAGs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import networkx as nx
+
+from bot.domain.model import DagRef, DatasetRef
+
+
+class LineageCycleError(ValueError):
+    """The affected DAGs depend on each other in a cycle, so no safe order exists."""
+
+    def __init__(self, cycle: Sequence[DagRef]) -> None:
+        self.cycle = tuple(cycle)
+        path = " → ".join(str(d) for d in (*self.cycle, self.cycle[0]))
+        super().__init__(
+            f"Lineage has a cycle between DAGs: {path}. A backfill needs an order in which every "
+            "DAG runs after the DAGs it reads from; fix the lineage (or --exclude one of them)."
+        )
+
+
+def dag_of(job: Mapping[str, Any]) -> DagRef:
+    """The DAG a Marquez job belongs to: its parent job for a task, else the job itself."""
+    namespace = job.get("namespace") or (job.get("id") or {}).get("namespace")
+    name = (job.get("id") or {}).get("name") or job.get("name")
+    if not isinstance(namespace, str) or not isinstance(name, str):
+        raise ValueError(f"job without namespace/name: {dict(job)!r:.200}")
+    parent = job.get("parentJobName")
+    return DagRef(namespace, parent if isinstance(parent, str) and parent else name)
+
+
+def _dataset_ref(data: Mapping[str, Any], node_id: str) -> DatasetRef:
+    ident = data.get("id") or {}
+    namespace = ident.get("namespace") or data.get("namespace")
+    name = ident.get("name") or data.get("name")
+    if not isinstance(namespace, str) or not isinstance(name, str):
+        raise ValueError(f"dataset node {node_id} has no namespace/name")
+    return DatasetRef(namespace, name)
+
+
+@dataclass
+class LineageGraph:
+    """Jobs and datasets with their directed edges, plus the DAG-level graph derived from them."""
+
+    jobs: dict[str, DagRef] = field(default_factory=dict)  # job node id -> its DAG
+    datasets: dict[str, DatasetRef] = field(default_factory=dict)
+    edges: set[tuple[str, str]] = field(default_factory=set)
+    dags: Any = field(default_factory=nx.DiGraph)  # DagRef -> DagRef, attr "datasets"
+    outputs: dict[DagRef, set[DatasetRef]] = field(default_factory=dict)
+
+    def merge_nodes(self, nodes: Iterable[Mapping[str, Any]]) -> None:
+        """Add Marquez lineage nodes (several responses may overlap) and rebuild DAG edges."""
+        for node in nodes:
+            node_id = node["id"]
+            data = node.get("data") or {}
+            if node.get("type") == "JOB":
+                self.jobs[node_id] = dag_of(data)
+            elif node.get("type") == "DATASET":
+                self.datasets[node_id] = _dataset_ref(data, node_id)
+            else:
+                continue
+            for edge in (*node.get("inEdges", ()), *node.get("outEdges", ())):
+                self.edges.add((edge["origin"], edge["destination"]))
+        self._rebuild_dags()
+
+    def _rebuild_dags(self) -> None:
+        producers: dict[str, set[DagRef]] = {}
+        consumers: dict[str, set[DagRef]] = {}
+        for origin, destination in self.edges:
+            if origin in self.jobs and destination in self.datasets:
+                producers.setdefault(destination, set()).add(self.jobs[origin])
+            elif origin in self.datasets and destination in self.jobs:
+                consumers.setdefault(origin, set()).add(self.jobs[destination])
+        links: dict[tuple[DagRef, DagRef], set[DatasetRef]] = {}
+        outputs: dict[DagRef, set[DatasetRef]] = {}
+        for dataset_id, makers in producers.items():
+            dataset = self.datasets[dataset_id]
+            readers = consumers.get(dataset_id, set())
+            for producer in makers:
+                outputs.setdefault(producer, set()).add(dataset)
+                for consumer in readers - {producer}:  # tasks of one DAG handing data over
+                    links.setdefault((producer, consumer), set()).add(dataset)
+        dags = nx.DiGraph()
+        dags.add_nodes_from(set(self.jobs.values()))
+        dags.add_edges_from((a, b, {"datasets": found}) for (a, b), found in links.items())
+        self.dags = dags
+        self.outputs = outputs
+
+    def dag_ids(self) -> set[DagRef]:
+        return set(self.dags.nodes)
+
+
+def build_lineage(nodes: Iterable[Mapping[str, Any]]) -> LineageGraph:
+    """A LineageGraph from the `graph` list(s) of Marquez lineage responses."""
+    lineage = LineageGraph()
+    lineage.merge_nodes(nodes)
+    return lineage
+
+
+@dataclass(frozen=True)
+class Affected:
+    """The root DAG and everything downstream of it, each once, in a safe execution order."""
+
+    root: DagRef
+    order: tuple[DagRef, ...]
+    upstream: Mapping[DagRef, tuple[DagRef, ...]]
+
+    @property
+    def downstream(self) -> tuple[DagRef, ...]:
+        return self.order[1:]
+
+
+def _order_key(dag: DagRef) -> tuple[str, str]:
+    return (dag.dag_id, dag.namespace)
+
+
+def affected_dags(
+    dags: Any, root: DagRef, *, exclude: Iterable[DagRef] = (), only: bool = False
+) -> Affected:
+    """Root plus its descendants in the DAG graph, in topological order (ties by name).
+
+    Excluded DAGs are removed before the walk: their data does not change, so DAGs that are
+    downstream only through them are not affected either.
+    """
+    excluded = set(exclude)
+    if only or root not in dags:
+        return Affected(root, (root,), {root: ()})
+    graph = dags
+    if excluded:
+        graph = dags.copy()
+        graph.remove_nodes_from(excluded)
+    members = {root} | nx.descendants(graph, root)
+    sub = graph.subgraph(members).copy()  # a concrete copy: views are slow on large graphs
+    try:
+        order = tuple(nx.lexicographical_topological_sort(sub, key=_order_key))
+    except nx.NetworkXUnfeasible:
+        cycle = [edge[0] for edge in nx.find_cycle(sub)]
+        raise LineageCycleError(cycle) from None
+    upstream = {d: tuple(sorted(sub.predecessors(d), key=_order_key)) for d in order}
+    return Affected(root, order, upstream)
+
+
+def facet_owners(jobs: Iterable[Mapping[str, Any]]) -> dict[DagRef, tuple[str, ...]]:
+    """Owners named by OpenLineage `ownership` job facets, by DAG (`team:x` is shown as `x`)."""
+    found: dict[DagRef, list[str]] = {}
+    for job in jobs:
+        facet = (job.get("facets") or {}).get("ownership") or {}
+        owners = facet.get("owners") if isinstance(facet, dict) else None
+        if not isinstance(owners, list):
+            continue
+        names = [
+            o["name"] for o in owners if isinstance(o, dict) and isinstance(o.get("name"), str)
+        ]
+        if names:
+            bucket = found.setdefault(dag_of(job), [])
+            bucket.extend(n.removeprefix("team:") for n in names)
+    return {dag: tuple(dict.fromkeys(names)) for dag, names in found.items()}
+
+
+def settled_jobs(nodes: Iterable[Mapping[str, Any]], start: str, depth: int) -> set[str]:
+    """Job node ids whose edges a Marquez lineage response (from `start`, `depth`) has in full.
+
+    Marquez adds jobs sharing a dataset with a job already in the graph, up to `depth` hops,
+    and drops edges to jobs it did not add; so a job fewer than `depth` hops from the start has
+    all its neighbours in the response, while one at the boundary may be missing consumers.
+    """
+    adjacency: dict[str, set[str]] = {}
+    kinds: dict[str, str] = {}
+    for node in nodes:
+        node_id = node["id"]
+        kinds[node_id] = str(node.get("type"))
+        for edge in (*node.get("inEdges", ()), *node.get("outEdges", ())):
+            a, b = edge["origin"], edge["destination"]
+            adjacency.setdefault(a, set()).add(b)
+            adjacency.setdefault(b, set()).add(a)
+    if start not in kinds:
+        return set()
+    hops = {start: 0}
+    frontier = [start]
+    while frontier:
+        following: list[str] = []
+        for job in frontier:
+            for dataset in adjacency.get(job, ()):
+                for other in adjacency.get(dataset, ()):
+                    if other not in hops and kinds.get(other) == "JOB":
+                        hops[other] = hops[job] + 1
+                        following.append(other)
+        frontier = following
+    return {job for job, hop in hops.items() if hop < depth}

@@ -1,0 +1,120 @@
+"""The backfill plan: the root DAG and every downstream DAG, each once, in lineage order,
+each with the data intervals it must rerun.
+
+Intervals are schedule-aware: the root reruns its runs overlapping the requested days; every
+downstream DAG reruns its own runs whose data interval overlaps what its upstream DAGs in the
+plan rewrote. A weekly DAG downstream of three daily partitions reruns the weekly run(s) that
+read those days, not three daily runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from bot.domain.lineage import affected_dags
+from bot.domain.model import DagRef, DateRange, Interval, iso
+from bot.domain.schedule import Schedule, Unscheduled, intervals_for
+
+
+class PlanError(ValueError):
+    """The plan cannot be made as asked (bad exclusion, too many DAGs)."""
+
+
+@dataclass(frozen=True)
+class PlanStep:
+    dag: DagRef
+    intervals: tuple[Interval, ...]
+    upstream: tuple[DagRef, ...]
+    schedule: str
+    owners: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "dag_id": self.dag.dag_id,
+            "namespace": self.dag.namespace,
+            "intervals": [i.to_json() for i in self.intervals],
+            "upstream": [u.dag_id for u in self.upstream],
+            "schedule": self.schedule,
+            "owners": list(self.owners),
+        }
+
+
+@dataclass(frozen=True)
+class Plan:
+    root: DagRef
+    date_range: DateRange
+    steps: tuple[PlanStep, ...]
+    excluded: tuple[DagRef, ...] = ()
+    only: bool = False
+
+    @property
+    def run_count(self) -> int:
+        return sum(len(s.intervals) for s in self.steps)
+
+    def to_json(self) -> dict[str, Any]:
+        window = self.date_range.as_interval()
+        return {
+            "dag_id": self.root.dag_id,
+            "namespace": self.root.namespace,
+            "start": iso(window.start),
+            "end": iso(window.end),
+            "range": str(self.date_range),
+            "only": self.only,
+            "excluded": [d.dag_id for d in self.excluded],
+            "steps": [s.to_json() for s in self.steps],
+        }
+
+
+def resolve_exclusions(dags: Any, root: DagRef, names: Iterable[str]) -> tuple[DagRef, ...]:
+    """Map `--exclude` DAG ids to downstream DAGs of the root; unknown names are an error."""
+    wanted = [n.strip() for n in names if n.strip()]
+    if not wanted:
+        return ()
+    reachable = affected_dags(dags, root).order
+    chosen: list[DagRef] = []
+    for name in wanted:
+        if name == root.dag_id:
+            raise PlanError(f"--exclude {name}: the root DAG cannot be excluded; use another DAG")
+        hits = [d for d in reachable if d.dag_id == name]
+        if not hits:
+            raise PlanError(
+                f"--exclude {name}: not downstream of {root.dag_id}, so there is nothing to exclude"
+            )
+        chosen.extend(hits)
+    return tuple(dict.fromkeys(chosen))
+
+
+def make_plan(
+    dags: Any,
+    root: DagRef,
+    date_range: DateRange,
+    schedules: Mapping[DagRef, Schedule],
+    *,
+    exclude: Iterable[DagRef] = (),
+    only: bool = False,
+    owners: Callable[[DagRef], tuple[str, ...]] = lambda _: (),
+    max_dags: int | None = None,
+) -> Plan:
+    """Plan a backfill of `root` over `date_range` and of everything downstream of it."""
+    excluded = tuple(exclude)
+    affected = affected_dags(dags, root, exclude=excluded, only=only)
+    if max_dags is not None and len(affected.order) > max_dags:
+        raise PlanError(
+            f"The plan would touch {len(affected.order)} DAGs, over the limit of {max_dags} "
+            "(limits.max_plan_dags in BOT_CONFIG); use --exclude or --only"
+        )
+    rewritten: dict[DagRef, tuple[Interval, ...]] = {}
+    steps: list[PlanStep] = []
+    for dag in affected.order:
+        schedule = schedules.get(dag) or Unscheduled()
+        upstream = affected.upstream[dag]
+        if dag == root:
+            changed: list[Interval] = [date_range.as_interval()]
+        else:
+            changed = [i for u in upstream for i in rewritten[u]]
+        intervals = tuple(intervals_for(schedule, changed))
+        rewritten[dag] = intervals
+        steps.append(PlanStep(dag, intervals, upstream, schedule.describe(), owners(dag)))
+    return Plan(root, date_range, tuple(steps), excluded, only)

@@ -1,0 +1,49 @@
+"""Parsing of the user's date range (`START..END`), with errors that name the fix."""
+
+from __future__ import annotations
+
+import re
+from datetime import date
+
+from bot.domain.model import DateRange
+
+_RANGE = re.compile(r"^\s*(?P<start>[^.\s]+)\s*(?:\.\.\s*(?P<end>[^.\s]+)\s*)?$")
+EXAMPLE = "2021-06-04..2021-06-06"
+
+
+class RangeError(ValueError):
+    """The date range is malformed, reversed or too long; the message says how to fix it."""
+
+
+def _parse_day(text: str, whole: str) -> date:
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise RangeError(
+            f"'{whole}' is not a date range: '{text}' is not an ISO date (YYYY-MM-DD). "
+            f"Use START..END, e.g. {EXAMPLE}, or a single date."
+        ) from None
+
+
+def parse_range(text: str, *, max_days: int) -> DateRange:
+    """Parse `START..END` (inclusive ISO dates) or a single `DATE` (one day)."""
+    match = _RANGE.match(text or "")
+    if match is None:
+        raise RangeError(
+            f"'{text}' is not a date range. Use START..END with ISO dates, e.g. {EXAMPLE}, "
+            "or a single date for one day."
+        )
+    start = _parse_day(match["start"], text)
+    end = _parse_day(match["end"], text) if match["end"] else start
+    if end < start:
+        raise RangeError(
+            f"The range {text.strip()} is reversed: the start is after the end. "
+            f"Did you mean {end.isoformat()}..{start.isoformat()}?"
+        )
+    result = DateRange(start, end)
+    if result.days > max_days:
+        raise RangeError(
+            f"The range {result} spans {result.days} days; the maximum is {max_days} "
+            "(limits.max_range_days in BOT_CONFIG). Split it into smaller backfills."
+        )
+    return result

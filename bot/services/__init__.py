@@ -1,0 +1,1 @@
+"""Services: orchestrate clients, the store and the pure domain for one use case each."""

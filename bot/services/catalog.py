@@ -1,0 +1,103 @@
+"""The DAGs Marquez knows, and resolving a DAG name the way a user types it.
+
+Names are resolved across all Marquez namespaces (a default namespace, MARQUEZ_NAMESPACE, wins
+when the DAG exists there); an ambiguous name asks for a namespace, an unknown one comes with
+the closest names.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from bot.clients.marquez import MarquezClient
+from bot.domain.lineage import dag_of, facet_owners
+from bot.domain.model import DagRef
+
+
+class UnknownDag(LookupError):
+    """No DAG of that name; `suggestions` holds the closest known names."""
+
+    def __init__(self, name: str, suggestions: Iterable[str], namespace: str | None) -> None:
+        self.name = name
+        self.suggestions = tuple(suggestions)
+        where = f" in namespace {namespace}" if namespace else ""
+        hint = f" Did you mean: {', '.join(self.suggestions)}?" if self.suggestions else ""
+        super().__init__(f"Unknown DAG '{name}'{where}: Marquez has no job by that name.{hint}")
+
+
+class AmbiguousDag(LookupError):
+    """The name exists in several namespaces; `candidates` lists them."""
+
+    def __init__(self, name: str, candidates: Iterable[DagRef]) -> None:
+        self.name = name
+        self.candidates = tuple(sorted(candidates))
+        namespaces = ", ".join(c.namespace for c in self.candidates)
+        super().__init__(
+            f"DAG '{name}' exists in several Marquez namespaces ({namespaces}); "
+            "say which one with --namespace."
+        )
+
+
+def _has_io(job: Mapping[str, Any]) -> bool:
+    return bool(job.get("inputs") or job.get("outputs"))
+
+
+@dataclass
+class Catalog:
+    """All Marquez jobs grouped by the DAG they belong to."""
+
+    jobs: list[dict[str, Any]]
+    members: dict[DagRef, list[dict[str, Any]]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for job in self.jobs:
+            self.members.setdefault(dag_of(job), []).append(job)
+
+    @property
+    def dags(self) -> list[DagRef]:
+        return sorted(self.members)
+
+    def owners_from_facets(self) -> dict[DagRef, tuple[str, ...]]:
+        return facet_owners(self.jobs)
+
+    def lineage_jobs(self, dag: DagRef) -> list[tuple[str, str]]:
+        """(namespace, job name) of a DAG's jobs that read or write datasets."""
+        jobs = self.members.get(dag, [])
+        with_io = [j for j in jobs if _has_io(j)] or jobs
+        return sorted((j["namespace"], j["name"]) for j in with_io)
+
+    def resolve(
+        self, name: str, *, namespace: str | None = None, default_namespace: str | None = None
+    ) -> DagRef:
+        """The DAG a user means by `name` (optionally pinned to a namespace)."""
+        name = name.strip()
+        if namespace:
+            ref = DagRef(namespace, name)
+            if ref in self.members:
+                return ref
+            in_ns = [d.dag_id for d in self.dags if d.namespace == namespace]
+            raise UnknownDag(name, _closest(name, in_ns), namespace)
+        hits = [d for d in self.dags if d.dag_id == name]
+        if default_namespace and DagRef(default_namespace, name) in hits:
+            return DagRef(default_namespace, name)
+        if len(hits) == 1:
+            return hits[0]
+        if len(hits) > 1:
+            raise AmbiguousDag(name, hits)
+        raise UnknownDag(name, _closest(name, [d.dag_id for d in self.dags]), None)
+
+
+def _closest(name: str, names: Iterable[str]) -> list[str]:
+    pool = sorted(set(names))
+    close = difflib.get_close_matches(name, pool, n=5, cutoff=0.6)
+    lowered = name.lower()
+    contained = [n for n in pool if lowered in n.lower() and n not in close]
+    return (close + contained)[:5]
+
+
+async def load_catalog(client: MarquezClient) -> Catalog:
+    """Every job in every namespace (`GET /api/v1/jobs`, all pages)."""
+    return Catalog(await client.list_jobs())

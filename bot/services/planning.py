@@ -1,0 +1,191 @@
+"""Plan and impact use cases: fetch lineage and run history from Marquez, then call the pure
+domain functions. Shared by the CLI and (later) the Slack handlers."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, TypeVar
+
+import networkx as nx
+
+from bot.clients.marquez import MarquezClient, MarquezNotFound, job_node_id
+from bot.config import BotConfig, Report
+from bot.domain.lineage import LineageGraph, affected_dags, settled_jobs
+from bot.domain.model import DagRef, DatasetRef
+from bot.domain.planner import Plan, make_plan, resolve_exclusions
+from bot.domain.ranges import parse_range
+from bot.domain.schedule import CronSchedule, Schedule, Unscheduled, schedule_from_runs
+from bot.services.catalog import Catalog, load_catalog
+
+LINEAGE_DEPTH = 20
+HISTORY_RUNS = 60
+CONCURRENCY = 8
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    dag: str
+    range_text: str
+    namespace: str | None = None
+    only: bool = False
+    exclude: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ReportHit:
+    report: Report
+    dataset: DatasetRef
+
+
+@dataclass(frozen=True)
+class Impact:
+    """What a failure or backfill of `root` touches downstream, and who must hear about it."""
+
+    root: DagRef
+    downstream: tuple[DagRef, ...]
+    datasets: tuple[DatasetRef, ...]
+    reports: tuple[ReportHit, ...]
+    owners: dict[DagRef, tuple[str, ...]]
+
+    @property
+    def teams(self) -> tuple[str, ...]:
+        named = [t for dag in (self.root, *self.downstream) for t in self.owners.get(dag, ())]
+        named += [hit.report.team for hit in self.reports if hit.report.team]
+        return tuple(sorted(set(named)))
+
+
+async def _bounded(calls: Iterable[Callable[[], Awaitable[T]]]) -> list[T]:
+    gate = asyncio.Semaphore(CONCURRENCY)
+
+    async def run(call: Callable[[], Awaitable[T]]) -> T:
+        async with gate:
+            return await call()
+
+    return list(await asyncio.gather(*(run(c) for c in calls)))
+
+
+class Planner:
+    """Reads Marquez for one request; create one per request (it caches what it fetched)."""
+
+    def __init__(
+        self, client: MarquezClient, config: BotConfig, *, default_namespace: str | None = None
+    ) -> None:
+        self.client = client
+        self.config = config
+        self.default_namespace = default_namespace
+        self._catalog: Catalog | None = None
+
+    async def catalog(self) -> Catalog:
+        if self._catalog is None:
+            self._catalog = await load_catalog(self.client)
+        return self._catalog
+
+    async def resolve(self, name: str, namespace: str | None = None) -> DagRef:
+        catalog = await self.catalog()
+        return catalog.resolve(name, namespace=namespace, default_namespace=self.default_namespace)
+
+    async def lineage(self, root: DagRef) -> LineageGraph:
+        """The lineage around `root`, expanded until every affected DAG's edges are complete."""
+        catalog = await self.catalog()
+        lineage = LineageGraph()
+        queried: set[str] = set()
+        settled: set[str] = set()
+        pending = [job_node_id(ns, name) for ns, name in catalog.lineage_jobs(root)]
+        while pending:
+            batch = [p for p in dict.fromkeys(pending) if p not in queried]
+            queried.update(batch)
+            responses = await _bounded([partial(self._fetch_lineage, node) for node in batch])
+            for node, nodes in zip(batch, responses, strict=True):
+                lineage.merge_nodes(nodes)
+                settled |= settled_jobs(nodes, node, LINEAGE_DEPTH)
+            affected = {root} | (
+                nx.descendants(lineage.dags, root) if root in lineage.dags else set()
+            )
+            pending = [
+                job_node_id(ns, name)
+                for dag in sorted(affected)
+                for ns, name in catalog.lineage_jobs(dag)
+                if job_node_id(ns, name) not in settled
+            ]
+        return lineage
+
+    async def _fetch_lineage(self, node_id: str) -> list[dict[str, Any]]:
+        try:
+            return await self.client.get_lineage(node_id, depth=LINEAGE_DEPTH)
+        except MarquezNotFound:
+            return []  # a job that never finished a run has no lineage yet
+
+    async def schedules(self, dags: Sequence[DagRef]) -> dict[DagRef, Schedule]:
+        """Explicit cron rules first, else what each DAG's run history shows."""
+        found: dict[DagRef, Schedule] = {}
+        inferred: list[DagRef] = []
+        for dag in dags:
+            cron = self.config.cron_for(dag)
+            if cron:
+                found[dag] = CronSchedule(cron)
+            else:
+                inferred.append(dag)
+        histories = await _bounded([partial(self._history_schedule, dag) for dag in inferred])
+        found.update(zip(inferred, histories, strict=True))
+        return found
+
+    async def _history_schedule(self, dag: DagRef) -> Schedule:
+        catalog = await self.catalog()
+        candidates = [dag.dag_id] + [name for _, name in catalog.lineage_jobs(dag)]
+        for job in dict.fromkeys(candidates):
+            try:
+                runs = await self.client.list_runs(dag.namespace, job, max_runs=HISTORY_RUNS)
+            except MarquezNotFound:
+                continue
+            schedule = schedule_from_runs(runs)
+            if not isinstance(schedule, Unscheduled):
+                return schedule
+        return Unscheduled()
+
+    def owners(self, catalog: Catalog) -> Callable[[DagRef], tuple[str, ...]]:
+        from_facets = catalog.owners_from_facets()
+
+        def lookup(dag: DagRef) -> tuple[str, ...]:
+            teams = (*self.config.owners_of(dag), *from_facets.get(dag, ()))
+            return tuple(dict.fromkeys(teams))
+
+        return lookup
+
+    async def plan(self, request: PlanRequest) -> Plan:
+        """Validate the range, resolve the DAG, read lineage and history, and plan."""
+        date_range = parse_range(request.range_text, max_days=self.config.limits.max_range_days)
+        root = await self.resolve(request.dag, request.namespace)
+        lineage = await self.lineage(root)
+        excluded = resolve_exclusions(lineage.dags, root, request.exclude)
+        affected = affected_dags(lineage.dags, root, exclude=excluded, only=request.only)
+        schedules = await self.schedules(affected.order)
+        return make_plan(
+            lineage.dags,
+            root,
+            date_range,
+            schedules,
+            exclude=excluded,
+            only=request.only,
+            owners=self.owners(await self.catalog()),
+            max_dags=self.config.limits.max_plan_dags,
+        )
+
+    async def impact(self, name: str, namespace: str | None = None) -> Impact:
+        """Downstream DAGs, rewritten datasets, reports and owners of a DAG."""
+        root = await self.resolve(name, namespace)
+        lineage = await self.lineage(root)
+        affected = affected_dags(lineage.dags, root)
+        datasets = sorted({d for dag in affected.order for d in lineage.outputs.get(dag, ())})
+        owners_of = self.owners(await self.catalog())
+        reports = tuple(ReportHit(r, d) for r, d in self.config.reports_reading(datasets))
+        return Impact(
+            root=root,
+            downstream=affected.downstream,
+            datasets=tuple(datasets),
+            reports=reports,
+            owners={dag: owners_of(dag) for dag in affected.order},
+        )

@@ -1,0 +1,1 @@
+"""Local stand-ins for external services (Marquez), shared by the tests and the demo."""

@@ -1,0 +1,144 @@
+"""Database plumbing: DATABASE_URL normalisation, engines and sessions, Alembic up/downgrades."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import event
+from sqlalchemy.engine import make_url
+from sqlalchemy.engine.interfaces import DBAPIConnection
+from sqlalchemy.ext.asyncio import (
+    AsyncEngine,
+    AsyncSession,
+    async_sessionmaker,
+    create_async_engine,
+)
+from sqlalchemy.pool import ConnectionPoolEntry
+
+MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
+
+_SQLITE_SCHEMES = frozenset({"sqlite", "sqlite+aiosqlite"})
+_POSTGRES_SCHEMES = frozenset({"postgres", "postgresql", "postgresql+psycopg"})
+_SUPPORTED = (
+    "sqlite:///PATH, sqlite+aiosqlite:///PATH, postgres://…, postgresql://… "
+    "or postgresql+psycopg://…"
+)
+_SQLITE_BUSY_TIMEOUT_S = 15.0
+
+
+def _split(url: str) -> tuple[str, str]:
+    """('sqlite' | 'postgresql', the rest after '://'), or ValueError naming only the scheme."""
+    scheme, sep, rest = url.partition("://")
+    scheme = scheme.strip().lower()
+    if sep and scheme in _SQLITE_SCHEMES:
+        return "sqlite", rest
+    if sep and scheme in _POSTGRES_SCHEMES:
+        return "postgresql", rest
+    # Only the scheme goes into the message: the rest may hold a password.
+    shown = repr(scheme) if sep else "a value without '://'"
+    raise ValueError(f"DATABASE_URL has unsupported scheme {shown}; use {_SUPPORTED}")
+
+
+def async_url(url: str) -> str:
+    """The SQLAlchemy async URL for a user-given DATABASE_URL.
+
+    `sqlite:///path` → `sqlite+aiosqlite:///path`; `postgres://`, `postgresql://` and
+    `postgresql+psycopg://` → `postgresql+psycopg://` (psycopg 3 is async too).
+    Raises ValueError for any other scheme.
+    """
+    kind, rest = _split(url)
+    return f"{'sqlite+aiosqlite' if kind == 'sqlite' else 'postgresql+psycopg'}://{rest}"
+
+
+def sync_url(url: str) -> str:
+    """The SQLAlchemy sync URL (for Alembic) for a user-given DATABASE_URL.
+
+    `sqlite+aiosqlite:///path` → `sqlite:///path`; PostgreSQL URLs → `postgresql+psycopg://`.
+    Raises ValueError for any other scheme.
+    """
+    kind, rest = _split(url)
+    return f"{'sqlite' if kind == 'sqlite' else 'postgresql+psycopg'}://{rest}"
+
+
+def ensure_sqlite_directory(url: str) -> None:
+    """Create the folder of a file-backed SQLite database if it is missing; no-op otherwise."""
+    kind, _ = _split(url)
+    if kind != "sqlite":
+        return
+    database = make_url(sync_url(url)).database
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return
+    Path(database).parent.mkdir(parents=True, exist_ok=True)
+
+
+def _alembic_config(url: str) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    # Config values go through ConfigParser interpolation: a %-escaped password needs %%.
+    config.set_main_option("sqlalchemy.url", sync_url(url).replace("%", "%%"))
+    return config
+
+
+def upgrade(url: str, revision: str = "head") -> None:
+    """Migrate the database at `url` up to `revision` (blocking: from async code, run it in a
+    thread). For SQLite, the database file's folder is created if missing (by migrations/env.py,
+    so that the `alembic` CLI does the same)."""
+    command.upgrade(_alembic_config(url), revision)
+
+
+def downgrade(url: str, revision: str = "base") -> None:
+    """Migrate the database at `url` down to `revision` (blocking, like `upgrade`)."""
+    command.downgrade(_alembic_config(url), revision)
+
+
+def _json_dumps(value: Any) -> str:
+    # Keep DAG names readable in the database; the round trip is the same either way.
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _enable_sqlite_foreign_keys(
+    dbapi_connection: DBAPIConnection, connection_record: ConnectionPoolEntry
+) -> None:
+    # SQLite ignores ON DELETE CASCADE / SET NULL unless each connection turns this on.
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute("PRAGMA foreign_keys=ON")
+    finally:
+        cursor.close()
+
+
+def make_engine(url: str, *, echo: bool = False) -> AsyncEngine:
+    """An async engine for a user-given DATABASE_URL (see `async_url`).
+
+    SQLite connections enforce foreign keys and wait up to 15 s for a competing writer;
+    PostgreSQL connections are pre-pinged and recycled so a restarted server is survived.
+    The caller disposes the engine (`await engine.dispose()`).
+    """
+    target = async_url(url)
+    if target.startswith("sqlite"):
+        engine = create_async_engine(
+            target,
+            echo=echo,
+            json_serializer=_json_dumps,
+            connect_args={"timeout": _SQLITE_BUSY_TIMEOUT_S},
+        )
+        event.listen(engine.sync_engine, "connect", _enable_sqlite_foreign_keys)
+        return engine
+    return create_async_engine(
+        target,
+        echo=echo,
+        json_serializer=_json_dumps,
+        pool_size=5,
+        max_overflow=5,
+        pool_pre_ping=True,
+        pool_recycle=1800,
+    )
+
+
+def session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
+    """Sessions on `engine` whose objects stay readable after commit (expire_on_commit=False)."""
+    return async_sessionmaker(engine, expire_on_commit=False)

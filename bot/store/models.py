@@ -1,0 +1,220 @@
+"""What the bot owes before it acts: backfill requests, their steps, and the audit log.
+
+Portable types only (the same models run on SQLite and PostgreSQL). Ids are UUID4 hex strings made
+in Python, datetimes are UTC-aware on the way in and out, states are short strings guarded by CHECK
+constraints, and every constraint has a stable name through the MetaData naming convention.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+from datetime import UTC, date, datetime
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    CheckConstraint,
+    Date,
+    DateTime,
+    Dialect,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.types import TypeDecorator
+
+NAMING_CONVENTION: dict[str, str] = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class RequestState(StrEnum):
+    """The life of a backfill request."""
+
+    PREVIEWED = "previewed"
+    APPROVED = "approved"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    REFUSED = "refused"
+
+
+class StepState(StrEnum):
+    """The life of one step (one DAG) of a backfill."""
+
+    PENDING = "pending"
+    SUBMITTED = "submitted"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    CANCELLED = "cancelled"
+
+
+REQUEST_TRANSITIONS: Mapping[str, frozenset[str]] = {
+    RequestState.PREVIEWED: frozenset(
+        {RequestState.APPROVED, RequestState.REFUSED, RequestState.CANCELLED}
+    ),
+    RequestState.APPROVED: frozenset(
+        {RequestState.RUNNING, RequestState.CANCELLED, RequestState.FAILED}
+    ),
+    RequestState.RUNNING: frozenset(
+        {RequestState.SUCCEEDED, RequestState.FAILED, RequestState.CANCELLED}
+    ),
+}
+"""Allowed request moves: state → the states it may move to. States not listed are final."""
+
+STEP_TRANSITIONS: Mapping[str, frozenset[str]] = {
+    StepState.PENDING: frozenset({StepState.SUBMITTED, StepState.SKIPPED, StepState.CANCELLED}),
+    StepState.SUBMITTED: frozenset(
+        {StepState.RUNNING, StepState.FAILED, StepState.CANCELLED, StepState.SUCCEEDED}
+    ),
+    StepState.RUNNING: frozenset({StepState.SUCCEEDED, StepState.FAILED, StepState.CANCELLED}),
+}
+"""Allowed step moves: state → the states it may move to. States not listed are final."""
+
+
+def new_id() -> str:
+    """A fresh row id: a UUID4 as 32 hex characters."""
+    return uuid.uuid4().hex
+
+
+def utcnow() -> datetime:
+    """The current time, UTC-aware."""
+    return datetime.now(UTC)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """`DateTime(timezone=True)` that only accepts aware datetimes and always returns UTC ones.
+
+    SQLite keeps no offset, so values are stored as UTC wall time and tagged UTC on the way out.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise ValueError(f"naive datetime {value!r}: the store keeps UTC-aware datetimes only")
+        utc = value.astimezone(UTC)
+        return utc.replace(tzinfo=None) if dialect.name == "sqlite" else utc
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+
+def _one_of(column: str, values: Iterable[str]) -> str:
+    return f"{column} IN ({', '.join(repr(str(v)) for v in values)})"
+
+
+class Base(DeclarativeBase):
+    """Declarative base whose MetaData names constraints the same way on every backend."""
+
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class BackfillRequest(Base):
+    """One `/backfill` ask: who asked, the plan shown to them, and where it stands."""
+
+    __tablename__ = "backfill_requests"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    requester: Mapped[str] = mapped_column(String(64))
+    channel: Mapped[str | None] = mapped_column(String(64))
+    root_dag: Mapped[str] = mapped_column(String(250))
+    root_namespace: Mapped[str] = mapped_column(String(1024))
+    start_date: Mapped[date] = mapped_column(Date)
+    end_date: Mapped[date] = mapped_column(Date)
+    options: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    plan: Mapped[dict[str, Any]] = mapped_column(JSON)
+    state: Mapped[str] = mapped_column(String(16), default=RequestState.PREVIEWED.value)
+    approvers: Mapped[list[str]] = mapped_column(JSON, default=list)
+    status_message_ts: Mapped[str | None] = mapped_column(String(32))
+    status_channel: Mapped[str | None] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    version: Mapped[int] = mapped_column(Integer, default=1)
+
+    steps: Mapped[list[BackfillStep]] = relationship(
+        back_populates="request",
+        order_by="BackfillStep.position",
+        cascade="all, delete-orphan",
+        passive_deletes=True,
+        # Steps are few per request; loading them eagerly keeps async callers off lazy loads.
+        lazy="selectin",
+    )
+
+    __table_args__ = (
+        CheckConstraint(_one_of("state", RequestState), name="state"),
+        Index("ix_backfill_requests_state_created_at", "state", "created_at"),
+        Index("ix_backfill_requests_requester_created_at", "requester", "created_at"),
+        Index("ix_backfill_requests_created_at", "created_at"),
+    )
+
+
+class BackfillStep(Base):
+    """One DAG of a backfill plan, with the intervals to rerun and the executor's handle."""
+
+    __tablename__ = "backfill_steps"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    request_id: Mapped[str] = mapped_column(
+        String(32), ForeignKey("backfill_requests.id", ondelete="CASCADE")
+    )
+    position: Mapped[int] = mapped_column(Integer)
+    dag_id: Mapped[str] = mapped_column(String(250))
+    namespace: Mapped[str] = mapped_column(String(1024))
+    intervals: Mapped[list[dict[str, str]]] = mapped_column(JSON)
+    upstream: Mapped[list[str]] = mapped_column(JSON, default=list)
+    executor: Mapped[str | None] = mapped_column(String(32))
+    executor_handle: Mapped[str | None] = mapped_column(String(512))
+    state: Mapped[str] = mapped_column(String(16), default=StepState.PENDING.value)
+    counts: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+    request: Mapped[BackfillRequest] = relationship(back_populates="steps")
+
+    __table_args__ = (
+        CheckConstraint(_one_of("state", StepState), name="state"),
+        UniqueConstraint("request_id", "position"),
+    )
+
+
+class AuditEntry(Base):
+    """Who did what to which request, and when. Kept when the request is deleted."""
+
+    __tablename__ = "audit_log"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    actor: Mapped[str] = mapped_column(String(64))
+    action: Mapped[str] = mapped_column(String(64))
+    request_id: Mapped[str | None] = mapped_column(
+        String(32), ForeignKey("backfill_requests.id", ondelete="SET NULL")
+    )
+    detail: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+    __table_args__ = (
+        Index("ix_audit_log_request_id_at", "request_id", "at"),
+        Index("ix_audit_log_at", "at"),
+    )

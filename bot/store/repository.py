@@ -1,0 +1,422 @@
+"""The store's async API for services: backfill requests, their steps, and the audit log.
+
+Every function takes an `AsyncSession` and works inside the caller's transaction: it flushes but
+never commits, so a service can put a transition, its audit row and whatever else it owes (an
+outbox row) in one `async with sessions.begin() as session:` block and have all or nothing.
+
+State changes are conditional UPDATEs (`... WHERE id = :id AND state IN (:expected)`) checked by
+the database, so a double click or a replayed action changes nothing and raises
+`InvalidTransition` carrying the state the row is actually in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from datetime import UTC, date, datetime, timedelta
+from typing import Any, cast
+
+from sqlalchemy import CursorResult, Executable, delete, func, literal, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from bot.store.models import (
+    REQUEST_TRANSITIONS,
+    STEP_TRANSITIONS,
+    AuditEntry,
+    BackfillRequest,
+    BackfillStep,
+    RequestState,
+    StepState,
+    UTCDateTime,
+    new_id,
+    utcnow,
+)
+
+_STEP_STARTED = frozenset({StepState.SUBMITTED, StepState.RUNNING})
+_STEP_FINISHED = frozenset(StepState) - STEP_TRANSITIONS.keys()
+
+
+class StoreError(Exception):
+    """Base class of the store's own errors."""
+
+
+class RequestNotFound(StoreError, LookupError):
+    """No backfill request has this id."""
+
+    def __init__(self, request_id: str) -> None:
+        super().__init__(f"backfill request {request_id} not found")
+        self.request_id = request_id
+
+
+class StepNotFound(StoreError, LookupError):
+    """No backfill step has this id."""
+
+    def __init__(self, step_id: str) -> None:
+        super().__init__(f"backfill step {step_id} not found")
+        self.step_id = step_id
+
+
+class InvalidTransition(StoreError):
+    """The row is not in any of the expected states; nothing was changed.
+
+    `current` is the state it is in, so a replayed click can say "already approved".
+    """
+
+    def __init__(
+        self, kind: str, row_id: str, *, current: str, expected: Collection[str], to: str
+    ) -> None:
+        wanted = ", ".join(sorted(expected))
+        super().__init__(f"{kind} {row_id} is {current}, not {wanted}: cannot move to {to}")
+        self.kind = kind
+        self.row_id = row_id
+        self.current = current
+        self.expected = frozenset(expected)
+        self.to = to
+
+
+async def _affected(session: AsyncSession, stmt: Executable) -> int:
+    """Run an UPDATE/DELETE in the session's transaction; the number of rows it matched."""
+    result = cast("CursorResult[Any]", await session.execute(stmt))
+    return result.rowcount
+
+
+def _check_moves(
+    machine: Mapping[str, frozenset[str]], kind: str, expected: Collection[str], to: str
+) -> None:
+    """Reject, before touching the database, a move the state machine does not allow (a bug)."""
+    if isinstance(expected, str) or not expected:
+        raise ValueError(f"expected must be a non-empty set of {kind} states, got {expected!r}")
+    illegal = sorted(state for state in expected if to not in machine.get(state, frozenset()))
+    if illegal:
+        raise ValueError(f"{kind} cannot move from {', '.join(illegal)} to {to}")
+
+
+def _day(value: Any, *, end: bool) -> date:
+    """A plan bound as a calendar day: dates as given; a datetime `end` is exclusive."""
+    if isinstance(value, datetime):
+        moment = value
+    elif isinstance(value, date):
+        return value
+    elif isinstance(value, str):
+        try:
+            return date.fromisoformat(value)
+        except ValueError:
+            moment = datetime.fromisoformat(value)
+    else:
+        raise ValueError(f"plan start/end must be ISO dates or datetimes, got {value!r}")
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC)
+    # [start, end) covers the days up to the instant before `end`.
+    return (moment - timedelta(microseconds=1)).date() if end else moment.date()
+
+
+def _required(mapping: Mapping[str, Any], key: str, where: str) -> Any:
+    try:
+        return mapping[key]
+    except KeyError:
+        raise ValueError(f"{where} has no {key!r}") from None
+
+
+def _intervals(raw: Any, where: str) -> list[dict[str, str]]:
+    if not isinstance(raw, list):
+        raise ValueError(f"{where} intervals must be a list of {{start, end}}")
+    out: list[dict[str, str]] = []
+    for item in raw:
+        start, end = _required(item, "start", where), _required(item, "end", where)
+        if not isinstance(start, str) or not isinstance(end, str):
+            raise ValueError(f"{where} interval bounds must be ISO strings, got {item!r}")
+        out.append({"start": start, "end": end})
+    return out
+
+
+async def create_request(
+    session: AsyncSession,
+    *,
+    plan: Mapping[str, Any],
+    requester: str,
+    channel: str | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> BackfillRequest:
+    """Record a previewed request and its steps (in plan order) plus a `request.created` audit row.
+
+    `plan` is the planner's JSON: `{"dag_id", "namespace"?, "start", "end", "steps": [{"dag_id",
+    "namespace", "intervals": [{"start", "end"}], "upstream": [...]}, ...]}`; it is stored as is.
+    `start`/`end` may be ISO dates (inclusive days) or datetimes (a half-open window); the request
+    keeps the calendar days they cover. `options` (only/exclude/dry_run) is stored as given.
+    Raises ValueError for a plan of the wrong shape.
+    """
+    root_dag = _required(plan, "dag_id", "plan")
+    raw_steps = _required(plan, "steps", "plan")
+    if not isinstance(raw_steps, list):
+        raise ValueError("plan steps must be a list")
+    start_date = _day(_required(plan, "start", "plan"), end=False)
+    end_date = _day(_required(plan, "end", "plan"), end=True)
+    if end_date < start_date:
+        raise ValueError(f"plan ends ({end_date}) before it starts ({start_date})")
+    root_namespace = plan.get("namespace") or next(
+        (s.get("namespace") for s in raw_steps if s.get("dag_id") == root_dag), None
+    )
+    if not root_namespace:
+        raise ValueError(f"plan names no namespace for its root DAG {root_dag!r}")
+
+    now = utcnow()
+    request = BackfillRequest(
+        id=new_id(),
+        requester=requester,
+        channel=channel,
+        root_dag=root_dag,
+        root_namespace=root_namespace,
+        start_date=start_date,
+        end_date=end_date,
+        options=dict(options or {}),
+        plan=dict(plan),
+        state=RequestState.PREVIEWED.value,
+        approvers=[],
+        created_at=now,
+        updated_at=now,
+        version=1,
+    )
+    for position, raw in enumerate(raw_steps):
+        where = f"plan step {position}"
+        request.steps.append(
+            BackfillStep(
+                id=new_id(),
+                position=position,
+                dag_id=_required(raw, "dag_id", where),
+                namespace=_required(raw, "namespace", where),
+                intervals=_intervals(_required(raw, "intervals", where), where),
+                upstream=list(raw.get("upstream", [])),
+                state=StepState.PENDING.value,
+                counts={},
+                created_at=now,
+                updated_at=now,
+            )
+        )
+    session.add(request)
+    # The audit row has no relationship to order it after the request: flush the request first.
+    await session.flush()
+    detail = {"root_dag": root_dag, "start": start_date.isoformat(), "end": end_date.isoformat()}
+    await add_audit(
+        session,
+        actor=requester,
+        action="request.created",
+        request_id=request.id,
+        detail={**detail, "steps": len(raw_steps)},
+        at=now,
+    )
+    return request
+
+
+async def get_request(session: AsyncSession, request_id: str) -> BackfillRequest:
+    """The request as the database has it now, with its steps ordered by position.
+
+    Raises RequestNotFound.
+    """
+    stmt = (
+        select(BackfillRequest)
+        .where(BackfillRequest.id == request_id)
+        .execution_options(populate_existing=True)
+    )
+    request = await session.scalar(stmt)
+    if request is None:
+        raise RequestNotFound(request_id)
+    return request
+
+
+async def list_requests(
+    session: AsyncSession,
+    *,
+    state: str | Collection[str] | None = None,
+    requester: str | None = None,
+    limit: int = 50,
+) -> list[BackfillRequest]:
+    """Requests, newest first, optionally only in `state` (one or several) or by `requester`."""
+    stmt = select(BackfillRequest).execution_options(populate_existing=True)
+    if state is not None:
+        states = [state] if isinstance(state, str) else sorted(state)
+        stmt = stmt.where(BackfillRequest.state.in_(states))
+    if requester is not None:
+        stmt = stmt.where(BackfillRequest.requester == requester)
+    stmt = stmt.order_by(BackfillRequest.created_at.desc(), BackfillRequest.id).limit(limit)
+    return list((await session.scalars(stmt)).all())
+
+
+async def transition_request(
+    session: AsyncSession,
+    request_id: str,
+    *,
+    expected: Collection[str],
+    to: str,
+    actor: str,
+    detail: Mapping[str, Any] | None = None,
+) -> BackfillRequest:
+    """Move a request from one of `expected` to `to`, bump its version, and audit `request.<to>`.
+
+    One conditional UPDATE decides, so of two racing transitions exactly one wins. Moving to
+    `approved` also adds `actor` to the approvers. Raises ValueError if the state machine does not
+    allow every `expected → to` (before touching the database), RequestNotFound, or
+    InvalidTransition (carrying the current state) when the request is in none of `expected`.
+    """
+    _check_moves(REQUEST_TRANSITIONS, "request", expected, to)
+    now = utcnow()
+    stmt = (
+        update(BackfillRequest)
+        .where(BackfillRequest.id == request_id, BackfillRequest.state.in_(sorted(expected)))
+        .values(state=to, version=BackfillRequest.version + 1, updated_at=now)
+        .execution_options(synchronize_session=False)
+    )
+    if await _affected(session, stmt) == 0:
+        current = await session.scalar(
+            select(BackfillRequest.state).where(BackfillRequest.id == request_id)
+        )
+        if current is None:
+            raise RequestNotFound(request_id)
+        raise InvalidTransition("request", request_id, current=current, expected=expected, to=to)
+
+    request = await get_request(session, request_id)
+    if to == RequestState.APPROVED and actor not in request.approvers:
+        # Safe read-modify-write: the UPDATE above holds the row (PostgreSQL) or the database
+        # (SQLite) until the caller's transaction ends.
+        request.approvers = [*request.approvers, actor]
+    await add_audit(
+        session,
+        actor=actor,
+        action=f"request.{to}",
+        request_id=request_id,
+        detail={"expected": sorted(expected), "version": request.version, **(detail or {})},
+        at=now,
+    )
+    return request
+
+
+async def set_status_message(
+    session: AsyncSession, request_id: str, *, channel: str, ts: str
+) -> BackfillRequest:
+    """Remember where the request's status message was posted, so later updates edit it.
+
+    Raises RequestNotFound.
+    """
+    stmt = (
+        update(BackfillRequest)
+        .where(BackfillRequest.id == request_id)
+        .values(
+            status_channel=channel,
+            status_message_ts=ts,
+            version=BackfillRequest.version + 1,
+            updated_at=utcnow(),
+        )
+        .execution_options(synchronize_session=False)
+    )
+    if await _affected(session, stmt) == 0:
+        raise RequestNotFound(request_id)
+    return await get_request(session, request_id)
+
+
+async def transition_step(
+    session: AsyncSession,
+    step_id: str,
+    *,
+    expected: Collection[str],
+    to: str,
+    actor: str = "system",
+    executor: str | None = None,
+    executor_handle: str | None = None,
+    counts: Mapping[str, Any] | None = None,
+    detail: Mapping[str, Any] | None = None,
+) -> BackfillStep:
+    """Move a step from one of `expected` to `to` and audit `step.<to>` against its request.
+
+    Sets `started_at` on the first move to submitted/running and `finished_at` on a final state;
+    `executor`, `executor_handle` and `counts` are written when given. Raises ValueError for a move
+    the state machine does not allow, StepNotFound, or InvalidTransition (with the current state).
+    """
+    _check_moves(STEP_TRANSITIONS, "step", expected, to)
+    now = utcnow()
+    values: dict[str, Any] = {"state": to, "updated_at": now}
+    if to in _STEP_STARTED:
+        values["started_at"] = func.coalesce(
+            BackfillStep.started_at, literal(now, type_=UTCDateTime())
+        )
+    if to in _STEP_FINISHED:
+        values["finished_at"] = now
+    given = {
+        "executor": executor,
+        "executor_handle": executor_handle,
+        "counts": None if counts is None else dict(counts),
+    }
+    values.update({key: value for key, value in given.items() if value is not None})
+    stmt = (
+        update(BackfillStep)
+        .where(BackfillStep.id == step_id, BackfillStep.state.in_(sorted(expected)))
+        .values(values)
+        .execution_options(synchronize_session=False)
+    )
+    if await _affected(session, stmt) == 0:
+        current = await session.scalar(select(BackfillStep.state).where(BackfillStep.id == step_id))
+        if current is None:
+            raise StepNotFound(step_id)
+        raise InvalidTransition("step", step_id, current=current, expected=expected, to=to)
+
+    step = await session.scalar(
+        select(BackfillStep)
+        .where(BackfillStep.id == step_id)
+        .execution_options(populate_existing=True)
+    )
+    assert step is not None  # the UPDATE above just matched it
+    await add_audit(
+        session,
+        actor=actor,
+        action=f"step.{to}",
+        request_id=step.request_id,
+        detail={
+            "step_id": step_id,
+            "dag_id": step.dag_id,
+            "position": step.position,
+            "expected": sorted(expected),
+            **(detail or {}),
+        },
+        at=now,
+    )
+    return step
+
+
+async def delete_request(session: AsyncSession, request_id: str) -> bool:
+    """Delete a request; the database deletes its steps and unlinks its audit rows.
+
+    Returns False when there was no such request.
+    """
+    stmt = delete(BackfillRequest).where(BackfillRequest.id == request_id)
+    return await _affected(session, stmt.execution_options(synchronize_session=False)) > 0
+
+
+async def add_audit(
+    session: AsyncSession,
+    *,
+    actor: str,
+    action: str,
+    request_id: str | None = None,
+    detail: Mapping[str, Any] | None = None,
+    at: datetime | None = None,
+) -> AuditEntry:
+    """Append an audit row (`actor` is a Slack user id, "cli" or "system"; `action` e.g.
+    `request.approved`) in the caller's transaction."""
+    entry = AuditEntry(
+        at=at or utcnow(),
+        actor=actor,
+        action=action,
+        request_id=request_id,
+        detail=dict(detail or {}),
+    )
+    session.add(entry)
+    await session.flush()
+    return entry
+
+
+async def list_audit(
+    session: AsyncSession, *, request_id: str | None = None, limit: int = 100
+) -> list[AuditEntry]:
+    """Audit rows, newest first, optionally only those of one request."""
+    stmt = select(AuditEntry)
+    if request_id is not None:
+        stmt = stmt.where(AuditEntry.request_id == request_id)
+    stmt = stmt.order_by(AuditEntry.at.desc(), AuditEntry.id.desc()).limit(limit)
+    return list((await session.scalars(stmt)).all())

@@ -1,0 +1,189 @@
+"""Alembic migrations on SQLite and PostgreSQL: the schema they build, round trips, and agreement
+with the models."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import date
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlalchemy import Connection, insert, inspect, select, text
+from sqlalchemy.exc import IntegrityError
+
+from bot.store import (
+    BackfillRequest,
+    BackfillStep,
+    Base,
+    async_url,
+    downgrade,
+    make_engine,
+    sync_url,
+    upgrade,
+)
+
+T = TypeVar("T")
+
+TABLES = {"backfill_requests", "backfill_steps", "audit_log"}
+INDEXES = {
+    "backfill_requests": {
+        "ix_backfill_requests_state_created_at",
+        "ix_backfill_requests_requester_created_at",
+        "ix_backfill_requests_created_at",
+    },
+    "audit_log": {"ix_audit_log_request_id_at", "ix_audit_log_at"},
+}
+
+
+async def on_connection(url: str, work: Callable[[Connection], T]) -> T:
+    """Run sync inspection code on a connection of the app's own async engine."""
+    engine = make_engine(url)
+    try:
+        async with engine.connect() as conn:
+            return await conn.run_sync(work)
+    finally:
+        await engine.dispose()
+
+
+def user_tables(conn: Connection) -> set[str]:
+    return set(inspect(conn).get_table_names()) - {"alembic_version"}
+
+
+def schema_diff(conn: Connection) -> list[Any]:
+    return list(compare_metadata(MigrationContext.configure(conn), Base.metadata))
+
+
+async def test_upgrade_creates_tables_indexes_and_constraints(database_url: str) -> None:
+    upgrade(database_url)
+
+    def describe(conn: Connection) -> dict[str, Any]:
+        inspector = inspect(conn)
+        return {
+            "tables": user_tables(conn),
+            "version": conn.scalar(text("SELECT version_num FROM alembic_version")),
+            "indexes": {t: {ix["name"] for ix in inspector.get_indexes(t)} for t in INDEXES},
+            "checks": {
+                t: {ck["name"] for ck in inspector.get_check_constraints(t)}
+                for t in ("backfill_requests", "backfill_steps")
+            },
+            "uniques": {uq["name"] for uq in inspector.get_unique_constraints("backfill_steps")},
+            "fks": {
+                t: {
+                    (fk["name"], fk["options"].get("ondelete"))
+                    for fk in inspector.get_foreign_keys(t)
+                }
+                for t in ("backfill_steps", "audit_log")
+            },
+        }
+
+    schema = await on_connection(database_url, describe)
+
+    assert schema["tables"] == TABLES
+    assert schema["version"] == "0001"
+    for table, names in INDEXES.items():
+        assert names <= schema["indexes"][table]
+    assert schema["checks"] == {
+        "backfill_requests": {"ck_backfill_requests_state"},
+        "backfill_steps": {"ck_backfill_steps_state"},
+    }
+    assert schema["uniques"] == {"uq_backfill_steps_request_id_position"}
+    assert schema["fks"] == {
+        "backfill_steps": {("fk_backfill_steps_request_id_backfill_requests", "CASCADE")},
+        "audit_log": {("fk_audit_log_request_id_backfill_requests", "SET NULL")},
+    }
+
+
+async def test_downgrade_to_base_removes_the_tables(database_url: str) -> None:
+    upgrade(database_url)
+    downgrade(database_url)
+
+    assert await on_connection(database_url, user_tables) == set()
+
+
+async def test_round_trip_leaves_a_schema_that_matches_the_models(database_url: str) -> None:
+    # On an empty database the comparison must see the missing tables, or it proves nothing.
+    missing = await on_connection(database_url, schema_diff)
+    assert {diff[1].name for diff in missing if diff[0] == "add_table"} == TABLES
+
+    upgrade(database_url)
+    assert await on_connection(database_url, schema_diff) == []
+    downgrade(database_url)
+    upgrade(database_url)
+    assert await on_connection(database_url, schema_diff) == []
+
+
+async def test_check_constraints_reject_an_unknown_state(database_url: str) -> None:
+    upgrade(database_url)
+    request = {
+        "id": "r" * 32,
+        "requester": "U1",
+        "root_dag": "orders_daily",
+        "root_namespace": "food_delivery",
+        "start_date": date(2024, 3, 1),
+        "end_date": date(2024, 3, 1),
+        "plan": {},
+    }
+    step = {
+        "request_id": "r" * 32,
+        "position": 0,
+        "dag_id": "orders_daily",
+        "namespace": "food_delivery",
+        "intervals": [],
+    }
+    engine = make_engine(database_url)
+    try:
+        with pytest.raises(IntegrityError, match="ck_backfill_requests_state"):
+            async with engine.begin() as conn:
+                await conn.execute(insert(BackfillRequest).values(**request, state="done"))
+        async with engine.begin() as conn:
+            await conn.execute(insert(BackfillRequest).values(**request))
+        with pytest.raises(IntegrityError, match="ck_backfill_steps_state"):
+            async with engine.begin() as conn:
+                await conn.execute(insert(BackfillStep).values(**step, state="paused"))
+        async with engine.connect() as conn:
+            assert (await conn.execute(select(BackfillRequest.state))).scalars().all() == [
+                "previewed"
+            ]
+            assert (await conn.execute(select(BackfillStep.id))).all() == []
+    finally:
+        await engine.dispose()
+
+
+async def test_upgrade_creates_the_sqlite_folder(tmp_path: Path) -> None:
+    database = tmp_path / "var" / "nested" / "bot.db"
+    url = f"sqlite:///{database}"
+
+    upgrade(url)
+
+    assert database.is_file()
+    assert await on_connection(url, user_tables) == TABLES
+
+
+@pytest.mark.parametrize(
+    ("given", "expected_async", "expected_sync"),
+    [
+        ("sqlite:///./var/b.db", "sqlite+aiosqlite:///./var/b.db", "sqlite:///./var/b.db"),
+        ("sqlite+aiosqlite:////abs/b.db", "sqlite+aiosqlite:////abs/b.db", "sqlite:////abs/b.db"),
+        ("postgres://u:p@h:5432/d", "postgresql+psycopg://u:p@h:5432/d", None),
+        ("postgresql://u@h/d?sslmode=require", "postgresql+psycopg://u@h/d?sslmode=require", None),
+        ("postgresql+psycopg://u@h/d", "postgresql+psycopg://u@h/d", None),
+    ],
+)
+def test_database_urls_are_normalised(
+    given: str, expected_async: str, expected_sync: str | None
+) -> None:
+    assert async_url(given) == expected_async
+    assert sync_url(given) == (expected_sync or expected_async)
+
+
+@pytest.mark.parametrize(
+    "given", ["mysql://u:hunter2@h/d", "postgresql+asyncpg://u:hunter2@h/d", "just-a-path.db"]
+)
+def test_unsupported_database_urls_are_refused_without_leaking_secrets(given: str) -> None:
+    for normalise in (async_url, sync_url):
+        with pytest.raises(ValueError, match=r"DATABASE_URL.*sqlite:///.*postgresql://") as info:
+            normalise(given)
+        assert "hunter2" not in str(info.value)

@@ -1,0 +1,104 @@
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from bot.config import ConfigError, load_config, parse_config
+from bot.domain.model import DagRef, DatasetRef
+
+EXAMPLE = """
+teams:
+  - name: orders
+    channel: C0ORDERS
+    members: [U01]
+  - name: analytics
+    user_groups: [S01]
+ownership:
+  - pattern: "example.etl_orders*"
+    team: orders
+    second_approver: true
+  - pattern: "reporting::*"
+    team: analytics
+reports:
+  - name: Weekly delivery times
+    url: https://bi.example.com/d/42
+    team: analytics
+    datasets: ["food_delivery::public.top_delivery_*"]
+schedules:
+  - pattern: "example.*_7_days"
+    cron: "@weekly"
+sla:
+  - pattern: "example.etl_orders"
+    deadline: 2h 30m
+    notify: [analytics]
+limits:
+  max_range_days: 31
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "bot.yml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_full_example_loads_and_answers_questions(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, EXAMPLE))
+    assert config.owners_of(DagRef("food_delivery", "example.etl_orders_7_days")) == ("orders",)
+    assert config.owners_of(DagRef("reporting", "weekly_kpis")) == ("analytics",)
+    assert config.owners_of(DagRef("food_delivery", "weekly_kpis")) == ()
+    assert config.cron_for(DagRef("x", "example.etl_delivery_7_days")) == "@weekly"
+    assert config.cron_for(DagRef("x", "example.etl_orders")) is None
+    assert config.sla[0].deadline == timedelta(hours=2, minutes=30)
+    assert config.limits.max_range_days == 31
+    hits = config.reports_reading(
+        [
+            DatasetRef("food_delivery", "public.orders"),
+            DatasetRef("food_delivery", "public.top_delivery_times"),
+        ]
+    )
+    assert [(r.name, d.name) for r, d in hits] == [
+        ("Weekly delivery times", "public.top_delivery_times")
+    ]
+
+
+def test_no_file_and_empty_file_mean_defaults(tmp_path: Path) -> None:
+    assert load_config(None).limits.max_range_days == 92
+    assert load_config(write(tmp_path, "")).teams == ()
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("teams: [{name: a}]\nownership: [{pattern: x, team: b}]", "refers to team 'b'"),
+        ("teams: [{name: a}, {name: a}]", "repeated: a"),
+        (
+            "schedules: [{pattern: x, cron: 'every day'}]",
+            "schedules.0.cron: Value error, 'every day' is not a cron",
+        ),
+        ("sla: [{pattern: x, deadline: soon}]", "'soon' is not a duration"),
+        ("limits: {max_range_days: 0}", "limits.max_range_days"),
+        ("teamz: []", "teamz: Extra inputs are not permitted"),
+        ("- just a list", "the top level must be a mapping"),
+        ("teams: [", "is not valid YAML"),
+    ],
+)
+def test_invalid_files_name_the_file_and_the_field(
+    tmp_path: Path, text: str, expected: str
+) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as error:
+        load_config(path)
+    assert str(path) in str(error.value)
+    assert expected in str(error.value)
+
+
+def test_unreadable_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot be read"):
+        load_config(tmp_path / "missing.yml")
+
+
+def test_parse_config_accepts_parsed_yaml() -> None:
+    assert parse_config({"approvers": {"users": ["U1"]}}).approvers.users == ("U1",)
