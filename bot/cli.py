@@ -10,6 +10,7 @@ import os
 import sys
 import traceback
 from collections.abc import Sequence
+from pathlib import Path
 from typing import NoReturn
 
 from bot.clients.marquez import MarquezClient, MarquezError, MarquezUnavailable
@@ -127,8 +128,14 @@ async def _impact(args: argparse.Namespace, settings: Settings, config: BotConfi
     return render_impact_text(impact)
 
 
+EXAMPLE_CONFIG = Path(__file__).resolve().parent.parent / "examples" / "bot-config.yml"
+
+
 async def _demo(settings: Settings, config: BotConfig) -> str:
     from bot.standins.marquez import running_standin
+
+    if settings.bot_config is None and EXAMPLE_CONFIG.is_file():
+        config = load_config(EXAMPLE_CONFIG)
 
     async with running_standin(seed="food_delivery") as server:
         demo_settings = settings.model_copy(update={"marquez_url": server.url})

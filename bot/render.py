@@ -84,7 +84,7 @@ def plan_view(plan: Plan) -> dict[str, Any]:
 
 def impact_view(impact: Impact) -> dict[str, Any]:
     def owners(dag: Any) -> str:
-        return ", ".join(impact.owners.get(dag, ())) or "no owner known"
+        return ", ".join(impact.owners.get(dag, ())) or "unknown"
 
     return {
         "root": impact.root.dag_id,

@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import networkx as nx
+
 from bot.domain.lineage import affected_dags
 from bot.domain.model import DagRef, DateRange, Interval, iso
 from bot.domain.schedule import Schedule, Unscheduled, intervals_for
@@ -72,7 +74,8 @@ def resolve_exclusions(dags: Any, root: DagRef, names: Iterable[str]) -> tuple[D
     wanted = [n.strip() for n in names if n.strip()]
     if not wanted:
         return ()
-    reachable = affected_dags(dags, root).order
+    # Reachability, not order: excluding a DAG is how a user breaks a lineage cycle.
+    reachable = sorted(nx.descendants(dags, root)) if root in dags else []
     chosen: list[DagRef] = []
     for name in wanted:
         if name == root.dag_id:

@@ -143,9 +143,9 @@ async def test_impact_names_downstream_datasets_and_owners(
     env = {**marquez(food_delivery_marquez), "BOT_CONFIG": str(config)}
     result = await cli("impact", ROOT, env=env)
     assert result.code == 0, result.err
-    assert f"Impact of {ROOT} (food_delivery), owned by orders" in result.out
+    assert f"Impact of {ROOT} (food_delivery), owners: orders" in result.out
     for dag in DOWNSTREAM:
-        assert f"{dag} (food_delivery), owned by analytics" in result.out
+        assert f"{dag} (food_delivery), owners: analytics" in result.out
     assert "food_delivery:public.orders_7_days" in result.out
     assert "example.etl_menus" not in result.out
     assert "Delivery times (analytics) reads food_delivery:public.top_delivery_times" in result.out

@@ -76,6 +76,9 @@ async def test_demo_plans_the_example_against_a_seeded_standin() -> None:
     assert f"Backfill plan for {DEMO_DAG} (food_delivery), 2021-06-04..2021-06-06" in text
     assert "example.delivery_times_7_days" in text
     assert f"Impact of {DEMO_DAG}" in text
+    # with no BOT_CONFIG the demo uses examples/bot-config.yml, so reports and owners show
+    assert "Weekly delivery times (logistics) reads food_delivery:public.top_delivery_times" in text
+    assert "Teams to notify: analytics, logistics, orders" in text
 
 
 async def test_db_upgrade_creates_the_schema(tmp_path: Path) -> None:

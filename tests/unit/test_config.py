@@ -102,3 +102,10 @@ def test_unreadable_file(tmp_path: Path) -> None:
 
 def test_parse_config_accepts_parsed_yaml() -> None:
     assert parse_config({"approvers": {"users": ["U1"]}}).approvers.users == ("U1",)
+
+
+def test_shipped_example_is_valid() -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "bot-config.yml"
+    config = load_config(example)
+    assert config.owners_of(DagRef("reporting", "reporting.weekly_kpis")) == ("analytics",)
+    assert {r.name for r in config.reports} == {"Weekly delivery times", "Weekly KPIs"}

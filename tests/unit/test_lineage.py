@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from datetime import date
+
 import pytest
 
 from bot.domain.lineage import (
@@ -9,7 +11,8 @@ from bot.domain.lineage import (
     facet_owners,
     settled_jobs,
 )
-from bot.domain.model import DagRef, DatasetRef
+from bot.domain.model import DagRef, DatasetRef, DateRange
+from bot.domain.planner import PlanError, make_plan, resolve_exclusions
 from bot.standins.synthetic import JobSpec, lineage_nodes
 
 NS = "synthetic"
@@ -129,3 +132,25 @@ def test_settled_jobs_are_those_inside_the_depth_horizon() -> None:
     assert settled_jobs(nodes, "job:synthetic:j0", 2) == {"job:synthetic:j0", "job:synthetic:j1"}
     assert settled_jobs(nodes, "job:synthetic:j2", 1) == {"job:synthetic:j2"}
     assert settled_jobs(nodes, "job:synthetic:missing", 20) == set()
+
+
+def test_excluding_a_dag_breaks_a_cycle() -> None:
+    jobs = [
+        JobSpec("root", (), ("r",)),
+        JobSpec("a.first", ("r",), ("x",), "a"),
+        JobSpec("b", ("x",), ("y",)),
+        JobSpec("a.second", ("y",), ("z",), "a"),
+    ]
+    graph = build_lineage(lineage_nodes(jobs)).dags
+    root = dag("root")
+    with pytest.raises(LineageCycleError):
+        make_plan(graph, root, DateRange(date(2021, 6, 4), date(2021, 6, 4)), {})
+    excluded = resolve_exclusions(graph, root, ["b"])
+    plan = make_plan(
+        graph, root, DateRange(date(2021, 6, 4), date(2021, 6, 4)), {}, exclude=excluded
+    )
+    assert [s.dag.dag_id for s in plan.steps] == ["root", "a"]
+    with pytest.raises(PlanError, match="root DAG cannot be excluded"):
+        resolve_exclusions(graph, root, ["root"])
+    with pytest.raises(PlanError, match="not downstream of root"):
+        resolve_exclusions(graph, root, ["nope"])
