@@ -58,8 +58,9 @@ class LineageGraph:
     dags: Any = field(default_factory=nx.DiGraph)  # DagRef -> DagRef, attr "datasets"
     outputs: dict[DagRef, set[DatasetRef]] = field(default_factory=dict)
 
-    def merge_nodes(self, nodes: Iterable[Mapping[str, Any]]) -> None:
-        """Add Marquez lineage nodes (several responses may overlap) and rebuild DAG edges."""
+    def merge_nodes(self, nodes: Iterable[Mapping[str, Any]], *, rebuild: bool = True) -> None:
+        """Add Marquez lineage nodes (several responses may overlap); `rebuild=False` defers
+        the DAG-level rebuild when merging many responses at once."""
         for node in nodes:
             node_id = node["id"]
             data = node.get("data") or {}
@@ -71,9 +72,11 @@ class LineageGraph:
                 continue
             for edge in (*node.get("inEdges", ()), *node.get("outEdges", ())):
                 self.edges.add((edge["origin"], edge["destination"]))
-        self._rebuild_dags()
+        if rebuild:
+            self.rebuild()
 
-    def _rebuild_dags(self) -> None:
+    def rebuild(self) -> None:
+        """Recompute the DAG-level graph and outputs from the job/dataset edges."""
         producers: dict[str, set[DagRef]] = {}
         consumers: dict[str, set[DagRef]] = {}
         for origin, destination in self.edges:
@@ -197,3 +200,64 @@ def settled_jobs(nodes: Iterable[Mapping[str, Any]], start: str, depth: int) -> 
                         following.append(other)
         frontier = following
     return {job for job, hop in hops.items() if hop < depth}
+
+
+def _dataset_ids(items: Any, key: str | None = None) -> list[tuple[str, str]]:
+    found: list[tuple[str, str]] = []
+    for item in items if isinstance(items, list) else ():
+        ident = item.get(key) if key and isinstance(item, dict) else item
+        if not isinstance(ident, dict):
+            continue
+        namespace, name = ident.get("namespace"), ident.get("name")
+        if isinstance(namespace, str) and isinstance(name, str):
+            found.append((namespace, name))
+    return found
+
+
+def _job_io(job: Mapping[str, Any]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    inputs, outputs = _dataset_ids(job.get("inputs")), _dataset_ids(job.get("outputs"))
+    if inputs or outputs:
+        return inputs, outputs
+    # A retry still running without datasets hides the job's IO; its last run with IO stands.
+    for run in job.get("latestRuns") or ():
+        if not isinstance(run, dict):
+            continue
+        inputs = _dataset_ids(run.get("inputDatasetVersions"), "datasetVersionId")
+        outputs = _dataset_ids(run.get("outputDatasetVersions"), "datasetVersionId")
+        if inputs or outputs:
+            return inputs, outputs
+    return [], []
+
+
+def catalog_nodes(jobs: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Lineage nodes from Marquez Job objects (`GET /api/v1/jobs`): a directed edge source that
+    complements `GET /lineage`, which drops a job's edges while a run without datasets is the
+    job's latest."""
+    nodes: list[dict[str, Any]] = []
+    datasets: set[tuple[str, str]] = set()
+    for job in jobs:
+        try:
+            dag_of(job)
+        except ValueError:
+            continue
+        job_id = f"job:{job['namespace']}:{job['name']}"
+        inputs, outputs = _job_io(job)
+        datasets.update(inputs)
+        datasets.update(outputs)
+        nodes.append(
+            {
+                "id": job_id,
+                "type": "JOB",
+                "data": job,
+                "inEdges": [
+                    {"origin": f"dataset:{ns}:{n}", "destination": job_id} for ns, n in inputs
+                ],
+                "outEdges": [
+                    {"origin": job_id, "destination": f"dataset:{ns}:{n}"} for ns, n in outputs
+                ],
+            }
+        )
+    for ns, name in sorted(datasets):
+        data = {"id": {"namespace": ns, "name": name}, "namespace": ns, "name": name}
+        nodes.append({"id": f"dataset:{ns}:{name}", "type": "DATASET", "data": data})
+    return nodes

@@ -63,11 +63,14 @@ class Catalog:
     def owners_from_facets(self) -> dict[DagRef, tuple[str, ...]]:
         return facet_owners(self.jobs)
 
-    def lineage_jobs(self, dag: DagRef) -> list[tuple[str, str]]:
-        """(namespace, job name) of a DAG's jobs that read or write datasets."""
-        jobs = self.members.get(dag, [])
-        with_io = [j for j in jobs if _has_io(j)] or jobs
-        return sorted((j["namespace"], j["name"]) for j in with_io)
+    def jobs_of(self, dag: DagRef) -> list[tuple[str, str]]:
+        """(namespace, job name) of a DAG's jobs, those with datasets first.
+
+        All jobs count: Marquez shows only the latest run's datasets on a job, so a task whose
+        retry is still running may show none while its lineage edges are still there.
+        """
+        jobs = sorted(self.members.get(dag, []), key=lambda j: (not _has_io(j), j["name"]))
+        return [(j["namespace"], j["name"]) for j in jobs]
 
     def resolve(
         self, name: str, *, namespace: str | None = None, default_namespace: str | None = None

@@ -13,7 +13,7 @@ import networkx as nx
 
 from bot.clients.marquez import MarquezClient, MarquezNotFound, job_node_id
 from bot.config import BotConfig, Report
-from bot.domain.lineage import LineageGraph, affected_dags, settled_jobs
+from bot.domain.lineage import LineageGraph, affected_dags, catalog_nodes, settled_jobs
 from bot.domain.model import DagRef, DatasetRef
 from bot.domain.planner import Plan, make_plan, resolve_exclusions
 from bot.domain.ranges import parse_range
@@ -89,29 +89,46 @@ class Planner:
         return catalog.resolve(name, namespace=namespace, default_namespace=self.default_namespace)
 
     async def lineage(self, root: DagRef) -> LineageGraph:
-        """The lineage around `root`, expanded until every affected DAG's edges are complete."""
+        """The lineage around `root`, expanded until every affected DAG's edges are complete.
+
+        Edges come from every job's datasets in the catalog and from `GET /lineage`. One
+        lineage response covers `LINEAGE_DEPTH` job hops around its start; affected jobs at that
+        horizon (or absent from every response) are queried next, a few at a time, because
+        one query from the horizon usually settles its neighbours too.
+        """
         catalog = await self.catalog()
+        affected = {root}
         lineage = LineageGraph()
+        lineage.merge_nodes(catalog_nodes(catalog.jobs), rebuild=False)
+        lineage.rebuild()
+        if root in lineage.dags:
+            affected = {root} | nx.descendants(lineage.dags, root)
         queried: set[str] = set()
         settled: set[str] = set()
-        pending = [job_node_id(ns, name) for ns, name in catalog.lineage_jobs(root)]
-        while pending:
-            batch = [p for p in dict.fromkeys(pending) if p not in queried]
+        while True:
+            candidates = [
+                job
+                for job in self._jobs_of(catalog, lineage, affected)
+                if job not in settled and job not in queried
+            ]
+            if not candidates:
+                return lineage
+            batch = candidates[:CONCURRENCY]
             queried.update(batch)
             responses = await _bounded([partial(self._fetch_lineage, node) for node in batch])
             for node, nodes in zip(batch, responses, strict=True):
-                lineage.merge_nodes(nodes)
+                lineage.merge_nodes(nodes, rebuild=False)
                 settled |= settled_jobs(nodes, node, LINEAGE_DEPTH)
-            affected = {root} | (
-                nx.descendants(lineage.dags, root) if root in lineage.dags else set()
-            )
-            pending = [
-                job_node_id(ns, name)
-                for dag in sorted(affected)
-                for ns, name in catalog.lineage_jobs(dag)
-                if job_node_id(ns, name) not in settled
-            ]
-        return lineage
+            lineage.rebuild()
+            if root in lineage.dags:
+                affected = {root} | nx.descendants(lineage.dags, root)
+
+    @staticmethod
+    def _jobs_of(catalog: Catalog, lineage: LineageGraph, dags: set[DagRef]) -> list[str]:
+        """Node ids of every job of these DAGs, known from the catalog or from lineage."""
+        found = [job_node_id(ns, name) for dag in sorted(dags) for ns, name in catalog.jobs_of(dag)]
+        found += sorted(job for job, dag in lineage.jobs.items() if dag in dags)
+        return list(dict.fromkeys(found))
 
     async def _fetch_lineage(self, node_id: str) -> list[dict[str, Any]]:
         try:
@@ -135,7 +152,7 @@ class Planner:
 
     async def _history_schedule(self, dag: DagRef) -> Schedule:
         catalog = await self.catalog()
-        candidates = [dag.dag_id] + [name for _, name in catalog.lineage_jobs(dag)]
+        candidates = [dag.dag_id] + [name for _, name in catalog.jobs_of(dag)]
         for job in dict.fromkeys(candidates):
             try:
                 runs = await self.client.list_runs(dag.namespace, job, max_runs=HISTORY_RUNS)
