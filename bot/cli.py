@@ -20,7 +20,7 @@ from bot.domain.planner import PlanError
 from bot.domain.ranges import RangeError
 from bot.domain.schedule import ScheduleError
 from bot.render import render_impact_text, render_plan_text
-from bot.services.catalog import AmbiguousDag, UnknownDag
+from bot.services.catalog import AmbiguousDag, TaskNotDag, UnknownDag
 from bot.services.planning import Planner, PlanRequest
 from bot.settings import Settings, SettingsError, load_settings
 
@@ -91,7 +91,10 @@ def _settings(args: argparse.Namespace) -> Settings:
     try:
         return load_settings(os.environ, marquez_url=getattr(args, "marquez_url", None))
     except SettingsError as exc:
-        raise CliError(str(exc), EXIT_CONFIG) from None
+        message = str(exc)
+        if getattr(args, "marquez_url", None):
+            message = message.replace("MARQUEZ_URL:", "--marquez-url:")
+        raise CliError(message, EXIT_CONFIG) from None
 
 
 def _config(settings: Settings) -> BotConfig:
@@ -187,7 +190,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         output = _run(args)
     except CliError as exc:
         _fail(str(exc), exc.code)
-    except (RangeError, UnknownDag, AmbiguousDag, PlanError) as exc:
+    except (RangeError, UnknownDag, AmbiguousDag, TaskNotDag, PlanError) as exc:
         _fail(str(exc), EXIT_BAD_INPUT)
     except MarquezUnavailable as exc:
         _fail(f"{exc} (set MARQUEZ_URL or --marquez-url)", EXIT_MARQUEZ)

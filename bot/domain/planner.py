@@ -89,6 +89,15 @@ def resolve_exclusions(dags: Any, root: DagRef, names: Iterable[str]) -> tuple[D
     return tuple(dict.fromkeys(chosen))
 
 
+def check_size(dag_count: int, max_dags: int) -> None:
+    """Refuse plans over the configured number of DAGs."""
+    if dag_count > max_dags:
+        raise PlanError(
+            f"The plan would touch {dag_count} DAGs, over the limit of {max_dags} "
+            "(limits.max_plan_dags in BOT_CONFIG); use --exclude or --only"
+        )
+
+
 def make_plan(
     dags: Any,
     root: DagRef,
@@ -103,11 +112,8 @@ def make_plan(
     """Plan a backfill of `root` over `date_range` and of everything downstream of it."""
     excluded = tuple(exclude)
     affected = affected_dags(dags, root, exclude=excluded, only=only)
-    if max_dags is not None and len(affected.order) > max_dags:
-        raise PlanError(
-            f"The plan would touch {len(affected.order)} DAGs, over the limit of {max_dags} "
-            "(limits.max_plan_dags in BOT_CONFIG); use --exclude or --only"
-        )
+    if max_dags is not None:
+        check_size(len(affected.order), max_dags)
     rewritten: dict[DagRef, tuple[Interval, ...]] = {}
     steps: list[PlanStep] = []
     for dag in affected.order:

@@ -15,14 +15,26 @@ class RangeError(ValueError):
     """The date range is malformed, reversed or too long; the message says how to fix it."""
 
 
+_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+EARLIEST, LATEST = date(1970, 1, 1), date(2999, 12, 31)
+
+
 def _parse_day(text: str, whole: str) -> date:
     try:
-        return date.fromisoformat(text)
+        # fromisoformat alone also takes 20210604 and week dates; users mean YYYY-MM-DD.
+        if not _DAY.match(text):
+            raise ValueError(text)
+        day = date.fromisoformat(text)
     except ValueError:
         raise RangeError(
             f"'{whole}' is not a date range: '{text}' is not an ISO date (YYYY-MM-DD). "
             f"Use START..END, e.g. {EXAMPLE}, or a single date."
         ) from None
+    if not EARLIEST <= day <= LATEST:
+        raise RangeError(
+            f"'{text}' is out of range: dates must lie between {EARLIEST} and {LATEST}."
+        )
+    return day
 
 
 def parse_range(text: str, *, max_days: int) -> DateRange:

@@ -99,6 +99,30 @@ class PeriodicSchedule:
 
 
 @dataclass(frozen=True)
+class HistorySchedule:
+    """Recorded data intervals where history has them; the inferred period elsewhere.
+
+    Recorded intervals are exact even for calendar schedules (monthly, or daily in a local
+    time zone across DST), which a fixed period only approximates; the period fills gaps and
+    reaches beyond the recorded span.
+    """
+
+    known: tuple[Interval, ...]
+    periodic: PeriodicSchedule
+    source: str = "history"
+
+    def describe(self) -> str:
+        return self.periodic.describe()
+
+    def intervals(self, window: Interval) -> list[Interval]:
+        found = {i for i in self.known if i.overlaps(window)}
+        for candidate in self.periodic.intervals(window):
+            if not any(candidate.overlaps(k) for k in self.known):
+                found.add(candidate)
+        return sorted(found)
+
+
+@dataclass(frozen=True)
 class Unscheduled:
     """No schedule known: the DAG reruns once over exactly the changed window."""
 
@@ -156,7 +180,9 @@ def schedule_from_runs(runs: Iterable[Mapping[str, Any]]) -> Schedule:
     else:
         return Unscheduled()
     length = lengths.most_common(1)[0][0] if lengths else period
-    return PeriodicSchedule(anchor=starts[-1], period=period, length=length)
+    periodic = PeriodicSchedule(anchor=starts[-1], period=period, length=length)
+    recorded = tuple(i for i in known if i.end > i.start)
+    return HistorySchedule(recorded, periodic) if recorded else periodic
 
 
 def intervals_for(schedule: Schedule, changed: Iterable[Interval]) -> list[Interval]:

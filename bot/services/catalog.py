@@ -41,6 +41,18 @@ class AmbiguousDag(LookupError):
         )
 
 
+class TaskNotDag(LookupError):
+    """The name is a task of a DAG; backfills run whole DAGs."""
+
+    def __init__(self, name: str, dag: DagRef) -> None:
+        self.name = name
+        self.dag = dag
+        super().__init__(
+            f"'{name}' is a task of DAG '{dag.dag_id}' (namespace {dag.namespace}); "
+            f"backfills rerun whole DAGs, so name the DAG: {dag.dag_id}"
+        )
+
+
 def _has_io(job: Mapping[str, Any]) -> bool:
     return bool(job.get("inputs") or job.get("outputs"))
 
@@ -90,6 +102,11 @@ class Catalog:
             return hits[0]
         if len(hits) > 1:
             raise AmbiguousDag(name, hits)
+        task = next(
+            (j for j in self.jobs if j.get("name") == name and j.get("parentJobName")), None
+        )
+        if task is not None:
+            raise TaskNotDag(name, dag_of(task))
         raise UnknownDag(name, _closest(name, [d.dag_id for d in self.dags]), None)
 
 

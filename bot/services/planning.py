@@ -15,7 +15,7 @@ from bot.clients.marquez import MarquezClient, MarquezNotFound, job_node_id
 from bot.config import BotConfig, Report
 from bot.domain.lineage import LineageGraph, affected_dags, catalog_nodes, settled_jobs
 from bot.domain.model import DagRef, DatasetRef
-from bot.domain.planner import Plan, make_plan, resolve_exclusions
+from bot.domain.planner import Plan, check_size, make_plan, resolve_exclusions
 from bot.domain.ranges import parse_range
 from bot.domain.schedule import CronSchedule, Schedule, Unscheduled, schedule_from_runs
 from bot.services.catalog import Catalog, load_catalog
@@ -179,6 +179,7 @@ class Planner:
         lineage = await self.lineage(root)
         excluded = resolve_exclusions(lineage.dags, root, request.exclude)
         affected = affected_dags(lineage.dags, root, exclude=excluded, only=request.only)
+        check_size(len(affected.order), self.config.limits.max_plan_dags)  # before history
         schedules = await self.schedules(affected.order)
         return make_plan(
             lineage.dags,

@@ -152,6 +152,13 @@ async def test_impact_names_downstream_datasets_and_owners(
     assert "Teams to notify: analytics, orders" in result.out
 
 
+async def test_a_task_name_points_at_its_dag(food_delivery_marquez: StandInServer) -> None:
+    task = "example.etl_delivery_7_days.load"
+    result = await cli("plan", task, "2021-06-04", env=marquez(food_delivery_marquez))
+    assert result.code == 2
+    assert f"'{task}' is a task of DAG 'example.etl_delivery_7_days'" in one_clear_line(result)
+
+
 async def test_unknown_dag_suggests_closest_names(food_delivery_marquez: StandInServer) -> None:
     result = await cli(
         "plan", "example.etl_order", "2021-06-04", env=marquez(food_delivery_marquez)
@@ -257,6 +264,9 @@ async def test_bad_settings_and_config_are_exit_4(tmp_path: Path) -> None:
     bad_url = await cli("impact", ROOT, env={"MARQUEZ_URL": "localhost:5000"})
     assert bad_url.code == 4
     assert "MARQUEZ_URL:" in one_clear_line(bad_url)
+    bad_flag = await cli("impact", ROOT, "--marquez-url", "foo")
+    assert bad_flag.code == 4
+    assert "--marquez-url: 'foo' is not an http(s) URL" in one_clear_line(bad_flag)
     config = tmp_path / "bot.yml"
     config.write_text("teams: [{name: a}]\nownership: [{pattern: x, team: nobody}]\n")
     bad_config = await cli("impact", ROOT, env={"BOT_CONFIG": str(config)})

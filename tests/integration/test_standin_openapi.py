@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,8 +33,9 @@ from bot.standins.marquez import StandInServer
 
 SPEC_PATH = Path(__file__).resolve().parents[2].parent / "shared/fixtures/marquez/openapi.yml"
 FIXTURES = SPEC_PATH.parent
+# Locally the spec may be absent; in CI (shared/ beside the clone) a missing spec must fail.
 pytestmark = pytest.mark.skipif(
-    not SPEC_PATH.is_file(),
+    not SPEC_PATH.is_file() and not os.environ.get("CI"),
     reason=f"Marquez spec and fixtures not found at {SPEC_PATH} (the shared/ folder is absent)",
 )
 SPEC_SERVER = "http://localhost:5000"  # the spec's `servers` entry is .../api/v1

@@ -31,6 +31,8 @@ def test_single_date_is_one_day() -> None:
         ("2021-13-01..2021-13-02", "'2021-13-01' is not an ISO date"),
         ("2021-06-04..2021-06-31", "'2021-06-31' is not an ISO date"),
         ("2021-06-04 2021-06-05", "is not a date range"),
+        ("20210604", "'20210604' is not an ISO date"),
+        ("2021-W22-5", "'2021-W22-5' is not an ISO date"),
     ],
 )
 def test_malformed_ranges_say_how_to_write_one(text: str, fragment: str) -> None:
@@ -52,3 +54,8 @@ def test_range_over_the_maximum_names_the_limit() -> None:
         parse_range("2021-01-01..2021-02-01", max_days=31)
     assert "spans 32 days; the maximum is 31" in str(error.value)
     assert "max_range_days" in str(error.value)
+
+
+def test_dates_far_outside_any_schedule_are_refused() -> None:
+    with pytest.raises(RangeError, match="between 1970-01-01 and 2999-12-31"):
+        parse_range("9999-12-31", max_days=31)

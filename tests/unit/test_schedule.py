@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -8,7 +9,7 @@ import pytest
 from bot.domain.model import DateRange, Interval
 from bot.domain.schedule import (
     CronSchedule,
-    PeriodicSchedule,
+    HistorySchedule,
     ScheduleError,
     Unscheduled,
     intervals_for,
@@ -44,8 +45,8 @@ def test_airflow_presets_and_touching_boundaries() -> None:
 def test_history_of_weekly_runs_extrapolates_outside_what_it_saw() -> None:
     runs = [run(at(d, m), at(d, m) + timedelta(days=7)) for d, m in ((23, 5), (30, 5), (6, 6))]
     schedule = schedule_from_runs(runs)
-    assert isinstance(schedule, PeriodicSchedule)
-    assert schedule.period == timedelta(days=7)
+    assert isinstance(schedule, HistorySchedule)
+    assert schedule.periodic.period == timedelta(days=7)
     assert schedule.intervals(JUNE_4_TO_6) == [Interval(at(30, 5), at(6)), Interval(at(6), at(13))]
     later = Interval(at(1, 8), at(2, 8))
     assert schedule.intervals(later) == [Interval(at(1, 8), at(8, 8))]
@@ -86,3 +87,20 @@ def test_changed_windows_are_merged_and_results_deduplicated() -> None:
 def test_minutely_schedules_over_long_windows_are_refused() -> None:
     with pytest.raises(ScheduleError, match="narrow the range"):
         CronSchedule("* * * * *").intervals(Interval(at(1), at(30)))
+
+
+def test_monthly_history_uses_the_recorded_months_not_a_31_day_period() -> None:
+    months = [datetime(2021, m, 1, tzinfo=UTC) for m in range(1, 7)]
+    runs = [run(a, b) for a, b in itertools.pairwise(months)]
+    schedule = schedule_from_runs(runs)
+    february = Interval(datetime(2021, 2, 10, tzinfo=UTC), datetime(2021, 2, 11, tzinfo=UTC))
+    assert schedule.intervals(february) == [Interval(months[1], months[2])]
+
+
+def test_recorded_gaps_are_filled_by_the_period() -> None:
+    runs = [run(at(d), at(d + 1)) for d in (1, 2, 4, 5)]  # the run of June 3 never happened
+    assert schedule_from_runs(runs).intervals(Interval(at(2, 6, 12), at(4, 6, 12))) == [
+        Interval(at(2), at(3)),
+        Interval(at(3), at(4)),
+        Interval(at(4), at(5)),
+    ]
