@@ -76,6 +76,11 @@ def _parser() -> argparse.ArgumentParser:
     marquez.add_argument("--port", type=int, default=5000)
     marquez.add_argument("--seed", choices=["food_delivery"], help="load sample lineage")
 
+    commands.add_parser(
+        "serve",
+        help="run the Slack bot (HTTP on BOT_HOST:BOT_PORT, Socket Mode with SLACK_APP_TOKEN)",
+    )
+
     db = commands.add_parser("db", help="database maintenance")
     db_actions = db.add_subparsers(dest="action", required=True, metavar="ACTION")
     db_actions.add_parser("upgrade", help="apply migrations to $DATABASE_URL")
@@ -168,6 +173,14 @@ def _run(args: argparse.Namespace) -> str | None:
         return asyncio.run(_plan(args, settings, config))
     if args.command == "impact":
         return asyncio.run(_impact(args, settings, config))
+    if args.command == "serve":
+        from bot.app import SetupError, serve
+
+        try:
+            asyncio.run(serve(settings, config))
+        except SetupError as exc:
+            raise CliError(str(exc), EXIT_CONFIG) from None
+        return None
     if args.command == "demo":
         return asyncio.run(_demo(settings, config))
     raise CliError(f"unknown command {args.command}", EXIT_BAD_INPUT)
@@ -181,7 +194,7 @@ def _fail(message: str, code: int) -> NoReturn:
 def main(argv: Sequence[str] | None = None) -> None:
     args = _parser().parse_args(argv)
     # One-shot commands promise one clear line on failure, so retries stay quiet unless asked.
-    quiet = logging.INFO if args.command == "standin" else logging.ERROR
+    quiet = logging.INFO if args.command in {"standin", "serve"} else logging.ERROR
     logging.basicConfig(
         level=logging.DEBUG if args.debug else quiet,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

@@ -29,6 +29,12 @@ class Settings(BaseSettings):
     marquez_timeout_s: float = Field(default=10.0, gt=0, le=300)
     database_url: str = DEFAULT_DATABASE_URL
     bot_config: Path | None = None
+    slack_bot_token: SecretStr | None = None
+    slack_signing_secret: SecretStr | None = None
+    slack_app_token: SecretStr | None = None
+    slack_api_url: str = "https://slack.com/api/"
+    bot_host: str = "127.0.0.1"
+    bot_port: int = Field(default=3000, ge=0, le=65535)
 
     @field_validator("marquez_url")
     @classmethod
@@ -43,7 +49,22 @@ class Settings(BaseSettings):
             raise ValueError(f"'{value}' is not an http(s) URL such as http://localhost:5000")
         return value.rstrip("/")
 
-    @field_validator("marquez_namespace", "marquez_api_key", "bot_config", mode="before")
+    @field_validator("slack_api_url")
+    @classmethod
+    def _slack_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError(f"'{value}' is not an http(s) URL such as https://slack.com/api/")
+        return value if value.endswith("/") else value + "/"
+
+    @field_validator(
+        "marquez_namespace",
+        "marquez_api_key",
+        "bot_config",
+        "slack_bot_token",
+        "slack_signing_secret",
+        "slack_app_token",
+        mode="before",
+    )
     @classmethod
     def _blank_is_unset(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value

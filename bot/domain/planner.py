@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 import networkx as nx
@@ -67,6 +68,36 @@ class Plan:
             "excluded": [d.dag_id for d in self.excluded],
             "steps": [s.to_json() for s in self.steps],
         }
+
+
+def _interval(data: Mapping[str, str]) -> Interval:
+    def parse(text: str) -> datetime:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+    return Interval(parse(data["start"]), parse(data["end"]))
+
+
+def plan_from_json(data: Mapping[str, Any]) -> Plan:
+    """The inverse of `Plan.to_json` (plans are stored as JSON with their request)."""
+    window = _interval(data)
+    refs = {step["dag_id"]: DagRef(step["namespace"], step["dag_id"]) for step in data["steps"]}
+    steps = tuple(
+        PlanStep(
+            dag=refs[step["dag_id"]],
+            intervals=tuple(_interval(i) for i in step["intervals"]),
+            upstream=tuple(refs.get(u, DagRef(step["namespace"], u)) for u in step["upstream"]),
+            schedule=step.get("schedule", ""),
+            owners=tuple(step.get("owners", ())),
+        )
+        for step in data["steps"]
+    )
+    return Plan(
+        root=DagRef(data["namespace"], data["dag_id"]),
+        date_range=DateRange(window.start.date(), (window.end - timedelta(days=1)).date()),
+        steps=steps,
+        excluded=tuple(DagRef(data["namespace"], d) for d in data.get("excluded", ())),
+        only=bool(data.get("only", False)),
+    )
 
 
 def resolve_exclusions(dags: Any, root: DagRef, names: Iterable[str]) -> tuple[DagRef, ...]:

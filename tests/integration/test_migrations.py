@@ -27,7 +27,7 @@ from bot.store import (
 
 T = TypeVar("T")
 
-TABLES = {"backfill_requests", "backfill_steps", "audit_log"}
+TABLES = {"backfill_requests", "backfill_steps", "audit_log", "outbox"}
 INDEXES = {
     "backfill_requests": {
         "ix_backfill_requests_state_created_at",
@@ -35,6 +35,7 @@ INDEXES = {
         "ix_backfill_requests_created_at",
     },
     "audit_log": {"ix_audit_log_request_id_at", "ix_audit_log_at"},
+    "outbox": {"ix_outbox_state_next_attempt_at", "ix_outbox_request_id"},
 }
 
 
@@ -67,7 +68,7 @@ async def test_upgrade_creates_tables_indexes_and_constraints(database_url: str)
             "indexes": {t: {ix["name"] for ix in inspector.get_indexes(t)} for t in INDEXES},
             "checks": {
                 t: {ck["name"] for ck in inspector.get_check_constraints(t)}
-                for t in ("backfill_requests", "backfill_steps")
+                for t in ("backfill_requests", "backfill_steps", "outbox")
             },
             "uniques": {uq["name"] for uq in inspector.get_unique_constraints("backfill_steps")},
             "fks": {
@@ -75,24 +76,26 @@ async def test_upgrade_creates_tables_indexes_and_constraints(database_url: str)
                     (fk["name"], fk["options"].get("ondelete"))
                     for fk in inspector.get_foreign_keys(t)
                 }
-                for t in ("backfill_steps", "audit_log")
+                for t in ("backfill_steps", "audit_log", "outbox")
             },
         }
 
     schema = await on_connection(database_url, describe)
 
     assert schema["tables"] == TABLES
-    assert schema["version"] == "0001"
+    assert schema["version"] == "0002"
     for table, names in INDEXES.items():
         assert names <= schema["indexes"][table]
     assert schema["checks"] == {
         "backfill_requests": {"ck_backfill_requests_state"},
         "backfill_steps": {"ck_backfill_steps_state"},
+        "outbox": {"ck_outbox_state", "ck_outbox_role", "ck_outbox_method"},
     }
     assert schema["uniques"] == {"uq_backfill_steps_request_id_position"}
     assert schema["fks"] == {
         "backfill_steps": {("fk_backfill_steps_request_id_backfill_requests", "CASCADE")},
         "audit_log": {("fk_audit_log_request_id_backfill_requests", "SET NULL")},
+        "outbox": {("fk_outbox_request_id_backfill_requests", "SET NULL")},
     }
 
 

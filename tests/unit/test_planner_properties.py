@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from bot.domain.lineage import build_lineage
 from bot.domain.model import DagRef, DateRange, merge_intervals
-from bot.domain.planner import make_plan
+from bot.domain.planner import make_plan, plan_from_json
 from bot.domain.schedule import PeriodicSchedule, Schedule
 from bot.standins.synthetic import JobSpec, lineage_nodes
 
@@ -129,3 +129,19 @@ def test_downstream_intervals_cover_what_upstream_rewrote(
         for mine in step.intervals if rewritten else ():
             # and no rerun reads nothing that changed
             assert any(mine.overlaps(changed) for changed in rewritten)
+
+
+@settings(max_examples=50, deadline=None)
+@given(pipeline=random_pipelines(), periods=st.lists(st.sampled_from([1, 7]), min_size=1))
+def test_plans_survive_their_json_form(
+    pipeline: tuple[list[JobSpec], dict[int, set[int]], int], periods: list[int]
+) -> None:
+    jobs, reads_from, root_index = pipeline
+    lineage = build_lineage(lineage_nodes(jobs))
+    plan = make_plan(
+        lineage.dags,
+        DagRef(NS, f"dag{root_index}"),
+        DateRange(date(2021, 6, 4), date(2021, 6, 6)),
+        _schedules(len(reads_from), periods),
+    )
+    assert plan_from_json(plan.to_json()) == plan

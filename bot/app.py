@@ -1,0 +1,141 @@
+"""The composition root: builds the clients, services, Slack app and HTTP server of `serve`.
+
+Nothing else constructs real clients; tests build the same objects against the stand-ins.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from aiohttp import web
+from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
+from slack_bolt.async_app import AsyncApp
+from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
+from slack_sdk.web.async_client import AsyncWebClient
+
+import handlers.actions
+import handlers.commands
+from bot.app_services import Services
+from bot.clients.marquez import MarquezClient
+from bot.clients.slack_sender import OutboxSender
+from bot.config import BotConfig
+from bot.executors.manual import ManualExecutor
+from bot.services.access import SlackGroups
+from bot.services.backfills import BackfillService
+from bot.services.planning import Planner
+from bot.settings import Settings
+from bot.store.db import make_engine, session_factory, upgrade
+
+logger = logging.getLogger(__name__)
+
+
+class SetupError(ValueError):
+    """`serve` cannot start as configured; the message names the variable to set."""
+
+
+def slack_client(settings: Settings) -> AsyncWebClient:
+    if settings.slack_bot_token is None:
+        raise SetupError("SLACK_BOT_TOKEN is not set: the bot needs its xoxb- token")
+    return AsyncWebClient(
+        token=settings.slack_bot_token.get_secret_value(),
+        base_url=settings.slack_api_url,
+        retry_handlers=[AsyncRateLimitErrorRetryHandler(max_retry_count=2)],
+    )
+
+
+def build_services(settings: Settings, config: BotConfig, slack: AsyncWebClient) -> Services:
+    engine = make_engine(settings.database_url)
+    sessions = session_factory(engine)
+    sender = OutboxSender(sessions, slack)
+    key = settings.marquez_api_key.get_secret_value() if settings.marquez_api_key else None
+
+    @asynccontextmanager
+    async def planners() -> AsyncIterator[Planner]:
+        async with MarquezClient(
+            settings.marquez_url, api_key=key, timeout_s=settings.marquez_timeout_s
+        ) as client:
+            yield Planner(client, config, default_namespace=settings.marquez_namespace)
+
+    backfills = BackfillService(
+        sessions=sessions,
+        config=config,
+        planners=planners,
+        executor=ManualExecutor(sessions, sender.wake),
+        groups=SlackGroups(slack),
+        wake_sender=sender.wake,
+    )
+    return Services(settings, config, engine, sessions, slack, sender, backfills)
+
+
+def create_bolt_app(services: Services) -> AsyncApp:
+    settings = services.settings
+    secret = settings.slack_signing_secret
+    if secret is None and settings.slack_app_token is None:
+        raise SetupError(
+            "SLACK_SIGNING_SECRET is not set: HTTP mode verifies every request with it"
+        )
+    app = AsyncApp(
+        client=services.slack,
+        signing_secret=secret.get_secret_value() if secret else None,
+        request_verification_enabled=secret is not None,
+        # The bot's own errors become a clear reply, never Slack's "dispatch_failed".
+        raise_error_for_unhandled_request=False,
+    )
+    handlers.commands.register(app, services)
+    handlers.actions.register(app, services)
+    return app
+
+
+def create_web_app(bolt: AsyncApp, services: Services) -> web.Application:
+    """`POST /slack/events` for commands, interactivity and events; `GET /healthz`."""
+
+    async def slack_events(request: web.Request) -> web.Response:
+        bolt_request = await to_bolt_request(request)
+        bolt_response = await bolt.async_dispatch(bolt_request)
+        return await to_aiohttp_response(bolt_response)
+
+    async def healthz(_: web.Request) -> web.Response:
+        return web.json_response({"ok": True})
+
+    async def background(app: web.Application) -> AsyncIterator[None]:
+        await asyncio.to_thread(upgrade, services.settings.database_url)
+        resumed = await services.backfills.resume()
+        if resumed:
+            logger.info("handed %d approved backfill(s) to the executor after a restart", resumed)
+        sender = asyncio.create_task(services.sender.run_forever(), name="outbox-sender")
+        yield
+        sender.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await sender
+        await services.engine.dispose()
+
+    app = web.Application()
+    app.router.add_post("/slack/events", slack_events)
+    app.router.add_get("/healthz", healthz)
+    app.cleanup_ctx.append(background)
+    return app
+
+
+async def serve(settings: Settings, config: BotConfig) -> None:
+    """Run until cancelled: HTTP mode, or Socket Mode when SLACK_APP_TOKEN is set."""
+    services = build_services(settings, config, slack_client(settings))
+    bolt = create_bolt_app(services)
+    web_app = create_web_app(bolt, services)
+    runner = web.AppRunner(web_app)
+    await runner.setup()
+    site = web.TCPSite(runner, settings.bot_host, settings.bot_port)
+    await site.start()
+    print(f"backfill-bot listening on http://{settings.bot_host}:{settings.bot_port}", flush=True)
+    try:
+        if settings.slack_app_token is not None:
+            from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+
+            handler = AsyncSocketModeHandler(bolt, settings.slack_app_token.get_secret_value())
+            await handler.connect_async()  # type: ignore[no-untyped-call]
+        await asyncio.Event().wait()
+    finally:
+        await runner.cleanup()

@@ -1,0 +1,24 @@
+"""The services a running bot shares between its Slack handlers and background tasks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from slack_sdk.web.async_client import AsyncWebClient
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from bot.clients.slack_sender import OutboxSender
+from bot.config import BotConfig
+from bot.services.backfills import BackfillService
+from bot.settings import Settings
+
+
+@dataclass
+class Services:
+    settings: Settings
+    config: BotConfig
+    engine: AsyncEngine
+    sessions: async_sessionmaker[AsyncSession]
+    slack: AsyncWebClient
+    sender: OutboxSender
+    backfills: BackfillService

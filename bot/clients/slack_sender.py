@@ -1,0 +1,168 @@
+"""Delivers the outbox to Slack: in order per channel, pacing on Retry-After, threading replies
+under a request's status message once its ts is known.
+
+Delivery is at-least-once: Slack has no idempotency key, so a crash between a successful post
+and recording it would repost that one message on restart; everything else is exactly once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import aiohttp
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from bot.store import outbox
+from bot.store.models import OutboxMessage, OutboxRole, OutboxState, utcnow
+
+logger = logging.getLogger(__name__)
+
+TRANSIENT_ERRORS = frozenset(
+    {"ratelimited", "internal_error", "fatal_error", "service_unavailable", "request_timeout"}
+)
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    kind: str  # "sent" | "retry" | "failed"
+    ts: str | None = None
+    delay_s: float = 0.0
+    error: str = ""
+
+
+class OutboxSender:
+    """One sender per process; `wake()` after enqueueing, `run_forever()` in the background."""
+
+    def __init__(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        client: AsyncWebClient,
+        *,
+        max_attempts: int = 12,
+        poll_s: float = 1.0,
+    ) -> None:
+        self.sessions = sessions
+        self.client = client
+        self.max_attempts = max_attempts
+        self.poll_s = poll_s
+        self._wake = asyncio.Event()
+        self._pass = asyncio.Lock()  # one delivery pass at a time, or a message could go twice
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def run_forever(self) -> None:
+        while True:
+            try:
+                await self.deliver_due()
+            except Exception:  # a broken pass must not stop delivery for good
+                logger.exception("outbox pass failed; retrying")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=self.poll_s)
+            self._wake.clear()
+
+    async def drain(self, *, timeout_s: float = 30.0) -> None:
+        """Deliver until nothing is pending (waiting out Retry-After), or raise TimeoutError."""
+        async with asyncio.timeout(timeout_s):
+            while True:
+                await self.deliver_due()
+                async with self.sessions() as session:
+                    if await outbox.pending_count(session) == 0:
+                        return
+                await asyncio.sleep(0.05)
+
+    async def deliver_due(self) -> int:
+        """One pass over due messages; returns how many were delivered."""
+        async with self._pass:
+            return await self._deliver_due()
+
+    async def _deliver_due(self) -> int:
+        async with self.sessions() as session:
+            rows = await outbox.due(session, now=utcnow())
+        held: set[str] = set()  # channels whose earlier message must go first
+        delivered = 0
+        for row in rows:
+            if row.channel in held:
+                continue
+            outcome = await self._send(row)
+            async with self.sessions.begin() as session:
+                await self._record(session, row, outcome)
+            if outcome.kind == "sent":
+                delivered += 1
+            elif outcome.kind == "retry":
+                held.add(row.channel)
+        return delivered
+
+    async def _record(self, session: AsyncSession, row: OutboxMessage, outcome: _Outcome) -> None:
+        if outcome.kind == "sent":
+            await outbox.mark_sent(session, row, ts=outcome.ts)
+        elif outcome.kind == "retry" and row.attempts + 1 < self.max_attempts:
+            at = utcnow() + timedelta(seconds=outcome.delay_s)
+            await outbox.retry_later(session, row, at=at, error=outcome.error)
+        else:
+            logger.error("giving up on outbox message %s: %s", row.id, outcome.error)
+            await outbox.mark_failed(session, row, error=outcome.error)
+
+    async def _thread_parent(self, row: OutboxMessage) -> tuple[str | None, bool]:
+        """(ts, ready): the status message's ts, or whether to wait for it to be posted."""
+        assert row.request_id is not None
+        async with self.sessions() as session:
+            _, ts = await outbox.status_ts(session, row.request_id)
+            if ts:
+                return ts, True
+            state = await outbox.status_post_state(session, row.request_id)
+        # Without a status message still on its way, the reply stands on its own.
+        return None, state != OutboxState.PENDING
+
+    async def _send(self, row: OutboxMessage) -> _Outcome:
+        args: dict[str, Any] = dict(row.payload)
+        try:
+            if row.role in (OutboxRole.THREAD, OutboxRole.STATUS_UPDATE):
+                ts, ready = await self._thread_parent(row)
+                if not ready:
+                    return _Outcome("retry", delay_s=1.0, error="waiting for the status message")
+                if row.role == OutboxRole.STATUS_UPDATE:
+                    if ts is None:
+                        return _Outcome("failed", error="the status message was never posted")
+                    await self.client.chat_update(channel=row.channel, ts=ts, **args)
+                    return _Outcome("sent", ts=ts)
+                if ts:
+                    args["thread_ts"] = ts
+            if row.method == "chat.postEphemeral":
+                reply = await self.client.chat_postEphemeral(
+                    channel=row.channel, user=row.user or "", **args
+                )
+                return _Outcome("sent", ts=reply.get("message_ts"))
+            reply = await self.client.chat_postMessage(channel=row.channel, **args)
+            return _Outcome("sent", ts=reply.get("ts"))
+        except SlackApiError as exc:
+            return self._classify(exc, row)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            return _Outcome(
+                "retry", delay_s=self._backoff(row), error=f"{type(exc).__name__}: {exc}"
+            )
+
+    def _classify(self, exc: SlackApiError, row: OutboxMessage) -> _Outcome:
+        response = exc.response
+        error = str(response.get("error", "")) if response is not None else str(exc)
+        if response is not None and response.status_code == 429:
+            retry_after = float(
+                response.headers.get("Retry-After", response.headers.get("retry-after", 1))
+            )
+            return _Outcome("retry", delay_s=max(retry_after, 1.0), error="ratelimited")
+        if error in TRANSIENT_ERRORS:
+            return _Outcome("retry", delay_s=self._backoff(row), error=error)
+        detail = response.get("response_metadata") if response is not None else None
+        return _Outcome("failed", error=f"{error} {detail or ''}".strip())
+
+    @staticmethod
+    def _backoff(row: OutboxMessage) -> float:
+        return float(min(60.0, 2**row.attempts) * (0.5 + random.random() / 2))

@@ -1,0 +1,1 @@
+"""Executors run approved backfills: the protocol in `base`, implementations beside it."""

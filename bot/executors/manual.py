@@ -1,0 +1,55 @@
+"""The executor when neither Airflow nor Spark is configured: it posts, in the request's thread,
+the exact Airflow commands to run in plan order, so a human can run them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from bot.store import outbox
+from bot.store.models import BackfillRequest, BackfillStep, OutboxRole
+
+
+def _day(text: str) -> str:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).strftime("%Y-%m-%dT%H:%M:%S+00:00")
+
+
+def airflow_command(step: BackfillStep) -> str:
+    """`airflow backfill create` (Airflow 3) over the step's runs; logical dates are interval
+    starts, so the range runs from the first interval's start to the last one's."""
+    first, last = step.intervals[0]["start"], step.intervals[-1]["start"]
+    return (
+        f"airflow backfill create --dag-id {step.dag_id} --from-date {_day(first)} "
+        f"--to-date {_day(last)} --reprocess-behavior completed"
+    )
+
+
+class ManualExecutor:
+    name = "manual"
+
+    def __init__(
+        self, sessions: async_sessionmaker[AsyncSession], wake_sender: Callable[[], None]
+    ) -> None:
+        self.sessions = sessions
+        self.wake_sender = wake_sender
+
+    async def start(self, request: BackfillRequest) -> None:
+        lines = [
+            "No executor is configured (set AIRFLOW_URL to run backfills on Airflow). "
+            "Run these in order, each after the previous one finished:"
+        ]
+        lines += [f"{i}. `{airflow_command(step)}`" for i, step in enumerate(request.steps, 1)]
+        async with self.sessions.begin() as session:
+            await outbox.enqueue(
+                session,
+                channel=request.channel or "",
+                payload={"text": "\n".join(lines)},
+                role=OutboxRole.THREAD,
+                request_id=request.id,
+            )
+        self.wake_sender()
+
+    async def cancel(self, request: BackfillRequest) -> None:
+        return None  # nothing was started on our side

@@ -1,0 +1,88 @@
+"""Who may approve or cancel a backfill, from BOT_CONFIG teams, approvers and user groups."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Protocol
+
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.config import BotConfig, matches
+from bot.domain.model import DagRef
+
+logger = logging.getLogger(__name__)
+
+
+class GroupDirectory(Protocol):
+    """Members of Slack user groups."""
+
+    async def members(self, group_id: str) -> frozenset[str]: ...
+
+
+class SlackGroups:
+    """`usergroups.users.list`, cached for a few minutes (group changes are rare)."""
+
+    def __init__(self, client: AsyncWebClient, *, ttl_s: float = 300.0) -> None:
+        self.client = client
+        self.ttl_s = ttl_s
+        self._cache: dict[str, tuple[float, frozenset[str]]] = {}
+
+    async def members(self, group_id: str) -> frozenset[str]:
+        cached = self._cache.get(group_id)
+        if cached and time.monotonic() - cached[0] < self.ttl_s:
+            return cached[1]
+        try:
+            reply = await self.client.usergroups_users_list(usergroup=group_id)
+            users = frozenset(str(u) for u in reply.get("users") or ())
+        except SlackApiError as exc:
+            # Fail closed: an unknown group grants nothing, and the refusal says who may act.
+            logger.warning("cannot list user group %s: %s", group_id, exc.response.get("error"))
+            users = frozenset()
+        self._cache[group_id] = (time.monotonic(), users)
+        return users
+
+
+async def _in_any(
+    user: str, users: tuple[str, ...], groups: tuple[str, ...], directory: GroupDirectory
+) -> bool:
+    if user in users:
+        return True
+    for group in groups:
+        if user in await directory.members(group):
+            return True
+    return False
+
+
+async def may_approve(
+    config: BotConfig, directory: GroupDirectory, root: DagRef, *, requester: str, user: str
+) -> str | None:
+    """None if `user` may approve a backfill of `root`, else the reason they may not."""
+    owners = [team for name in config.owners_of(root) if (team := config.team(name))]
+    approvers = config.approvers
+    if user == requester and requires_second_person(config, root):
+        return (
+            f"Backfills of {root.dag_id} need a second person: someone other than the requester "
+            "must approve."
+        )
+    allowed = await _in_any(user, approvers.users, approvers.user_groups, directory)
+    for team in owners:
+        allowed = allowed or await _in_any(user, team.members, team.user_groups, directory)
+    if allowed:
+        return None
+    if not owners and not approvers.users and not approvers.user_groups:
+        return None  # nothing configured: whoever is in the channel may approve
+    who = ", ".join(t.name for t in owners) or "none"
+    return (
+        f"You may not approve backfills of {root.dag_id}: only members of its owning teams "
+        f"({who}) or the configured approvers may. Ask one of them to click Approve."
+    )
+
+
+def requires_second_person(config: BotConfig, root: DagRef) -> bool:
+    """Whether an ownership rule for `root` asks for an approver other than the requester."""
+    return any(
+        rule.second_approver and matches(rule.pattern, root.namespace, root.dag_id)
+        for rule in config.ownership
+    )

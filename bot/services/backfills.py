@@ -1,0 +1,313 @@
+"""The backfill use cases behind `/backfill` and its buttons: preview, approve, cancel, status.
+
+Every decision reloads the request from the database; buttons carry only its id. State changes
+are checked transitions (a replay or double click changes nothing and says why), written with
+their audit row and the Slack messages they owe in one transaction, before anything is sent.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, replace
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from bot import messages
+from bot.clients.marquez import MarquezError, MarquezUnavailable
+from bot.config import BotConfig
+from bot.domain.commands import CancelCommand, PlanCommand
+from bot.domain.lineage import LineageCycleError
+from bot.domain.model import DagRef
+from bot.domain.planner import Plan, PlanError, plan_from_json
+from bot.domain.ranges import RangeError
+from bot.domain.schedule import ScheduleError
+from bot.executors.base import Executor
+from bot.services.access import GroupDirectory, may_approve
+from bot.services.catalog import AmbiguousDag, TaskNotDag, UnknownDag
+from bot.services.planning import Planner, PlanRequest
+from bot.store import outbox, repository
+from bot.store.models import BackfillRequest, OutboxRole, RequestState
+
+logger = logging.getLogger(__name__)
+
+Payload = dict[str, Any]
+PlannerFactory = Callable[[], AbstractAsyncContextManager[Planner]]
+OPEN_STATES = {RequestState.PREVIEWED, RequestState.APPROVED, RequestState.RUNNING}
+STATE_WORDS = {
+    RequestState.APPROVED: "was already approved",
+    RequestState.RUNNING: "is already running",
+    RequestState.SUCCEEDED: "has already finished",
+    RequestState.FAILED: "has already failed",
+    RequestState.CANCELLED: "was cancelled",
+    RequestState.REFUSED: "was refused",
+}
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What the person who acted sees (ephemeral)."""
+
+    payload: Payload
+    changed: bool = False
+
+
+def status_of(request: BackfillRequest) -> messages.RequestStatus:
+    return messages.RequestStatus(
+        request_id=request.id,
+        root_dag=request.root_dag,
+        range_text=f"{request.start_date.isoformat()}..{request.end_date.isoformat()}",
+        state=request.state,
+        requester=request.requester,
+        approvers=tuple(request.approvers),
+        steps=tuple(
+            messages.StepStatus(step.dag_id, step.state, len(step.intervals))
+            for step in request.steps
+        ),
+        cancellable=request.state in OPEN_STATES,
+    )
+
+
+class BackfillService:
+    def __init__(
+        self,
+        *,
+        sessions: async_sessionmaker[AsyncSession],
+        config: BotConfig,
+        planners: PlannerFactory,
+        executor: Executor,
+        groups: GroupDirectory,
+        wake_sender: Callable[[], None],
+    ) -> None:
+        self.sessions = sessions
+        self.config = config
+        self.planners = planners
+        self.executor = executor
+        self.groups = groups
+        self.wake_sender = wake_sender
+
+    async def _refuse(self, user: str, action: str, reason: str, **detail: Any) -> Reply:
+        async with self.sessions.begin() as session:
+            await repository.add_audit(
+                session, actor=user, action=action, detail={"reason": reason, **detail}
+            )
+        return Reply(messages.refusal(reason))
+
+    async def audit_refusal(self, user: str, reason: str, text: str) -> None:
+        """Record a command refused before any planning (malformed text)."""
+        async with self.sessions.begin() as session:
+            await repository.add_audit(
+                session,
+                actor=user,
+                action="command.refused",
+                detail={"reason": reason, "text": text},
+            )
+
+    async def preview(self, command: PlanCommand, *, user: str, channel: str) -> Reply:
+        """Plan the backfill; post the preview with Approve/Cancel (or show a dry run)."""
+        request = PlanRequest(
+            command.dag, command.range_text, command.namespace, command.only, command.exclude
+        )
+        try:
+            async with self.planners() as planner:
+                plan = await planner.plan(request)
+        except (RangeError, UnknownDag, AmbiguousDag, TaskNotDag, PlanError) as exc:
+            return await self._refuse(user, "command.refused", str(exc), text=command.dag)
+        except (LineageCycleError, ScheduleError) as exc:
+            return await self._refuse(user, "command.refused", str(exc), text=command.dag)
+        except MarquezUnavailable as exc:
+            reason = f"Marquez is unreachable, so no plan can be made right now ({exc})."
+            return await self._refuse(user, "command.refused", reason)
+        except MarquezError as exc:
+            return await self._refuse(user, "command.refused", f"Marquez answered badly: {exc}")
+        if command.dry_run:
+            async with self.sessions.begin() as session:
+                await repository.add_audit(
+                    session, actor=user, action="request.dry_run", detail=plan.to_json()
+                )
+            return Reply(messages.plan_preview(plan, request_id="", requester=user, dry_run=True))
+        options = {"only": command.only, "exclude": list(command.exclude), "dry_run": False}
+        async with self.sessions.begin() as session:
+            row = await repository.create_request(
+                session, plan=plan.to_json(), requester=user, channel=channel, options=options
+            )
+            preview = messages.plan_preview(plan, request_id=row.id, requester=user, dry_run=False)
+            await outbox.enqueue(
+                session,
+                channel=channel,
+                payload=preview,
+                role=OutboxRole.STATUS,
+                request_id=row.id,
+            )
+        self.wake_sender()
+        return Reply(messages.action_result(f"Plan {row.id} posted for approval."), changed=True)
+
+    async def _load(self, request_id: str) -> BackfillRequest | None:
+        async with self.sessions() as session:
+            try:
+                return await repository.get_request(session, request_id)
+            except repository.RequestNotFound:
+                return None
+
+    async def approve(self, request_id: str, *, user: str) -> Reply:
+        """Record the approval, post the status message, and hand over to the executor."""
+        request = await self._load(request_id)
+        if request is None:
+            return Reply(messages.action_result(f"Backfill {request_id} does not exist."))
+        if request.state != RequestState.PREVIEWED:
+            return Reply(messages.action_result(self._unchanged(request)))
+        root = DagRef(request.root_namespace, request.root_dag)
+        reason = await may_approve(
+            self.config, self.groups, root, requester=request.requester, user=user
+        )
+        if reason is not None:
+            async with self.sessions.begin() as session:
+                await repository.add_audit(
+                    session,
+                    actor=user,
+                    action="approval.refused",
+                    request_id=request.id,
+                    detail={"reason": reason},
+                )
+            return Reply(messages.refusal(reason))
+        try:
+            async with self.sessions.begin() as session:
+                approved = await repository.transition_request(
+                    session,
+                    request.id,
+                    expected={RequestState.PREVIEWED},
+                    to=RequestState.APPROVED,
+                    actor=user,
+                )
+                await self._owe_status(session, approved, replace_preview=True)
+        except repository.InvalidTransition:
+            fresh = await self._load(request_id)
+            return Reply(messages.action_result(self._unchanged(fresh or request)))
+        self.wake_sender()
+        await self.hand_off(approved)
+        return Reply(messages.action_result(f"Approved backfill {request.id}."), changed=True)
+
+    async def hand_off(self, request: BackfillRequest) -> None:
+        """Give an approved request to the executor and record that it was given."""
+        await self.executor.start(request)
+        async with self.sessions.begin() as session:
+            await repository.add_audit(
+                session,
+                actor="system",
+                action="request.handed_off",
+                request_id=request.id,
+                detail={"executor": self.executor.name},
+            )
+
+    async def resume(self) -> int:
+        """After a restart: hand off approved requests whose hand-off was never recorded."""
+        resumed = 0
+        async with self.sessions() as session:
+            waiting = await repository.list_requests(
+                session, state=RequestState.APPROVED, limit=500
+            )
+            for request in waiting:
+                audit = await repository.list_audit(session, request_id=request.id, limit=500)
+                if any(entry.action == "request.handed_off" for entry in audit):
+                    continue
+                await self.hand_off(request)
+                resumed += 1
+        return resumed
+
+    async def cancel(self, request_id: str, *, user: str) -> Reply:
+        request = await self._load(request_id)
+        if request is None:
+            return Reply(messages.action_result(f"Backfill {request_id} does not exist."))
+        if request.state not in OPEN_STATES:
+            return Reply(messages.action_result(self._unchanged(request)))
+        root = DagRef(request.root_namespace, request.root_dag)
+        if user != request.requester:
+            reason = await may_approve(
+                self.config, self.groups, root, requester=request.requester, user=user
+            )
+            if reason is not None:
+                reason = reason.replace("approve", "cancel")
+                async with self.sessions.begin() as session:
+                    await repository.add_audit(
+                        session,
+                        actor=user,
+                        action="cancel.refused",
+                        request_id=request.id,
+                        detail={"reason": reason},
+                    )
+                return Reply(messages.refusal(reason))
+        try:
+            async with self.sessions.begin() as session:
+                cancelled = await repository.transition_request(
+                    session,
+                    request.id,
+                    expected={RequestState(request.state)},
+                    to=RequestState.CANCELLED,
+                    actor=user,
+                )
+                await self._owe_status(session, cancelled, replace_preview=False)
+        except repository.InvalidTransition:
+            fresh = await self._load(request_id)
+            return Reply(messages.action_result(self._unchanged(fresh or request)))
+        self.wake_sender()
+        if request.state != RequestState.PREVIEWED:
+            await self.executor.cancel(cancelled)
+        return Reply(messages.action_result(f"Cancelled backfill {request.id}."), changed=True)
+
+    async def cancel_command(self, command: CancelCommand, *, user: str) -> Reply:
+        return await self.cancel(command.request_id, user=user)
+
+    async def _owe_status(
+        self, session: AsyncSession, request: BackfillRequest, *, replace_preview: bool
+    ) -> None:
+        """Update the message the request already has; on approval also post the status
+        message that parents the progress thread."""
+        status = messages.request_status(status_of(request))
+        channel = request.status_channel or request.channel or ""
+        current = status
+        if replace_preview:  # the preview keeps the record; the new message gets the buttons
+            current = messages.request_status(replace(status_of(request), cancellable=False))
+        await outbox.enqueue(
+            session,
+            channel=channel,
+            payload=current,
+            method="chat.update",
+            role=OutboxRole.STATUS_UPDATE,
+            request_id=request.id,
+        )
+        if replace_preview:
+            await outbox.enqueue(
+                session,
+                channel=channel,
+                payload=status,
+                role=OutboxRole.STATUS,
+                request_id=request.id,
+            )
+
+    def _unchanged(self, request: BackfillRequest) -> str:
+        state = RequestState(request.state)
+        if state == RequestState.PREVIEWED:
+            return f"Backfill {request.id} is still waiting for approval."
+        who = (
+            f" by <@{request.approvers[-1]}>"
+            if request.approvers and state == RequestState.APPROVED
+            else ""
+        )
+        return f"Nothing changed: backfill {request.id} {STATE_WORDS[state]}{who}."
+
+    async def status(self, request_id: str | None, *, user: str) -> Reply:
+        async with self.sessions() as session:
+            if request_id is None:
+                recent = await repository.list_requests(session, limit=10)
+                return Reply(messages.status_list([status_of(r) for r in recent]))
+            try:
+                request = await repository.get_request(session, request_id)
+            except repository.RequestNotFound:
+                return Reply(messages.refusal(f"Backfill {request_id} does not exist."))
+        return Reply(messages.request_status(status_of(request)))
+
+    async def plan_of(self, request_id: str) -> Plan | None:
+        request = await self._load(request_id)
+        return plan_from_json(request.plan) if request else None

@@ -1,0 +1,32 @@
+"""Every id the bot puts on a Slack surface, in one place per kind.
+
+Handlers match clicks and submissions against these values and templates write them, so a
+renamed id cannot leave a listener behind. Ids name the action, never the request: the request id
+travels in the button's `value` (or a view's `private_metadata`) and is reloaded on every click.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class ActionId(StrEnum):
+    """`action_id` of interactive elements (buttons)."""
+
+    APPROVE = "backfill.approve"
+    CANCEL = "backfill.cancel"
+    SHOW_PLAN = "backfill.show_plan"
+
+
+class BlockId(StrEnum):
+    """`block_id` of blocks a handler or an update needs to find again."""
+
+    PLAN_ACTIONS = "backfill.plan.actions"
+    PLAN_MORE = "backfill.plan.more"
+    STATUS_ACTIONS = "backfill.status.actions"
+
+
+class ViewCallbackId(StrEnum):
+    """`callback_id` of modal views."""
+
+    PLAN = "backfill.plan_modal"

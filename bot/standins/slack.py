@@ -1,0 +1,663 @@
+"""A Slack stand-in: the Web API methods the bot calls, response_urls, and a user who acts.
+
+Shared by the tests and the local demo. It answers like Slack (HTTP 200 with `ok`/`error`, 429
+with Retry-After when rate limited), keeps what the bot posted in `SlackState`, and can act as a
+person towards the bot: signed slash commands, button clicks and view submissions sent to the
+bot's Request URL exactly as Slack sends them (form-encoded, `X-Slack-Signature` v0).
+Limits and rate tiers are in `slack_limits`; the workspace model is in `slack_state`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import hmac
+import json
+import logging
+import re
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypedDict, Unpack
+from urllib.parse import urlencode
+
+import aiohttp
+from aiohttp import web
+
+from bot.standins.slack_limits import (
+    METHOD_RATES,
+    POST_MESSAGE_RATE,
+    Args,
+    Rate,
+    RateLimiter,
+    message_content,
+    page,
+    view_payload,
+)
+from bot.standins.slack_state import (
+    RESPONSE_URL_TTL,
+    RESPONSE_URL_USES,
+    ApiCall,
+    Channel,
+    Ephemeral,
+    JsonDict,
+    Message,
+    ResponseUrlPost,
+    SlackError,
+    SlackState,
+    View,
+    button_action,
+    find_button,
+)
+
+__all__ = [
+    "BotReply",
+    "SlackStandIn",
+    "SlackStandInOptions",
+    "SlackState",
+    "create_app",
+    "running_slack_standin",
+    "serve_forever",
+    "start_slack_standin",
+]
+
+logger = logging.getLogger(__name__)
+_CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]{2,}$")
+
+
+@dataclass(frozen=True)
+class BotReply:
+    """The bot's HTTP answer to something the stand-in sent (status 0: no answer in time)."""
+
+    status: int
+    body: str
+    json: Any | None
+
+
+# -- arguments --------------------------------------------------------------------------------
+
+
+async def _read_args(request: web.Request) -> tuple[dict[str, Any], str | None]:
+    args: dict[str, Any] = dict(request.query)
+    header = request.headers.get("Authorization", "")
+    token = header[7:].strip() if header.startswith("Bearer ") else None
+    from_body = False
+    if request.method == "POST" and request.body_exists:
+        if request.content_type == "application/json":
+            try:
+                body = json.loads(await request.read())
+            except ValueError:
+                raise SlackError("invalid_json") from None
+            if not isinstance(body, dict):
+                raise SlackError("invalid_json")
+            args.update(body)
+            from_body = True  # Slack ignores a token inside a JSON body: header only
+        elif request.content_type in ("application/x-www-form-urlencoded", "multipart/form-data"):
+            form = await request.post()
+            args.update({k: v for k, v in form.items() if isinstance(v, str)})
+        else:
+            raise SlackError("invalid_post_type")
+    raw_token = args.pop("token", None)
+    if token is None and not from_body and isinstance(raw_token, str):
+        token = raw_token
+    return args, token
+
+
+def _channel(state: SlackState, args: Args, *, create: bool) -> Channel:
+    """The `channel` argument: an id, or a known channel's name; a new C/G/D id when posting."""
+    wanted = args.get("channel")
+    if wanted is None:
+        raise SlackError("channel_not_found")
+    found = state.channels.get(wanted)
+    if found is None:
+        by_name = [c for c in state.channels.values() if c.name == wanted.lstrip("#")]
+        found = by_name[0] if by_name else None
+    if found is None and create and _CHANNEL_ID.match(wanted):
+        found = state.add_channel(wanted)  # as if the bot had been invited to it
+    if found is None:
+        raise SlackError("channel_not_found")
+    return found
+
+
+def _listing(state: SlackState, page: list[Message], cursor: str | None) -> JsonDict:
+    body: JsonDict = {"messages": [state.message_json(m) for m in page], "has_more": bool(cursor)}
+    if cursor:
+        body["response_metadata"] = {"next_cursor": cursor}
+    return body
+
+
+# -- Web API methods --------------------------------------------------------------------------
+
+
+def _auth_test(s: SlackStandIn, a: Args) -> JsonDict:
+    st = s.state
+    return {
+        "url": f"https://{st.team_domain}.slack.com/",
+        "team": st.team_name,
+        "user": st.users[st.bot_user_id].name,
+        "team_id": st.team_id,
+        "user_id": st.bot_user_id,
+        "bot_id": st.bot_id,
+        "is_enterprise_install": False,
+    }
+
+
+def _post_message(s: SlackStandIn, a: Args) -> JsonDict:
+    a.require("channel")
+    channel = _channel(s.state, a, create=True)
+    text, blocks = message_content(a.raw)
+    attachments = a.structured("attachments") if a.get("attachments") else None
+    message = s.state.post(
+        channel.id,
+        text=text,
+        blocks=blocks,
+        thread_ts=a.get("thread_ts"),
+        broadcast=a.flag("reply_broadcast"),
+        attachments=attachments if isinstance(attachments, list) else None,
+    )
+    return {"channel": channel.id, "ts": message.ts, "message": s.state.message_json(message)}
+
+
+def _update(s: SlackStandIn, a: Args) -> JsonDict:
+    a.require("channel")
+    channel = _channel(s.state, a, create=False)
+    try:
+        message = s.state.find_message(channel.id, a.require("ts"))
+    except LookupError:
+        raise SlackError("message_not_found") from None
+    if message.bot_id != s.state.bot_id:
+        raise SlackError("cant_update_message")  # a bot may only edit its own messages
+    text, blocks = message_content(a.raw)
+    s.state.update(message, text=text if "text" in a.raw else None, blocks=blocks)
+    json_message = s.state.message_json(message)
+    return {"channel": channel.id, "ts": message.ts, "text": message.text, "message": json_message}
+
+
+def _post_ephemeral(s: SlackStandIn, a: Args) -> JsonDict:
+    a.require("channel")
+    channel = _channel(s.state, a, create=True)
+    user = a.require("user")
+    if user not in s.state.users:
+        raise SlackError("user_not_found")
+    text, blocks = message_content(a.raw)
+    s.state.ephemerals.append(
+        Ephemeral(channel.id, user, text, blocks or [], "chat.postEphemeral", a.get("thread_ts"))
+    )
+    return {"message_ts": s.state.next_ts()}
+
+
+def _views_open(s: SlackStandIn, a: Args) -> JsonDict:
+    trigger_id, payload = a.require("trigger_id"), view_payload(a, ("modal",))
+    trigger = s.state.exchange_trigger(trigger_id)
+    return {"view": s.state.view_json(s.state.open_view(trigger.user, payload))}
+
+
+def _views_push(s: SlackStandIn, a: Args) -> JsonDict:
+    trigger_id, payload = a.require("trigger_id"), view_payload(a, ("modal",))
+    trigger = s.state.exchange_trigger(trigger_id)
+    return {"view": s.state.view_json(s.state.push_view(trigger.view_id, trigger.user, payload))}
+
+
+def _views_update(s: SlackStandIn, a: Args) -> JsonDict:
+    view_id, external_id = a.get("view_id"), a.get("external_id")
+    if view_id is None and external_id is None:
+        raise SlackError("invalid_arguments", ["[ERROR] view_id or external_id is required"])
+    view = s.state.find_view(view_id, external_id)
+    payload = view_payload(a, (view.type,))
+    return {"view": s.state.view_json(s.state.update_view(view, payload, a.get("hash")))}
+
+
+def _views_publish(s: SlackStandIn, a: Args) -> JsonDict:
+    user = a.require("user_id")
+    payload = view_payload(a, ("home",))
+    if user not in s.state.users:
+        raise SlackError("user_not_found")
+    return {"view": s.state.view_json(s.state.publish_home(user, payload, a.get("hash")))}
+
+
+def _history(s: SlackStandIn, a: Args) -> JsonDict:
+    channel = _channel(s.state, a, create=False)
+    limit = a.number("limit", 100, 999)
+    found, cursor = page(a, channel.messages, limit, newest_first=True)
+    return {**_listing(s.state, found, cursor), "pin_count": 0}
+
+
+def _replies(s: SlackStandIn, a: Args) -> JsonDict:
+    channel = _channel(s.state, a, create=False)
+    try:
+        named = s.state.find_message(channel.id, a.get("ts") or "")
+    except LookupError:
+        raise SlackError("thread_not_found") from None
+    # `ts` may name the parent or any reply; either way the whole thread comes back, parent first.
+    parent = s.state.find_message(channel.id, named.thread_ts or named.ts)
+    thread = [parent, *s.state.thread(channel.id, parent.ts)]
+    found, cursor = page(a, thread, a.number("limit", 1000, 1000), newest_first=False)
+    return _listing(s.state, found, cursor)
+
+
+def _users_info(s: SlackStandIn, a: Args) -> JsonDict:
+    user = s.state.users.get(a.get("user") or "")
+    if user is None:
+        raise SlackError("user_not_found")
+    return {"user": user.to_json()}
+
+
+def _usergroup_members(s: SlackStandIn, a: Args) -> JsonDict:
+    members = s.state.usergroups.get(a.require("usergroup"))
+    if members is None:
+        raise SlackError("no_such_subteam")
+    return {"users": list(members)}
+
+
+_METHODS: Mapping[str, Callable[[SlackStandIn, Args], JsonDict]] = {
+    "auth.test": _auth_test,
+    "chat.postMessage": _post_message,
+    "chat.update": _update,
+    "chat.postEphemeral": _post_ephemeral,
+    "views.open": _views_open,
+    "views.push": _views_push,
+    "views.update": _views_update,
+    "views.publish": _views_publish,
+    "conversations.history": _history,
+    "conversations.replies": _replies,
+    "users.info": _users_info,
+    "usergroups.users.list": _usergroup_members,
+}
+
+
+def _rate_key(method: str, args: Mapping[str, Any]) -> tuple[tuple[str, str], Rate] | None:
+    if method == "chat.postMessage":
+        return (method, str(args.get("channel", ""))), POST_MESSAGE_RATE
+    rate = METHOD_RATES.get(method)
+    return None if rate is None else ((method, ""), rate)
+
+
+async def _api(request: web.Request) -> web.Response:
+    standin = request.app[STANDIN]
+    method = request.match_info["method"]
+    status, headers, body = 200, {}, await _call(standin, request, method)
+    if body.get("error") == "ratelimited":
+        status, headers = 429, {"Retry-After": str(body.pop("retry_after"))}
+    standin.state.calls.append(ApiCall(method, request.method, status, body.get("error")))
+    return web.json_response(body, status=status, headers=headers)
+
+
+async def _call(standin: SlackStandIn, request: web.Request, method: str) -> JsonDict:
+    try:
+        raw, token = await _read_args(request)
+    except SlackError as exc:
+        return {"ok": False, "error": exc.code}
+    handler = _METHODS.get(method)
+    if handler is None:
+        return {"ok": False, "error": "unknown_method", "req_method": method}
+    if token is None or token != standin.bot_token:
+        return {"ok": False, "error": "invalid_auth" if token else "not_authed"}
+    limited = _rate_key(method, raw)
+    retry_after = None if limited is None else standin.limiter.acquire(*limited)
+    if retry_after is not None:
+        return {"ok": False, "error": "ratelimited", "retry_after": retry_after}
+    try:
+        return {"ok": True, **handler(standin, Args(raw))}
+    except SlackError as exc:
+        failed: JsonDict = {"ok": False, "error": exc.code}
+        if exc.messages:
+            failed["response_metadata"] = {"messages": exc.messages}
+        return failed
+
+
+async def _response_url(request: web.Request) -> web.Response:
+    """A response_url, answered like Slack's: plain-text `ok` or an error name."""
+    state = request.app[STANDIN].state
+    raw = await request.read()
+    try:
+        body: Any = json.loads(raw)
+    except ValueError:
+        body = None
+    status, answer = _use_response_url(state, request.match_info["token"], body)
+    state.response_posts.append(ResponseUrlPost(str(request.url), body, status, answer))
+    return web.Response(status=status, text=answer)
+
+
+def _use_response_url(state: SlackState, token: str, body: Any) -> tuple[int, str]:
+    target = state.response_urls.get(token)
+    if target is None:
+        return 404, "invalid_token"
+    if state.clock() - target.issued_at > RESPONSE_URL_TTL:
+        return 404, "expired_url"
+    if target.uses >= RESPONSE_URL_USES:
+        return 404, "used_url"
+    if not isinstance(body, dict):
+        return 400, "invalid_payload"
+    original = None
+    if target.original is not None:
+        with contextlib.suppress(LookupError):
+            original = state.find_message(*target.original)
+    if body.get("delete_original") in (True, "true") and original is not None:
+        target.uses += 1
+        state.delete(original)
+        return 200, "ok"
+    try:
+        text, blocks = message_content(body)
+    except SlackError as exc:
+        return 400, exc.code
+    target.uses += 1
+    if body.get("replace_original") in (True, "true") and original is not None:
+        state.update(original, text=text, blocks=blocks or [])
+    elif body.get("response_type") == "in_channel":
+        state.post(target.channel, text=text, blocks=blocks, thread_ts=body.get("thread_ts"))
+    else:  # Slack's default response_type is ephemeral
+        state.ephemerals.append(
+            Ephemeral(
+                target.channel,
+                target.user,
+                text,
+                blocks or [],
+                "response_url",
+                body.get("thread_ts"),
+            )
+        )
+    return 200, "ok"
+
+
+# -- the stand-in as a running server and as a Slack user -------------------------------------
+
+
+class SlackStandIn:
+    """A running stand-in: its `url`, its `state`, and a Slack user who talks to the bot."""
+
+    def __init__(
+        self,
+        state: SlackState,
+        *,
+        bot_token: str,
+        signing_secret: str,
+        events_url: str | None,
+        limiter: RateLimiter,
+        ack_timeout: float | None,
+    ) -> None:
+        self.url = ""
+        self.state = state
+        self.bot_token, self.signing_secret = bot_token, signing_secret
+        self.events_url = events_url
+        self.limiter = limiter
+        self.ack_timeout = ack_timeout  # Slack gives up on an unanswered request after 3 s
+        self.sent_requests: list[SentRequest] = []  # every request made to the bot, as sent
+        self._runner: web.AppRunner | None = None
+        self._session: aiohttp.ClientSession | None = None
+
+    def set_events_url(self, url: str | None) -> None:
+        """The bot's Request URL (`.../slack/events`), known once the bot is listening."""
+        self.events_url = url
+
+    async def stop(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    def sign(self, body: bytes, timestamp: int | None = None) -> dict[str, str]:
+        """Slack's v0 signature headers for `body` (now, unless `timestamp` is given)."""
+        ts = str(int(time.time()) if timestamp is None else timestamp)
+        base = b"v0:" + ts.encode() + b":" + body
+        digest = hmac.new(self.signing_secret.encode(), base, hashlib.sha256).hexdigest()
+        return {"X-Slack-Request-Timestamp": ts, "X-Slack-Signature": f"v0={digest}"}
+
+    async def send_raw(self, body: bytes, headers: Mapping[str, str]) -> BotReply:
+        """POST `body` to the bot unchanged (forged, replayed or stale requests in tests)."""
+        if self.events_url is None:
+            raise RuntimeError("the bot's Request URL is unknown: call set_events_url() first")
+        if self._session is None:
+            self._session = aiohttp.ClientSession()
+        sent = {"Content-Type": "application/x-www-form-urlencoded", **headers}
+        self.sent_requests.append(SentRequest(body, dict(headers)))
+        timeout = aiohttp.ClientTimeout(total=self.ack_timeout)
+        try:
+            async with self._session.post(
+                self.events_url, data=body, headers=sent, timeout=timeout
+            ) as response:
+                text = await response.text()
+                is_json = response.content_type == "application/json"
+                status = response.status
+        except TimeoutError:
+            return BotReply(0, "operation_timeout", None)
+        parsed = None
+        if is_json and text.strip():
+            with contextlib.suppress(ValueError):
+                parsed = json.loads(text)
+        return BotReply(status, text, parsed)
+
+    async def _send_form(self, form: Mapping[str, str]) -> BotReply:
+        body = urlencode(form).encode()
+        return await self.send_raw(body, self.sign(body))
+
+    async def _send_payload(self, payload: JsonDict) -> BotReply:
+        return await self._send_form({"payload": json.dumps(payload)})
+
+    async def slash_command(
+        self,
+        text: str,
+        *,
+        command: str = "/backfill",
+        user_id: str = "U0REQUEST1",
+        channel_id: str = "C0BACKFILL",
+        team_id: str = "T0TEAM0001",
+    ) -> BotReply:
+        """Type `command text` as `user_id`; a body in the bot's ack is shown as Slack shows it."""
+        st = self.state
+        user = st.acting_user(user_id)
+        form = {
+            "token": st.verification_token,
+            "team_id": team_id,
+            "team_domain": st.team_domain,
+            "channel_id": channel_id,
+            "channel_name": st.channel_name(channel_id),
+            "user_id": user_id,
+            "user_name": user.name,
+            "command": command,
+            "text": text,
+            "api_app_id": st.app_id,
+            "is_enterprise_install": "false",
+            "response_url": st.issue_response_url(self.url, channel_id, user_id),
+            "trigger_id": st.issue_trigger(user_id),
+        }
+        reply = await self._send_form(form)
+        self._show_ack(reply, channel_id, user_id)
+        return reply
+
+    def _show_ack(self, reply: BotReply, channel: str, user: str) -> None:
+        # Slack shows a slash command's synchronous answer to the user who typed it (or to the
+        # channel with response_type in_channel): this is how Bolt's ack(text=...) reaches people.
+        if reply.status != 200 or not reply.body.strip():
+            return
+        body = reply.json if isinstance(reply.json, dict) else {"text": reply.body}
+        try:
+            text, blocks = message_content(body)
+        except SlackError as exc:
+            logger.warning("Slack would not show the bot's ack body: %s %s", exc.code, exc.messages)
+            return
+        if body.get("response_type") == "in_channel":
+            self.state.post(channel, text=text, blocks=blocks)
+        else:
+            self.state.ephemerals.append(Ephemeral(channel, user, text, blocks or [], "ack"))
+
+    async def click(
+        self,
+        *,
+        channel_id: str,
+        message_ts: str,
+        action_id: str,
+        user_id: str,
+        value: str | None = None,
+    ) -> BotReply:
+        """Click a button of a stored message (LookupError if there is no such button)."""
+        st = self.state
+        message = st.find_message(channel_id, message_ts)
+        block_id, button = find_button(message.blocks, action_id, value)
+        container: JsonDict = {"type": "message", "message_ts": message_ts}
+        container.update(channel_id=channel_id, is_ephemeral=False)
+        if message.thread_ts is not None:
+            container["thread_ts"] = message.thread_ts
+        payload = st.interaction("block_actions", user_id, st.issue_trigger(user_id))
+        payload.update(
+            container=container,
+            channel={"id": channel_id, "name": st.channel_name(channel_id)},
+            message=st.message_json(message),
+            state={"values": {}},
+            response_url=st.issue_response_url(
+                self.url, channel_id, user_id, (channel_id, message_ts)
+            ),
+            actions=[button_action(block_id, button, value)],
+        )
+        return await self._send_payload(payload)
+
+    def _open_view(self, view_id: str) -> View:
+        view = self.state.views.get(view_id) or next(
+            (v for v in self.state.home.values() if v.id == view_id), None
+        )
+        if view is None or view.closed:
+            raise LookupError(f"no open view {view_id}")
+        return view
+
+    async def click_in_view(
+        self, *, view_id: str, action_id: str, user_id: str, value: str | None = None
+    ) -> BotReply:
+        """Click a button in an open modal or home tab (no response_url: Slack sends none)."""
+        st = self.state
+        view = self._open_view(view_id)
+        block_id, button = find_button(view.payload.get("blocks", []), action_id, value)
+        payload = st.interaction(
+            "block_actions", user_id, st.issue_trigger(user_id, view_id=view.id)
+        )
+        payload.update(
+            container={"type": "view", "view_id": view.id},
+            view=st.view_json(view),
+            actions=[button_action(block_id, button, value)],
+        )
+        return await self._send_payload(payload)
+
+    async def submit_view(
+        self, *, view_id: str, user_id: str, values: dict[str, Any] | None = None
+    ) -> BotReply:
+        """Press Submit; `values` is `state.values` ({block_id: {action_id: {type, value}}})."""
+        st = self.state
+        view = self._open_view(view_id)
+        view.values = dict(values or {})
+        payload = st.interaction(
+            "view_submission", user_id, st.issue_trigger(user_id, view_id=view.id)
+        )
+        payload.update(view=st.view_json(view), response_urls=[])
+        reply = await self._send_payload(payload)
+        if reply.status == 200:
+            self._apply_response_action(view, reply.json if isinstance(reply.json, dict) else {})
+        return reply
+
+    def _apply_response_action(self, view: View, body: JsonDict) -> None:
+        action = body.get("response_action")
+        if action == "errors":
+            view.errors = body.get("errors")
+            return
+        if action in ("update", "push"):
+            try:
+                payload = view_payload(Args(body), ("modal",))
+            except SlackError as exc:  # Slack leaves the modal open and shows an error
+                logger.warning("Slack would reject response_action %s: %s", action, exc.messages)
+                return
+            if action == "update":
+                self.state.update_view(view, payload, None)
+            else:
+                self.state.push_view(view.id, view.user, payload)
+            return
+        self.state.close_view(view, whole_stack=action == "clear")
+
+
+STANDIN: web.AppKey[SlackStandIn] = web.AppKey("slack_standin", SlackStandIn)
+
+
+@dataclass(frozen=True)
+class SentRequest:
+    """A request the stand-in made to the bot: the exact bytes and headers (for replays)."""
+
+    body: bytes
+    headers: dict[str, str]
+
+
+def create_app(standin: SlackStandIn) -> web.Application:
+    """The aiohttp application: `/api/<method>` and `/response_url/<token>`."""
+    app = web.Application()
+    app[STANDIN] = standin
+    app.router.add_route("GET", "/api/{method}", _api)
+    app.router.add_route("POST", "/api/{method}", _api)
+    app.router.add_post("/response_url/{token}", _response_url)
+    return app
+
+
+class SlackStandInOptions(TypedDict, total=False):
+    """start_slack_standin's keyword arguments other than host and port."""
+
+    bot_token: str
+    signing_secret: str
+    events_url: str | None
+    rate_limits: bool
+    clock: Callable[[], float]
+    ack_timeout: float | None
+
+
+async def start_slack_standin(
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    bot_token: str = "xoxb-standin",
+    signing_secret: str = "standin-signing-secret",
+    events_url: str | None = None,
+    rate_limits: bool = True,
+    clock: Callable[[], float] = time.monotonic,
+    ack_timeout: float | None = 3.0,
+) -> SlackStandIn:
+    """Start a stand-in on host:port (0 = an ephemeral port) and return it running.
+
+    `clock` drives rate limits and trigger/response_url expiry; `ack_timeout` is how long the
+    simulated user waits for the bot's HTTP answer (Slack: 3 s; None waits forever).
+    """
+    standin = SlackStandIn(
+        SlackState(clock),
+        bot_token=bot_token,
+        signing_secret=signing_secret,
+        events_url=events_url,
+        limiter=RateLimiter(clock, enabled=rate_limits),
+        ack_timeout=ack_timeout,
+    )
+    runner = web.AppRunner(create_app(standin), access_log=None)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, host, port).start()
+    except BaseException:
+        await runner.cleanup()
+        raise
+    # As in the Marquez stand-in: the first bound socket names the URL.
+    bound_host, bound_port = runner.addresses[0][:2]
+    bound_host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(bound_host, bound_host)
+    url_host = f"[{bound_host}]" if ":" in bound_host else bound_host
+    standin.url, standin._runner = f"http://{url_host}:{bound_port}", runner
+    return standin
+
+
+@contextlib.asynccontextmanager
+async def running_slack_standin(
+    *, host: str = "127.0.0.1", port: int = 0, **options: Unpack[SlackStandInOptions]
+) -> AsyncIterator[SlackStandIn]:
+    """Start a stand-in (same arguments as start_slack_standin), yield it, stop it."""
+    standin = await start_slack_standin(host=host, port=port, **options)
+    try:
+        yield standin
+    finally:
+        await standin.stop()
+
+
+async def serve_forever(
+    host: str = "127.0.0.1", port: int = 0, **options: Unpack[SlackStandInOptions]
+) -> None:
+    """Run a stand-in until cancelled, announcing its URL on one stdout line."""
+    async with running_slack_standin(host=host, port=port, **options) as standin:
+        print(f"Slack stand-in listening on {standin.url}", flush=True)
+        await asyncio.Event().wait()

@@ -1,0 +1,132 @@
+"""The outbox API: enqueue a Slack message in the caller's transaction; the sender takes due
+messages in order and records what happened. Like `repository`, every function works inside the
+caller's transaction and never commits."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from bot.store.models import (
+    BackfillRequest,
+    OutboxMessage,
+    OutboxRole,
+    OutboxState,
+    utcnow,
+)
+
+
+async def enqueue(
+    session: AsyncSession,
+    *,
+    channel: str,
+    payload: Mapping[str, Any],
+    method: str = "chat.postMessage",
+    role: OutboxRole = OutboxRole.PLAIN,
+    request_id: str | None = None,
+    user: str | None = None,
+) -> OutboxMessage:
+    """Owe Slack one message. `payload` holds the method's arguments besides channel/ts/user."""
+    if role in (OutboxRole.STATUS, OutboxRole.THREAD, OutboxRole.STATUS_UPDATE) and not request_id:
+        raise ValueError(f"an outbox message with role {role} needs a request_id")
+    if method == "chat.postEphemeral" and not user:
+        raise ValueError("an ephemeral message needs the user who sees it")
+    message = OutboxMessage(
+        channel=channel,
+        payload=dict(payload),
+        method=method,
+        role=role.value,
+        request_id=request_id,
+        user=user,
+    )
+    session.add(message)
+    await session.flush()
+    return message
+
+
+async def due(session: AsyncSession, *, now: datetime, limit: int = 50) -> list[OutboxMessage]:
+    """Pending messages whose time has come, oldest first (Slack shows them in that order)."""
+    rows = await session.scalars(
+        select(OutboxMessage)
+        .where(OutboxMessage.state == OutboxState.PENDING, OutboxMessage.next_attempt_at <= now)
+        .order_by(OutboxMessage.id)
+        .limit(limit)
+    )
+    return list(rows)
+
+
+async def status_ts(session: AsyncSession, request_id: str) -> tuple[str | None, str | None]:
+    """(channel, ts) of a request's status message, if it was posted."""
+    row = (
+        await session.execute(
+            select(BackfillRequest.status_channel, BackfillRequest.status_message_ts).where(
+                BackfillRequest.id == request_id
+            )
+        )
+    ).one_or_none()
+    return (row[0], row[1]) if row else (None, None)
+
+
+async def mark_sent(session: AsyncSession, message: OutboxMessage, *, ts: str | None) -> None:
+    """Record delivery; a status message's ts becomes the request's thread parent."""
+    now = utcnow()
+    await session.execute(
+        update(OutboxMessage)
+        .where(OutboxMessage.id == message.id)
+        .values(state=OutboxState.SENT.value, posted_ts=ts, updated_at=now, error=None)
+    )
+    if message.role == OutboxRole.STATUS and message.request_id and ts:
+        await session.execute(
+            update(BackfillRequest)
+            .where(BackfillRequest.id == message.request_id)
+            .values(status_message_ts=ts, status_channel=message.channel, updated_at=now)
+        )
+
+
+async def retry_later(
+    session: AsyncSession, message: OutboxMessage, *, at: datetime, error: str
+) -> None:
+    await session.execute(
+        update(OutboxMessage)
+        .where(OutboxMessage.id == message.id)
+        .values(
+            attempts=OutboxMessage.attempts + 1,
+            next_attempt_at=at,
+            error=error[:500],
+            updated_at=utcnow(),
+        )
+    )
+
+
+async def mark_failed(session: AsyncSession, message: OutboxMessage, *, error: str) -> None:
+    await session.execute(
+        update(OutboxMessage)
+        .where(OutboxMessage.id == message.id)
+        .values(
+            state=OutboxState.FAILED.value,
+            attempts=OutboxMessage.attempts + 1,
+            error=error[:500],
+            updated_at=utcnow(),
+        )
+    )
+
+
+async def pending_count(session: AsyncSession) -> int:
+    rows = await session.scalars(
+        select(OutboxMessage.id).where(OutboxMessage.state == OutboxState.PENDING)
+    )
+    return len(list(rows))
+
+
+async def status_post_state(session: AsyncSession, request_id: str) -> str | None:
+    """State of the latest status-message row of a request (None if it never had one)."""
+    return await session.scalar(
+        select(OutboxMessage.state)
+        .where(OutboxMessage.request_id == request_id, OutboxMessage.role == OutboxRole.STATUS)
+        .order_by(OutboxMessage.id.desc())
+        .limit(1)
+    )

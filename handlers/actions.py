@@ -1,0 +1,53 @@
+"""Buttons: Approve, Cancel, Show full plan. Each carries only a request id; the service
+reloads the request and re-checks the clicker on every click."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot import messages
+from bot.app_services import Services
+from bot.slack_ids import ActionId
+
+logger = logging.getLogger(__name__)
+
+
+def _clicked(body: dict[str, Any]) -> tuple[str, str]:
+    actions = body.get("actions") or [{}]
+    return str(actions[0].get("value") or ""), str((body.get("user") or {}).get("id") or "")
+
+
+def register(app: AsyncApp, services: Services) -> None:
+    @app.action(ActionId.APPROVE)
+    async def approve(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
+        await ack()
+        request_id, user = _clicked(body)
+        reply = await services.backfills.approve(request_id, user=user)
+        await respond(response_type="ephemeral", replace_original=False, **reply.payload)
+
+    @app.action(ActionId.CANCEL)
+    async def cancel(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
+        await ack()
+        request_id, user = _clicked(body)
+        reply = await services.backfills.cancel(request_id, user=user)
+        await respond(response_type="ephemeral", replace_original=False, **reply.payload)
+
+    @app.action(ActionId.SHOW_PLAN)
+    async def show_plan(
+        ack: AsyncAck, body: dict[str, Any], client: AsyncWebClient, respond: AsyncRespond
+    ) -> None:
+        await ack()
+        request_id, _ = _clicked(body)
+        plan = await services.backfills.plan_of(request_id)
+        if plan is None:
+            text = f"Backfill {request_id} does not exist."
+            await respond(
+                response_type="ephemeral", replace_original=False, **messages.action_result(text)
+            )
+            return
+        view = messages.plan_modal(plan, request_id=request_id)
+        await client.views_open(trigger_id=body["trigger_id"], view=view)

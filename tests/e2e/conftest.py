@@ -1,0 +1,33 @@
+"""Fixtures for the end-to-end tests (helpers live in e2e_support)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from e2e_support import CONFIG, Bot, start_bot
+
+from bot.config import BotConfig, parse_config
+from bot.standins.marquez import StandInServer
+from bot.standins.slack import running_slack_standin
+
+
+@pytest.fixture
+def bot_config() -> BotConfig:
+    return parse_config(CONFIG)
+
+
+@pytest.fixture
+async def bot(
+    tmp_path: Path, food_delivery_marquez: StandInServer, bot_config: BotConfig
+) -> AsyncIterator[Bot]:
+    async with running_slack_standin() as slack:
+        services, runner, url = await start_bot(
+            f"sqlite:///{tmp_path / 'bot.db'}", slack, food_delivery_marquez, bot_config
+        )
+        slack.set_events_url(f"{url}/slack/events")
+        try:
+            yield Bot(url, services, slack, food_delivery_marquez)
+        finally:
+            await runner.cleanup()

@@ -1,0 +1,481 @@
+"""Slack messages: golden Block Kit JSON for every layout, Slack's limits, escaping, opaque ids.
+
+Regenerate the golden files after an intended change, then review their diff:
+    UPDATE_GOLDEN=1 .venv/bin/pytest tests/unit/test_messages.py
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bot import messages
+from bot.domain.model import DagRef, DateRange, Interval
+from bot.domain.planner import Plan, PlanStep
+from bot.messages import RequestStatus, StepStatus
+from bot.slack_ids import ActionId, BlockId, ViewCallbackId
+from bot.slack_limits import SlackLimitError, check_message, check_view
+from bot.store.models import REQUEST_TRANSITIONS, RequestState, StepState
+
+GOLDEN = Path(__file__).resolve().parent.parent / "golden"
+UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
+RANGE = DateRange(date(2021, 6, 4), date(2021, 6, 6))
+REQUEST = "5f0c1e0a9d2b4c7e8f1a2b3c4d5e6f70"
+ROOT = DagRef("example", "example.etl_orders")
+
+
+def days(first: int, count: int, hours: int = 24) -> tuple[Interval, ...]:
+    start = datetime(2021, 6, first, tzinfo=UTC)
+    step = timedelta(hours=hours)
+    return tuple(Interval(start + i * step, start + (i + 1) * step) for i in range(count))
+
+
+def make_plan(
+    downstream: int,
+    *,
+    root: DagRef = ROOT,
+    only: bool = False,
+    excluded: tuple[DagRef, ...] = (),
+    name: Callable[[int], str] = lambda i: f"example.dag_{i:03d}",
+) -> Plan:
+    """The root and `downstream` DAGs with daily, hourly and weekly runs and fan-in."""
+    steps = [PlanStep(root, days(4, 3), (), "daily", ("team-orders",))]
+    for i in range(1, downstream + 1):
+        dag = DagRef("example", name(i))
+        upstream = tuple(steps[j].dag for j in {i - 1, i // 2} if j >= 0)
+        intervals, schedule = [
+            (days(4, 3), "daily"),
+            (days(4, 72, hours=1), "hourly"),
+            (days(1, 1, hours=24 * 7), "weekly"),
+        ][i % 3]
+        owners = [(), ("team-analytics",), ("team-analytics", "team-finance")][i % 3]
+        steps.append(PlanStep(dag, intervals, upstream, schedule, owners))
+    return Plan(root, RANGE, tuple(steps), excluded, only)
+
+
+STEPS_OF: Mapping[str, str] = {
+    RequestState.PREVIEWED: StepState.PENDING,
+    RequestState.APPROVED: StepState.PENDING,
+    RequestState.REFUSED: StepState.PENDING,
+    RequestState.RUNNING: StepState.RUNNING,
+    RequestState.SUCCEEDED: StepState.SUCCEEDED,
+    RequestState.FAILED: StepState.FAILED,
+    RequestState.CANCELLED: StepState.CANCELLED,
+}
+
+
+def make_status(state: str, downstream: int = 3, *, at: int = 1) -> RequestStatus:
+    """A request in `state`; running or failed at step index `at`, done before, pending after."""
+    plan = make_plan(downstream)
+    step_state = STEPS_OF[state]
+
+    def state_of(index: int) -> str:
+        if step_state not in (StepState.RUNNING, StepState.FAILED) or index == at:
+            return step_state
+        return StepState.SUCCEEDED if index < at else StepState.PENDING
+
+    return RequestStatus(
+        request_id=REQUEST,
+        root_dag=ROOT.dag_id,
+        range_text=str(RANGE),
+        state=state,
+        requester="U0REQUESTER",
+        approvers=() if state in ("previewed", "refused") else ("U0APPROVER",),
+        steps=tuple(
+            StepStatus(s.dag.dag_id, state_of(i), len(s.intervals))
+            for i, s in enumerate(plan.steps)
+        ),
+        cancellable=RequestState.CANCELLED in REQUEST_TRANSITIONS.get(state, frozenset()),
+    )
+
+
+WEIRD = make_plan(
+    2, root=DagRef("données <prod>", "etl_<orders>&co"), name=lambda i: f"rapport_ü_{i}&<b>"
+)
+
+
+def preview(plan: Plan, **options: Any) -> dict[str, Any]:
+    return messages.plan_preview(
+        plan, request_id=REQUEST, requester="U0REQUESTER", **{"dry_run": False, **options}
+    )
+
+
+CASES: dict[str, Callable[[], dict[str, Any]]] = {
+    "plan_preview_short": lambda: preview(make_plan(3)),
+    "plan_preview_long": lambda: preview(make_plan(59)),
+    "plan_preview_dry_run": lambda: preview(make_plan(3), dry_run=True),
+    "plan_preview_dry_run_long": lambda: preview(make_plan(59), dry_run=True),
+    "plan_preview_only": lambda: preview(make_plan(0, only=True)),
+    "plan_preview_excluded": lambda: preview(
+        make_plan(2, excluded=(DagRef("example", "example.email_report"), DagRef("b", "x.y")))
+    ),
+    "plan_preview_escaping": lambda: preview(WEIRD),
+    "plan_modal_short": lambda: messages.plan_modal(make_plan(3), request_id=REQUEST),
+    "plan_modal_300": lambda: messages.plan_modal(make_plan(299), request_id=REQUEST),
+    "plan_modal_escaping": lambda: messages.plan_modal(WEIRD, request_id=REQUEST),
+    **{
+        f"request_status_{state}": (lambda s=state: messages.request_status(make_status(s)))
+        for state in RequestState
+    },
+    "request_status_long": lambda: messages.request_status(make_status("running", 59, at=30)),
+    "status_list_empty": lambda: messages.status_list([]),
+    "status_list": lambda: messages.status_list([make_status(s) for s in RequestState]),
+    "status_list_long": lambda: messages.status_list(
+        [replace(make_status("succeeded"), request_id=f"{i:032x}") for i in range(25)]
+    ),
+    "refusal": lambda: messages.refusal("Unknown DAG etl_ordrs in namespace example."),
+    "refusal_hint": lambda: messages.refusal(
+        "Unknown DAG <etl_ordrs> & co.", hint="Did you mean example.etl_orders? Ask <@U0OWNER>."
+    ),
+    "help": lambda: messages.help_message(),
+    "action_result": lambda: messages.action_result("Already approved by <@U0APPROVER>."),
+    "acknowledgement": lambda: messages.acknowledgement(
+        "Planning example.etl_orders 2021-06-04..2021-06-06 …"
+    ),
+}
+
+
+def check(payload: Mapping[str, Any]) -> None:
+    if payload.get("type") == "modal":
+        check_view(payload)
+    else:
+        check_message(payload)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_golden(name: str) -> None:
+    payload = CASES[name]()
+    check(payload)
+    actual = json.dumps(payload, indent=2, ensure_ascii=False) + "\n"
+    path = GOLDEN / f"{name}.json"
+    if UPDATE:
+        GOLDEN.mkdir(exist_ok=True)
+        path.write_text(actual, encoding="utf-8")
+    if not path.exists():
+        pytest.fail(f"{path} is missing; run UPDATE_GOLDEN=1 pytest {__file__}")
+    expected = path.read_text(encoding="utf-8")
+    if actual != expected:
+        diff = difflib.unified_diff(
+            expected.splitlines(), actual.splitlines(), "golden", "rendered", lineterm=""
+        )
+        pytest.fail(f"{name} differs from {path} (UPDATE_GOLDEN=1 to accept):\n" + "\n".join(diff))
+
+
+def test_no_stale_golden_files() -> None:
+    assert {p.stem for p in GOLDEN.glob("*.json")} == set(CASES)
+
+
+def elements(payload: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    """The interactive elements: in actions blocks and as section accessories."""
+    for block in payload["blocks"]:
+        if block["type"] == "actions":
+            yield from block["elements"]
+        if "accessory" in block:
+            yield block["accessory"]
+
+
+def mrkdwn_texts(payload: Mapping[str, Any]) -> list[str]:
+    found: list[str] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if node.get("type") == "mrkdwn":
+                found.append(node["text"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(payload["blocks"])
+    return found
+
+
+@pytest.mark.parametrize(
+    ("dags", "max_rows", "shown"),
+    [(60, 12, 12), (60, 1, 1), (12, 12, 12), (60, 100, 46)],  # 46: what 50 blocks leave
+)
+def test_long_plan_shows_max_rows_then_counts_the_rest(
+    dags: int, max_rows: int, shown: int
+) -> None:
+    plan = make_plan(dags - 1)
+    payload = preview(plan, max_rows=max_rows)
+    body = json.dumps(payload)
+    visible = [s.dag.dag_id for s in plan.steps if f"`{s.dag.dag_id}`" in body]
+    assert visible == [s.dag.dag_id for s in plan.steps[:shown]]
+    more = [t for t in mrkdwn_texts(payload) if t.startswith("… and")]
+    hidden = dags - shown
+    assert more == ([f"… and {hidden} more DAGs"] if hidden else [])
+    show_plan = [e for e in elements(payload) if e["action_id"] == ActionId.SHOW_PLAN]
+    assert [e["value"] for e in show_plan] == ([REQUEST] if hidden else [])
+
+
+def test_approve_and_cancel_carry_only_the_request_id() -> None:
+    payload = preview(make_plan(59))
+    buttons = {e["action_id"]: e for e in elements(payload)}
+    assert set(buttons) == {ActionId.APPROVE, ActionId.CANCEL, ActionId.SHOW_PLAN}
+    assert all(e["value"] == REQUEST for e in buttons.values())
+    approve, cancel = buttons[ActionId.APPROVE], buttons[ActionId.CANCEL]
+    assert (approve["style"], cancel["style"]) == ("primary", "danger")
+    confirm = approve["confirm"]
+    assert confirm["title"]["text"] == "Start this backfill?"
+    assert (confirm["confirm"]["text"], confirm["deny"]["text"]) == ("Start backfill", "Not yet")
+    runs = make_plan(59).run_count
+    assert confirm["text"]["text"] == (
+        f"60 DAGs, {runs} runs, starting with `example.etl_orders` over 2021-06-04..2021-06-06."
+    )
+    actions = [b for b in payload["blocks"] if b["type"] == "actions"]
+    assert [b["block_id"] for b in actions] == [BlockId.PLAN_ACTIONS]
+
+
+def test_dry_run_says_so_and_offers_no_approve_or_cancel() -> None:
+    short, long = preview(make_plan(3), dry_run=True), preview(make_plan(59), dry_run=True)
+    assert [e["action_id"] for e in elements(short)] == []
+    # A dry run stores no request, so no button could reload one; the count still shows.
+    assert [e["action_id"] for e in elements(long)] == []
+    assert "… and 48 more DAGs" in mrkdwn_texts(long)
+    for payload in (short, long):
+        assert ":test_tube: Dry run: nothing will be started" in mrkdwn_texts(payload)
+
+
+def test_every_action_id_comes_from_the_enum() -> None:
+    for name, build in CASES.items():
+        payload = build()
+        if payload.get("type") == "modal":
+            assert payload["callback_id"] == ViewCallbackId.PLAN, name
+            continue
+        for element in elements(payload):
+            assert element["action_id"] in set(ActionId), name
+
+
+def test_modal_lists_all_300_steps_within_100_blocks() -> None:
+    plan = make_plan(299)
+    view = messages.plan_modal(plan, request_id=REQUEST)
+    body = json.dumps(view)
+    assert all(f"`{s.dag.dag_id}`" in body for s in plan.steps)
+    assert len(view["blocks"]) <= 100
+    assert view["private_metadata"] == REQUEST
+    assert (view["title"]["text"], view["close"]["text"]) == ("Backfill plan", "Close")
+
+
+def test_modal_too_big_even_packed_ends_with_and_n_more() -> None:
+    plan = make_plan(1999, name=lambda i: f"{i:04d}_" + "&" * 140)
+    view = messages.plan_modal(plan, request_id=REQUEST)
+    check_view(view)
+    shown = sum(text.count("\n*") + 1 for text in mrkdwn_texts(view)[1:-1])
+    more = mrkdwn_texts(view)[-1]
+    assert more == f"… and {2000 - shown} more DAGs"
+    assert 0 < shown < 2000
+
+
+def test_values_are_escaped_for_mrkdwn_and_kept_raw_in_plain_text() -> None:
+    payload = preview(WEIRD)
+    texts = "\n".join([payload["text"], *mrkdwn_texts(payload)])
+    assert "`etl_&lt;orders&gt;&amp;co`" in texts
+    assert "données &lt;prod&gt;" in texts
+    assert "rapport_ü_1&amp;&lt;b&gt;" in texts
+    for raw in ("<orders>", "<b>", "<prod>"):
+        assert raw not in texts
+    assert "<@U0REQUESTER>" in texts  # our own mention survives
+    assert payload["blocks"][0]["text"]["text"].startswith("Backfill plan: etl_<orders>&co")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Approved by <@U0ABC> & <@W0DEF>", "Approved by <@U0ABC> &amp; <@W0DEF>"),
+        ("see <#C0ABC> or <!subteam^S0ABC>", "see <#C0ABC> or <!subteam^S0ABC>"),
+        (
+            "<http://evil.example|click> <!channel>",
+            "&lt;http://evil.example|click&gt; &lt;!channel&gt;",
+        ),
+        ("<@U0ABC|name> a<b", "&lt;@U0ABC|name&gt; a&lt;b"),
+    ],
+)
+def test_bot_sentences_keep_mentions_and_escape_the_rest(text: str, expected: str) -> None:
+    assert messages.escape_keeping_mentions(text) == expected
+    assert messages.action_result(text)["blocks"][0]["text"]["text"].endswith(expected)
+
+
+def test_refusal_escapes_and_shows_the_hint() -> None:
+    payload = messages.refusal("DAG <x> & y is unknown", hint="Try <z>")
+    assert payload["text"] == ":no_entry: DAG &lt;x&gt; &amp; y is unknown"
+    assert mrkdwn_texts(payload) == [payload["text"], ":bulb: Try &lt;z&gt;"]
+    assert len(messages.refusal("no")["blocks"]) == 1
+
+
+def test_clip_and_join_count_escaped_characters() -> None:
+    assert messages.clip("a&b", 5) == "a…"
+    assert messages.clip("abc", 3) == "abc"
+    joined = messages.join_clipped([f"dag_{i}&" for i in range(100)], 100)
+    assert len(messages.escape_mrkdwn(joined)) <= 100
+    assert joined.endswith(f"and {100 - joined.count(',') - 1} more")
+
+
+def test_status_cancel_button_only_while_cancellable() -> None:
+    running = messages.request_status(make_status("running"))
+    assert [(e["action_id"], e["value"]) for e in elements(running)] == [(ActionId.CANCEL, REQUEST)]
+    assert not list(elements(messages.request_status(make_status("succeeded"))))
+
+
+def test_long_status_shows_the_failure_and_what_comes_next() -> None:
+    payload = messages.request_status(make_status("failed", 59, at=30))
+    rows = [t for t in mrkdwn_texts(payload) if t.startswith(":")][1:]
+    assert rows[0].startswith(":red_circle: *31.*")
+    assert rows[-1].startswith(":white_circle: *42.*")
+    assert "60 DAGs: 30 succeeded · 1 failed · 29 pending" in mrkdwn_texts(payload)
+    assert "… and 48 more DAGs" in mrkdwn_texts(payload)
+
+
+def test_empty_status_list() -> None:
+    payload = messages.status_list([])
+    assert payload["text"] == "No backfills yet."
+    assert mrkdwn_texts(payload) == ["No backfills yet."]
+
+
+# --- limits -------------------------------------------------------------------------------
+
+
+def section(text: str = "ok", **extra: Any) -> dict[str, Any]:
+    return {"type": "section", "text": {"type": "mrkdwn", "text": text}, **extra}
+
+
+def plain(text: str) -> dict[str, str]:
+    return {"type": "plain_text", "text": text}
+
+
+def with_button(**changes: Any) -> dict[str, Any]:
+    confirm = {"title": plain("t"), "text": plain("x"), "confirm": plain("y"), "deny": plain("n")}
+    confirm.update({k[8:]: plain(v) for k, v in changes.items() if k.startswith("confirm_")})
+    button = {"type": "button", "text": plain("Go"), "action_id": "a", "value": "v"}
+    button.update({k: v for k, v in changes.items() if not k.startswith("confirm_")})
+    return {
+        "text": "t",
+        "blocks": [{"type": "actions", "elements": [{**button, "confirm": confirm}]}],
+    }
+
+
+MESSAGE_CASES: list[tuple[str, dict[str, Any], str]] = [
+    ("blocks", {"text": "t", "blocks": [section()] * 51}, "blocks: 51 blocks"),
+    ("section", {"text": "t", "blocks": [section("x" * 3001)]}, "blocks[0].text: 3001"),
+    (
+        "fields",
+        {"text": "t", "blocks": [{"type": "section", "fields": [plain("f")] * 11}]},
+        "blocks[0].fields: 11 items",
+    ),
+    (
+        "field",
+        {"text": "t", "blocks": [{"type": "section", "fields": [plain("f" * 2001)]}]},
+        "blocks[0].fields[0]: 2001",
+    ),
+    ("header", {"text": "t", "blocks": [{"type": "header", "text": plain("h" * 151)}]}, "151"),
+    ("button", with_button(text=plain("b" * 76)), "elements[0].text: 76"),
+    ("action_id", with_button(action_id="a" * 256), "elements[0].action_id: 256"),
+    ("block_id", {"text": "t", "blocks": [section(block_id="b" * 256)]}, "block_id: 256"),
+    ("value", with_button(value="v" * 2001), "elements[0].value: 2001"),
+    ("confirm_title", with_button(confirm_title="t" * 101), "confirm.title: 101"),
+    ("confirm_text", with_button(confirm_text="x" * 301), "confirm.text: 301"),
+    ("confirm_button", with_button(confirm_confirm="y" * 31), "confirm.confirm: 31"),
+    ("deny_button", with_button(confirm_deny="n" * 31), "confirm.deny: 31"),
+    ("text", {"text": "t" * 40_001, "blocks": []}, "text: 40001"),
+    ("no_text", {"blocks": [section()]}, "non-empty fallback text"),
+    ("twice", {"text": "t", "blocks": [section(block_id="b")] * 2}, "'b' is used twice"),
+    ("sdk", {"text": "t", "blocks": [{"type": "section"}]}, "text or fields attribute"),
+]
+
+
+@pytest.mark.parametrize(
+    ("payload", "problem"), [c[1:] for c in MESSAGE_CASES], ids=[c[0] for c in MESSAGE_CASES]
+)
+def test_check_message_rejects(payload: dict[str, Any], problem: str) -> None:
+    with pytest.raises(SlackLimitError) as caught:
+        check_message(payload)
+    assert any(problem in p for p in caught.value.problems), caught.value.problems
+
+
+def test_check_message_accepts_every_limit_exactly() -> None:
+    payload = with_button(text=plain("b" * 75), action_id="a" * 255, value="v" * 2000)
+    confirm = payload["blocks"][0]["elements"][0]["confirm"]
+    confirm.update(title=plain("t" * 100), text=plain("x" * 300), confirm=plain("y" * 30))
+    payload["blocks"] += [section("x" * 3000, block_id="b" * 255)]
+    payload["blocks"] += [{"type": "section", "fields": [plain("f" * 2000)] * 10}]
+    payload["blocks"] += [{"type": "header", "text": plain("h" * 150)}]
+    payload["blocks"] += [section()] * (50 - len(payload["blocks"]))
+    payload["text"] = "t" * 40_000
+    check_message(payload)
+
+
+def view(**changes: Any) -> dict[str, Any]:
+    return {"type": "modal", "title": plain("Backfill plan"), "blocks": [section()], **changes}
+
+
+VIEW_CASES: list[tuple[str, dict[str, Any], str]] = [
+    ("title", view(title=plain("t" * 25)), "title.text: 25"),
+    ("close", view(close=plain("c" * 25)), "close.text: 25"),
+    ("submit", view(submit=plain("s" * 25)), "submit.text: 25"),
+    ("metadata", view(private_metadata="m" * 3001), "private_metadata: 3001"),
+    ("blocks", view(blocks=[section()] * 101), "blocks: 101 blocks"),
+    ("callback", view(callback_id="c" * 256), "callback_id: 256"),
+    ("section", view(blocks=[section("x" * 3001)]), "blocks[0].text: 3001"),
+    ("no_title", {"type": "modal", "blocks": [section()]}, "needs a title"),
+]
+
+
+@pytest.mark.parametrize(
+    ("payload", "problem"), [c[1:] for c in VIEW_CASES], ids=[c[0] for c in VIEW_CASES]
+)
+def test_check_view_rejects(payload: dict[str, Any], problem: str) -> None:
+    with pytest.raises(SlackLimitError) as caught:
+        check_view(payload)
+    assert any(problem in p for p in caught.value.problems), caught.value.problems
+
+
+# --- any names, any sizes -------------------------------------------------------------------
+
+names = st.text(alphabet="<>&ab_.é😀 *`", min_size=1, max_size=300)
+
+
+@st.composite
+def plans(draw: st.DrawFn) -> Plan:
+    count = draw(st.integers(min_value=1, max_value=40))
+    dags = [DagRef(draw(names), draw(names)) for _ in range(count)]
+    steps = [
+        PlanStep(
+            dag,
+            days(4, draw(st.integers(min_value=0, max_value=5))),
+            tuple(draw(st.lists(st.sampled_from(dags[:i] or dags), max_size=30))),
+            "daily",
+            tuple(draw(st.lists(names, max_size=8))),
+        )
+        for i, dag in enumerate(dags)
+    ]
+    excluded = tuple(draw(st.lists(st.sampled_from(dags), max_size=20)))
+    return Plan(dags[0], RANGE, tuple(steps), excluded, draw(st.booleans()))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(plan=plans(), who=names, dry_run=st.booleans(), states=st.lists(names, max_size=40))
+def test_any_names_stay_within_slack_limits(
+    plan: Plan, who: str, dry_run: bool, states: list[str]
+) -> None:
+    check_message(messages.plan_preview(plan, request_id=who, requester=who, dry_run=dry_run))
+    check_view(messages.plan_modal(plan, request_id=who))
+    status = RequestStatus(
+        who, plan.root.dag_id, who, who, who, (who,) * 15,
+        tuple(StepStatus(s.dag.dag_id, x, 3) for s, x in zip(plan.steps, states, strict=False)),
+        True,
+    )  # fmt: skip
+    check_message(messages.request_status(status))
+    check_message(messages.status_list([status] * 30))
+    check_message(messages.refusal(who * 20, hint=who * 20))
+    check_message(messages.help_message(who))
