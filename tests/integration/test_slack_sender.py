@@ -1,0 +1,130 @@
+"""The outbox sender against the Slack stand-in: bursts ride out 429s and arrive exactly once, in
+order; replies wait for their thread parent; permanent errors stop, transient ones retry."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
+from slack_sdk.web.async_client import AsyncWebClient
+from sqlalchemy import select
+
+from bot.clients.slack_sender import OutboxSender
+from bot.standins.slack import SlackStandIn, running_slack_standin
+from bot.store import outbox, repository
+from bot.store.db import make_engine, session_factory, upgrade
+from bot.store.models import OutboxMessage, OutboxRole
+
+CHANNEL = "C0BURST001"
+PLAN = {
+    "dag_id": "d",
+    "namespace": "ns",
+    "start": "2021-06-04T00:00:00Z",
+    "end": "2021-06-05T00:00:00Z",
+    "steps": [
+        {
+            "dag_id": "d",
+            "namespace": "ns",
+            "intervals": [{"start": "2021-06-04T00:00:00Z", "end": "2021-06-05T00:00:00Z"}],
+            "upstream": [],
+        }
+    ],
+}
+
+
+def fast_clock() -> float:
+    # Slack's buckets refill 20x faster than real time, so Retry-After waits stay short.
+    return time.monotonic() * 20
+
+
+@pytest.fixture
+async def slack() -> AsyncIterator[SlackStandIn]:
+    async with running_slack_standin(clock=fast_clock) as server:
+        yield server
+
+
+@pytest.fixture
+async def sender(database_url: str, slack: SlackStandIn) -> AsyncIterator[OutboxSender]:
+    upgrade(database_url)
+    engine = make_engine(database_url)
+    client = AsyncWebClient(
+        token=slack.bot_token,
+        base_url=f"{slack.url}/api/",
+        retry_handlers=[AsyncRateLimitErrorRetryHandler(max_retry_count=1)],
+    )
+    yield OutboxSender(session_factory(engine), client)
+    await engine.dispose()
+
+
+async def test_a_burst_into_one_channel_arrives_once_in_order(
+    sender: OutboxSender, slack: SlackStandIn
+) -> None:
+    async with sender.sessions.begin() as session:
+        for n in range(10):
+            await outbox.enqueue(session, channel=CHANNEL, payload={"text": f"message {n}"})
+    await sender.drain(timeout_s=60)
+    texts = [m.text for m in slack.state.messages(CHANNEL)]
+    assert texts == [f"message {n}" for n in range(10)]
+    limited = [c for c in slack.state.calls if c.method == "chat.postMessage" and c.status == 429]
+    assert limited, "the burst never met Slack's rate limit, so this test proves nothing"
+    async with sender.sessions() as session:
+        rows = list(await session.scalars(select(OutboxMessage)))
+    assert {r.state for r in rows} == {"sent"}
+    assert len({r.posted_ts for r in rows}) == 10
+
+
+async def test_replies_wait_for_the_status_message_and_thread_under_it(
+    sender: OutboxSender, slack: SlackStandIn
+) -> None:
+    async with sender.sessions.begin() as session:
+        request = await repository.create_request(
+            session, plan=PLAN, requester="U1", channel=CHANNEL
+        )
+        # the reply is owed first, but must land under the status message posted after it
+        await outbox.enqueue(
+            session,
+            channel=CHANNEL,
+            payload={"text": "step 1 done"},
+            role=OutboxRole.THREAD,
+            request_id=request.id,
+        )
+        await outbox.enqueue(
+            session,
+            channel=CHANNEL,
+            payload={"text": "status"},
+            role=OutboxRole.STATUS,
+            request_id=request.id,
+        )
+        await outbox.enqueue(
+            session,
+            channel=CHANNEL,
+            payload={"text": "status, updated"},
+            method="chat.update",
+            role=OutboxRole.STATUS_UPDATE,
+            request_id=request.id,
+        )
+    await sender.drain(timeout_s=30)
+    [parent] = slack.state.messages(CHANNEL)
+    assert parent.text == "status, updated"
+    assert [m.text for m in slack.state.thread(CHANNEL, parent.ts)] == ["step 1 done"]
+    async with sender.sessions() as session:
+        stored = await repository.get_request(session, request.id)
+    assert (stored.status_channel, stored.status_message_ts) == (CHANNEL, parent.ts)
+
+
+async def test_a_message_slack_rejects_fails_without_blocking_the_rest(
+    sender: OutboxSender, slack: SlackStandIn
+) -> None:
+    too_many = {"text": "x", "blocks": [{"type": "divider"}] * 51}
+    async with sender.sessions.begin() as session:
+        await outbox.enqueue(session, channel=CHANNEL, payload=too_many)
+        await outbox.enqueue(session, channel=CHANNEL, payload={"text": "after"})
+    await sender.drain(timeout_s=30)
+    assert [m.text for m in slack.state.messages(CHANNEL)] == ["after"]
+    async with sender.sessions() as session:
+        rows = list(await session.scalars(select(OutboxMessage).order_by(OutboxMessage.id)))
+    assert rows[0].state == "failed"
+    assert rows[0].error is not None
+    assert rows[0].error.startswith("invalid_blocks")
