@@ -10,7 +10,6 @@ import os
 import sys
 import traceback
 from collections.abc import Sequence
-from pathlib import Path
 from typing import NoReturn
 
 from bot.clients.marquez import MarquezClient, MarquezError, MarquezUnavailable
@@ -81,13 +80,23 @@ def _parser() -> argparse.ArgumentParser:
         help="run the Slack bot (HTTP on BOT_HOST:BOT_PORT, Socket Mode with SLACK_APP_TOKEN)",
     )
 
+    slack = services.add_parser("slack", help="a Slack Web API stand-in")
+    slack.add_argument("--host", default="127.0.0.1")
+    slack.add_argument("--port", type=int, default=3001)
+    slack.add_argument(
+        "--events-url", help="the bot's Request URL, e.g. http://127.0.0.1:3000/slack/events"
+    )
+
     db = commands.add_parser("db", help="database maintenance")
     db_actions = db.add_subparsers(dest="action", required=True, metavar="ACTION")
     db_actions.add_parser("upgrade", help="apply migrations to $DATABASE_URL")
 
     commands.add_parser(
         "demo",
-        help=f"start a seeded Marquez stand-in and plan {DEMO_DAG} {DEMO_RANGE} against it",
+        help=f"run stand-ins and the bot on loopback and play /backfill {DEMO_DAG} {DEMO_RANGE}",
+    )
+    commands.add_parser(
+        "chat", help="like demo, but you type /backfill commands and click buttons yourself"
     )
     return parser
 
@@ -136,27 +145,12 @@ async def _impact(args: argparse.Namespace, settings: Settings, config: BotConfi
     return render_impact_text(impact)
 
 
-EXAMPLE_CONFIG = Path(__file__).resolve().parent.parent / "examples" / "bot-config.yml"
-
-
-async def _demo(settings: Settings, config: BotConfig) -> str:
-    from bot.standins.marquez import running_standin
-
-    if settings.bot_config is None and EXAMPLE_CONFIG.is_file():
-        config = load_config(EXAMPLE_CONFIG)
-
-    async with running_standin(seed="food_delivery") as server:
-        demo_settings = settings.model_copy(update={"marquez_url": server.url})
-        args = argparse.Namespace(
-            dag=DEMO_DAG, range=DEMO_RANGE, namespace=None, only=False, exclude=[], json=False
-        )
-        plan = await _plan(args, demo_settings, config)
-        impact = await _impact(args, demo_settings, config)
-    header = f"Marquez stand-in (food_delivery seed) served the lineage at {server.url}\n\n"
-    return header + plan + "\n" + impact
-
-
 def _run(args: argparse.Namespace) -> str | None:
+    if args.command == "standin" and args.service == "slack":
+        from bot.standins import slack
+
+        asyncio.run(slack.serve_forever(args.host, args.port, events_url=args.events_url))
+        return None
     if args.command == "standin":
         from bot.standins.marquez import serve_forever
 
@@ -181,8 +175,17 @@ def _run(args: argparse.Namespace) -> str | None:
         except SetupError as exc:
             raise CliError(str(exc), EXIT_CONFIG) from None
         return None
-    if args.command == "demo":
-        return asyncio.run(_demo(settings, config))
+    if args.command in {"demo", "chat"}:
+        from bot import demo
+
+        def out(text: str) -> None:
+            end = "" if text.endswith("> ") else "\n"
+            sys.stdout.write(text + end)
+            sys.stdout.flush()
+
+        run = demo.scripted if args.command == "demo" else demo.interactive
+        asyncio.run(run(settings, config, out))
+        return None
     raise CliError(f"unknown command {args.command}", EXIT_BAD_INPUT)
 
 
@@ -195,10 +198,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = _parser().parse_args(argv)
     # One-shot commands promise one clear line on failure, so retries stay quiet unless asked.
     quiet = logging.INFO if args.command in {"standin", "serve"} else logging.ERROR
+    if args.command in {"demo", "chat"}:
+        quiet = logging.CRITICAL  # the transcript is the output
     logging.basicConfig(
         level=logging.DEBUG if args.debug else quiet,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    logging.getLogger("alembic").setLevel(logging.WARNING)  # chatty about its plugins
     try:
         output = _run(args)
     except CliError as exc:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -267,8 +267,13 @@ class BackfillService:
         status = messages.request_status(status_of(request))
         channel = request.status_channel or request.channel or ""
         current = status
-        if replace_preview:  # the preview keeps the record; the new message gets the buttons
-            current = messages.request_status(replace(status_of(request), cancellable=False))
+        if replace_preview:  # the preview shrinks to a pointer; the new message gets the buttons
+            who = f"<@{request.approvers[-1]}>" if request.approvers else "someone"
+            current = messages.action_result(
+                f"Backfill {request.id} of {request.root_dag} "
+                f"{request.start_date.isoformat()}..{request.end_date.isoformat()} was approved by "
+                f"{who}; its status and progress follow in the message below."
+            )
         await outbox.enqueue(
             session,
             channel=channel,

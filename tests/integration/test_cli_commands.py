@@ -22,7 +22,9 @@ def free_port() -> int:
 
 def clean_env(**extra: str) -> dict[str, str]:
     env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("MARQUEZ_", "BOT_", "DATABASE_"))
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("MARQUEZ_", "BOT_", "DATABASE_", "SLACK_"))
     }
     env.update(extra)
     return env
@@ -60,25 +62,38 @@ async def test_standin_command_serves_the_seed_until_stopped() -> None:
         await asyncio.wait_for(process.wait(), timeout=30)
 
 
-async def test_demo_plans_the_example_against_a_seeded_standin() -> None:
+async def test_demo_plays_the_conversation_over_the_stand_ins(tmp_path: Path) -> None:
     process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "bot",
-        "demo",
-        env=clean_env(),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(process.communicate(), timeout=60)
+        sys.executable, "-m", "bot", "demo",
+        env=clean_env(DATABASE_URL=f"sqlite:///{tmp_path / 'demo.db'}"),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(process.communicate(), timeout=90)
     assert process.returncode == 0, err.decode()
     text = out.decode()
-    assert f"Backfill plan for {DEMO_DAG} (food_delivery), 2021-06-04..2021-06-06" in text
-    assert "example.delivery_times_7_days" in text
-    assert f"Impact of {DEMO_DAG}" in text
-    # with no BOT_CONFIG the demo uses examples/bot-config.yml, so reports and owners show
-    assert "Weekly delivery times (logistics) reads food_delivery:public.top_delivery_times" in text
-    assert "Teams to notify: analytics, logistics, orders" in text
+    assert f"@U0REQUEST1: /backfill {DEMO_DAG} 2021-06-04..2021-06-06" in text
+    assert "BACKFILL PLAN: EXAMPLE.ETL_ORDERS 2021-06-04..2021-06-06" in text
+    assert "[1: Approve]  [2: Cancel]" in text
+    assert "@U0ALICE001 clicks [Approve]" in text
+    assert "approved by @U0ALICE001" in text
+    assert "↳ in thread: No executor is configured" in text
+    assert "airflow backfill create --dag-id example.delivery_times_7_days" in text
+
+
+async def test_chat_lets_a_person_type_and_click(tmp_path: Path) -> None:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot", "chat",
+        env=clean_env(DATABASE_URL=f"sqlite:///{tmp_path / 'chat.db'}"),
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    script = b"/backfill example.etl_orders 2021-06-04 --only\nas U0ALICE001\nclick 2\nquit\n"
+    out, err = await asyncio.wait_for(process.communicate(script), timeout=90)
+    assert process.returncode == 0, err.decode()
+    text = out.decode()
+    assert "1 DAG" in text
+    assert "@U0ALICE001 clicks [Cancel]" in text
+    assert ":no_entry:" in text or "Cancelled backfill" in text
 
 
 async def test_db_upgrade_creates_the_schema(tmp_path: Path) -> None:
@@ -101,3 +116,53 @@ async def test_db_upgrade_creates_the_schema(tmp_path: Path) -> None:
             row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
         }
     assert {"backfill_requests", "backfill_steps", "audit_log"} <= tables
+
+
+async def test_serve_runs_the_bot_as_its_own_process(tmp_path: Path) -> None:
+    from bot.standins.marquez import running_standin
+    from bot.standins.slack import running_slack_standin
+
+    port = free_port()
+    async with running_standin(seed="food_delivery") as marquez, running_slack_standin() as slack:
+        env = clean_env(
+            MARQUEZ_URL=marquez.url,
+            DATABASE_URL=f"sqlite:///{tmp_path / 'serve.db'}",
+            SLACK_BOT_TOKEN=slack.bot_token,
+            SLACK_SIGNING_SECRET=slack.signing_secret,
+            SLACK_API_URL=f"{slack.url}/api/",
+            BOT_PORT=str(port),
+        )
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bot", "serve",
+            env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        try:
+            assert process.stdout is not None
+            line = (await asyncio.wait_for(process.stdout.readline(), timeout=30)).decode()
+            assert f"listening on http://127.0.0.1:{port}" in line
+            slack.set_events_url(f"http://127.0.0.1:{port}/slack/events")
+            reply = await slack.slash_command(
+                "example.etl_orders 2021-06-04", channel_id="C0SERVE001"
+            )
+            assert reply.status == 200
+            for _ in range(200):
+                if slack.state.messages("C0SERVE001"):
+                    break
+                await asyncio.sleep(0.05)
+            [preview] = slack.state.messages("C0SERVE001")
+            assert "example.etl_orders" in preview.text
+        finally:
+            process.terminate()
+            await asyncio.wait_for(process.wait(), timeout=30)
+
+
+async def test_serve_without_a_slack_token_says_what_to_set() -> None:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot", "serve",
+        env=clean_env(), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    _, err = await asyncio.wait_for(process.communicate(), timeout=30)
+    assert process.returncode == 4
+    assert err.decode().strip() == (
+        "backfill-bot: error: SLACK_BOT_TOKEN is not set: the bot needs its xoxb- token"
+    )
