@@ -25,25 +25,16 @@ from urllib.parse import urlencode
 import aiohttp
 from aiohttp import web
 
+from bot.standins.slack_api import STANDIN, api, response_url
 from bot.standins.slack_limits import (
-    METHOD_RATES,
-    POST_MESSAGE_RATE,
     Args,
-    Rate,
     RateLimiter,
     message_content,
-    page,
     view_payload,
 )
 from bot.standins.slack_state import (
-    RESPONSE_URL_TTL,
-    RESPONSE_URL_USES,
-    ApiCall,
-    Channel,
     Ephemeral,
     JsonDict,
-    Message,
-    ResponseUrlPost,
     SlackError,
     SlackState,
     View,
@@ -73,291 +64,6 @@ class BotReply:
     status: int
     body: str
     json: Any | None
-
-
-# -- arguments --------------------------------------------------------------------------------
-
-
-async def _read_args(request: web.Request) -> tuple[dict[str, Any], str | None]:
-    args: dict[str, Any] = dict(request.query)
-    header = request.headers.get("Authorization", "")
-    token = header[7:].strip() if header.startswith("Bearer ") else None
-    from_body = False
-    if request.method == "POST" and request.body_exists:
-        if request.content_type == "application/json":
-            try:
-                body = json.loads(await request.read())
-            except ValueError:
-                raise SlackError("invalid_json") from None
-            if not isinstance(body, dict):
-                raise SlackError("invalid_json")
-            args.update(body)
-            from_body = True  # Slack ignores a token inside a JSON body: header only
-        elif request.content_type in ("application/x-www-form-urlencoded", "multipart/form-data"):
-            form = await request.post()
-            args.update({k: v for k, v in form.items() if isinstance(v, str)})
-        else:
-            raise SlackError("invalid_post_type")
-    raw_token = args.pop("token", None)
-    if token is None and not from_body and isinstance(raw_token, str):
-        token = raw_token
-    return args, token
-
-
-def _channel(state: SlackState, args: Args, *, create: bool) -> Channel:
-    """The `channel` argument: an id, or a known channel's name; a new C/G/D id when posting."""
-    wanted = args.get("channel")
-    if wanted is None:
-        raise SlackError("channel_not_found")
-    found = state.channels.get(wanted)
-    if found is None:
-        by_name = [c for c in state.channels.values() if c.name == wanted.lstrip("#")]
-        found = by_name[0] if by_name else None
-    if found is None and create and _CHANNEL_ID.match(wanted):
-        found = state.add_channel(wanted)  # as if the bot had been invited to it
-    if found is None:
-        raise SlackError("channel_not_found")
-    return found
-
-
-def _listing(state: SlackState, page: list[Message], cursor: str | None) -> JsonDict:
-    body: JsonDict = {"messages": [state.message_json(m) for m in page], "has_more": bool(cursor)}
-    if cursor:
-        body["response_metadata"] = {"next_cursor": cursor}
-    return body
-
-
-# -- Web API methods --------------------------------------------------------------------------
-
-
-def _auth_test(s: SlackStandIn, a: Args) -> JsonDict:
-    st = s.state
-    return {
-        "url": f"https://{st.team_domain}.slack.com/",
-        "team": st.team_name,
-        "user": st.users[st.bot_user_id].name,
-        "team_id": st.team_id,
-        "user_id": st.bot_user_id,
-        "bot_id": st.bot_id,
-        "is_enterprise_install": False,
-    }
-
-
-def _post_message(s: SlackStandIn, a: Args) -> JsonDict:
-    a.require("channel")
-    channel = _channel(s.state, a, create=True)
-    text, blocks = message_content(a.raw)
-    attachments = a.structured("attachments") if a.get("attachments") else None
-    message = s.state.post(
-        channel.id,
-        text=text,
-        blocks=blocks,
-        thread_ts=a.get("thread_ts"),
-        broadcast=a.flag("reply_broadcast"),
-        attachments=attachments if isinstance(attachments, list) else None,
-    )
-    return {"channel": channel.id, "ts": message.ts, "message": s.state.message_json(message)}
-
-
-def _update(s: SlackStandIn, a: Args) -> JsonDict:
-    a.require("channel")
-    channel = _channel(s.state, a, create=False)
-    try:
-        message = s.state.find_message(channel.id, a.require("ts"))
-    except LookupError:
-        raise SlackError("message_not_found") from None
-    if message.bot_id != s.state.bot_id:
-        raise SlackError("cant_update_message")  # a bot may only edit its own messages
-    text, blocks = message_content(a.raw)
-    s.state.update(message, text=text if "text" in a.raw else None, blocks=blocks)
-    json_message = s.state.message_json(message)
-    return {"channel": channel.id, "ts": message.ts, "text": message.text, "message": json_message}
-
-
-def _post_ephemeral(s: SlackStandIn, a: Args) -> JsonDict:
-    a.require("channel")
-    channel = _channel(s.state, a, create=True)
-    user = a.require("user")
-    if user not in s.state.users:
-        raise SlackError("user_not_found")
-    text, blocks = message_content(a.raw)
-    s.state.ephemerals.append(
-        Ephemeral(channel.id, user, text, blocks or [], "chat.postEphemeral", a.get("thread_ts"))
-    )
-    return {"message_ts": s.state.next_ts()}
-
-
-def _views_open(s: SlackStandIn, a: Args) -> JsonDict:
-    trigger_id, payload = a.require("trigger_id"), view_payload(a, ("modal",))
-    trigger = s.state.exchange_trigger(trigger_id)
-    return {"view": s.state.view_json(s.state.open_view(trigger.user, payload))}
-
-
-def _views_push(s: SlackStandIn, a: Args) -> JsonDict:
-    trigger_id, payload = a.require("trigger_id"), view_payload(a, ("modal",))
-    trigger = s.state.exchange_trigger(trigger_id)
-    return {"view": s.state.view_json(s.state.push_view(trigger.view_id, trigger.user, payload))}
-
-
-def _views_update(s: SlackStandIn, a: Args) -> JsonDict:
-    view_id, external_id = a.get("view_id"), a.get("external_id")
-    if view_id is None and external_id is None:
-        raise SlackError("invalid_arguments", ["[ERROR] view_id or external_id is required"])
-    view = s.state.find_view(view_id, external_id)
-    payload = view_payload(a, (view.type,))
-    return {"view": s.state.view_json(s.state.update_view(view, payload, a.get("hash")))}
-
-
-def _views_publish(s: SlackStandIn, a: Args) -> JsonDict:
-    user = a.require("user_id")
-    payload = view_payload(a, ("home",))
-    if user not in s.state.users:
-        raise SlackError("user_not_found")
-    return {"view": s.state.view_json(s.state.publish_home(user, payload, a.get("hash")))}
-
-
-def _history(s: SlackStandIn, a: Args) -> JsonDict:
-    channel = _channel(s.state, a, create=False)
-    limit = a.number("limit", 100, 999)
-    found, cursor = page(a, channel.messages, limit, newest_first=True)
-    return {**_listing(s.state, found, cursor), "pin_count": 0}
-
-
-def _replies(s: SlackStandIn, a: Args) -> JsonDict:
-    channel = _channel(s.state, a, create=False)
-    try:
-        named = s.state.find_message(channel.id, a.get("ts") or "")
-    except LookupError:
-        raise SlackError("thread_not_found") from None
-    # `ts` may name the parent or any reply; either way the whole thread comes back, parent first.
-    parent = s.state.find_message(channel.id, named.thread_ts or named.ts)
-    thread = [parent, *s.state.thread(channel.id, parent.ts)]
-    found, cursor = page(a, thread, a.number("limit", 1000, 1000), newest_first=False)
-    return _listing(s.state, found, cursor)
-
-
-def _users_info(s: SlackStandIn, a: Args) -> JsonDict:
-    user = s.state.users.get(a.get("user") or "")
-    if user is None:
-        raise SlackError("user_not_found")
-    return {"user": user.to_json()}
-
-
-def _usergroup_members(s: SlackStandIn, a: Args) -> JsonDict:
-    members = s.state.usergroups.get(a.require("usergroup"))
-    if members is None:
-        raise SlackError("no_such_subteam")
-    return {"users": list(members)}
-
-
-_METHODS: Mapping[str, Callable[[SlackStandIn, Args], JsonDict]] = {
-    "auth.test": _auth_test,
-    "chat.postMessage": _post_message,
-    "chat.update": _update,
-    "chat.postEphemeral": _post_ephemeral,
-    "views.open": _views_open,
-    "views.push": _views_push,
-    "views.update": _views_update,
-    "views.publish": _views_publish,
-    "conversations.history": _history,
-    "conversations.replies": _replies,
-    "users.info": _users_info,
-    "usergroups.users.list": _usergroup_members,
-}
-
-
-def _rate_key(method: str, args: Mapping[str, Any]) -> tuple[tuple[str, str], Rate] | None:
-    if method == "chat.postMessage":
-        return (method, str(args.get("channel", ""))), POST_MESSAGE_RATE
-    rate = METHOD_RATES.get(method)
-    return None if rate is None else ((method, ""), rate)
-
-
-async def _api(request: web.Request) -> web.Response:
-    standin = request.app[STANDIN]
-    method = request.match_info["method"]
-    status, headers, body = 200, {}, await _call(standin, request, method)
-    if body.get("error") == "ratelimited":
-        status, headers = 429, {"Retry-After": str(body.pop("retry_after"))}
-    standin.state.calls.append(ApiCall(method, request.method, status, body.get("error")))
-    return web.json_response(body, status=status, headers=headers)
-
-
-async def _call(standin: SlackStandIn, request: web.Request, method: str) -> JsonDict:
-    try:
-        raw, token = await _read_args(request)
-    except SlackError as exc:
-        return {"ok": False, "error": exc.code}
-    handler = _METHODS.get(method)
-    if handler is None:
-        return {"ok": False, "error": "unknown_method", "req_method": method}
-    if token is None or token != standin.bot_token:
-        return {"ok": False, "error": "invalid_auth" if token else "not_authed"}
-    limited = _rate_key(method, raw)
-    retry_after = None if limited is None else standin.limiter.acquire(*limited)
-    if retry_after is not None:
-        return {"ok": False, "error": "ratelimited", "retry_after": retry_after}
-    try:
-        return {"ok": True, **handler(standin, Args(raw))}
-    except SlackError as exc:
-        failed: JsonDict = {"ok": False, "error": exc.code}
-        if exc.messages:
-            failed["response_metadata"] = {"messages": exc.messages}
-        return failed
-
-
-async def _response_url(request: web.Request) -> web.Response:
-    """A response_url, answered like Slack's: plain-text `ok` or an error name."""
-    state = request.app[STANDIN].state
-    raw = await request.read()
-    try:
-        body: Any = json.loads(raw)
-    except ValueError:
-        body = None
-    status, answer = _use_response_url(state, request.match_info["token"], body)
-    state.response_posts.append(ResponseUrlPost(str(request.url), body, status, answer))
-    return web.Response(status=status, text=answer)
-
-
-def _use_response_url(state: SlackState, token: str, body: Any) -> tuple[int, str]:
-    target = state.response_urls.get(token)
-    if target is None:
-        return 404, "invalid_token"
-    if state.clock() - target.issued_at > RESPONSE_URL_TTL:
-        return 404, "expired_url"
-    if target.uses >= RESPONSE_URL_USES:
-        return 404, "used_url"
-    if not isinstance(body, dict):
-        return 400, "invalid_payload"
-    original = None
-    if target.original is not None:
-        with contextlib.suppress(LookupError):
-            original = state.find_message(*target.original)
-    if body.get("delete_original") in (True, "true") and original is not None:
-        target.uses += 1
-        state.delete(original)
-        return 200, "ok"
-    try:
-        text, blocks = message_content(body)
-    except SlackError as exc:
-        return 400, exc.code
-    target.uses += 1
-    if body.get("replace_original") in (True, "true") and original is not None:
-        state.update(original, text=text, blocks=blocks or [])
-    elif body.get("response_type") == "in_channel":
-        state.post(target.channel, text=text, blocks=blocks, thread_ts=body.get("thread_ts"))
-    else:  # Slack's default response_type is ephemeral
-        state.ephemerals.append(
-            Ephemeral(
-                target.channel,
-                target.user,
-                text,
-                blocks or [],
-                "response_url",
-                body.get("thread_ts"),
-            )
-        )
-    return 200, "ok"
 
 
 # -- the stand-in as a running server and as a Slack user -------------------------------------
@@ -571,9 +277,6 @@ class SlackStandIn:
         self.state.close_view(view, whole_stack=action == "clear")
 
 
-STANDIN: web.AppKey[SlackStandIn] = web.AppKey("slack_standin", SlackStandIn)
-
-
 @dataclass(frozen=True)
 class SentRequest:
     """A request the stand-in made to the bot: the exact bytes and headers (for replays)."""
@@ -586,9 +289,9 @@ def create_app(standin: SlackStandIn) -> web.Application:
     """The aiohttp application: `/api/<method>` and `/response_url/<token>`."""
     app = web.Application()
     app[STANDIN] = standin
-    app.router.add_route("GET", "/api/{method}", _api)
-    app.router.add_route("POST", "/api/{method}", _api)
-    app.router.add_post("/response_url/{token}", _response_url)
+    app.router.add_route("GET", "/api/{method}", api)
+    app.router.add_route("POST", "/api/{method}", api)
+    app.router.add_post("/response_url/{token}", response_url)
     return app
 
 
