@@ -31,6 +31,7 @@ from bot.settings import Settings
 from bot.store.db import make_engine, session_factory, upgrade
 
 logger = logging.getLogger(__name__)
+RESUME_EVERY_S = 30.0
 
 
 class SetupError(ValueError):
@@ -64,7 +65,7 @@ def build_services(settings: Settings, config: BotConfig, slack: AsyncWebClient)
         sessions=sessions,
         config=config,
         planners=planners,
-        executor=ManualExecutor(sessions, sender.wake),
+        executor=ManualExecutor(),
         groups=SlackGroups(slack),
         wake_sender=sender.wake,
     )
@@ -101,20 +102,34 @@ def create_web_app(bolt: AsyncApp, services: Services) -> web.Application:
     async def healthz(_: web.Request) -> web.Response:
         return web.json_response({"ok": True})
 
+    async def resume_forever() -> None:
+        while True:
+            try:
+                resumed = await services.backfills.resume()
+                if resumed:
+                    logger.info("handed %d approved backfill(s) to the executor", resumed)
+            except Exception:  # the next round tries again
+                logger.exception("resuming approved backfills failed")
+            await asyncio.sleep(RESUME_EVERY_S)
+
     async def background(app: web.Application) -> AsyncIterator[None]:
         await asyncio.to_thread(upgrade, services.settings.database_url)
-        resumed = await services.backfills.resume()
-        if resumed:
-            logger.info("handed %d approved backfill(s) to the executor after a restart", resumed)
-        sender = asyncio.create_task(services.sender.run_forever(), name="outbox-sender")
+        tasks = [
+            asyncio.create_task(services.sender.run_forever(), name="outbox-sender"),
+            asyncio.create_task(resume_forever(), name="resume-approved"),
+        ]
         yield
-        sender.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await sender
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         await services.engine.dispose()
 
     app = web.Application()
-    app.router.add_post("/slack/events", slack_events)
+    if services.settings.slack_signing_secret is not None:
+        # Without a secret (Socket Mode) nothing could tell Slack's requests from forgeries.
+        app.router.add_post("/slack/events", slack_events)
     app.router.add_get("/healthz", healthz)
     app.cleanup_ctx.append(background)
     return app

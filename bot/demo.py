@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import tempfile
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ from aiohttp import web
 from bot.app import build_services, create_bolt_app, create_web_app, slack_client
 from bot.app_services import Services
 from bot.config import BotConfig, load_config
-from bot.settings import Settings
+from bot.settings import DEFAULT_DATABASE_URL, Settings
 from bot.standins.marquez import StandInServer, running_standin
 from bot.standins.slack import SlackStandIn, running_slack_standin
 from bot.standins.slack_transcript import render
@@ -92,9 +93,15 @@ async def running_demo(
 ) -> AsyncIterator[Conversation]:
     """Everything on loopback ports; the bot is the same app `serve` runs."""
     marquez: StandInServer
+    scratch = tempfile.TemporaryDirectory(prefix="backfill-bot-demo-")
+    database = settings.database_url
+    if database == DEFAULT_DATABASE_URL:
+        # The demo must never share (and drain) a real bot's outbox: it gets its own database.
+        database = f"sqlite:///{Path(scratch.name) / 'demo.db'}"
     async with running_standin(seed="food_delivery") as marquez, running_slack_standin() as slack:
         local = settings.model_copy(
             update={
+                "database_url": database,
                 "marquez_url": marquez.url,
                 "slack_bot_token": _secret(slack.bot_token),
                 "slack_signing_secret": _secret(slack.signing_secret),
@@ -111,12 +118,13 @@ async def running_demo(
         slack.set_events_url(f"http://127.0.0.1:{port}/slack/events")
         out(
             f"Marquez stand-in {marquez.url} · Slack stand-in {slack.url} · "
-            f"backfill-bot http://127.0.0.1:{port} · database {settings.database_url}"
+            f"backfill-bot http://127.0.0.1:{port} · database {database}"
         )
         try:
             yield Conversation(slack, services, out)
         finally:
             await runner.cleanup()
+            scratch.cleanup()
 
 
 def _secret(value: str) -> Any:

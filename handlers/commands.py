@@ -43,7 +43,9 @@ def register(app: AsyncApp, services: Services) -> None:
             if isinstance(parsed, PlanCommand):
                 reply = await services.backfills.preview(parsed, user=user, channel=channel)
             elif isinstance(parsed, StatusCommand):
-                reply = await services.backfills.status(parsed.request_id, user=user)
+                reply = await services.backfills.status(
+                    parsed.request_id, user=user, channel=channel
+                )
             else:
                 assert isinstance(parsed, CancelCommand)
                 reply = await services.backfills.cancel(parsed.request_id, user=user)

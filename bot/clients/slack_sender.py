@@ -1,8 +1,9 @@
 """Delivers the outbox to Slack: in order per channel, pacing on Retry-After, threading replies
 under a request's status message once its ts is known.
 
-Delivery is at-least-once: Slack has no idempotency key, so a crash between a successful post
-and recording it would repost that one message on restart; everything else is exactly once.
+Each message is claimed (a lease on `next_attempt_at`) before it is sent, so two senders on one
+database never both send it. Delivery is at-least-once: Slack has no idempotency key, so a crash
+between a successful post and recording it would repost that one message when its lease ends.
 """
 
 from __future__ import annotations
@@ -48,11 +49,13 @@ class OutboxSender:
         *,
         max_attempts: int = 12,
         poll_s: float = 1.0,
+        lease_s: float = 120.0,
     ) -> None:
         self.sessions = sessions
         self.client = client
         self.max_attempts = max_attempts
         self.poll_s = poll_s
+        self.lease_s = lease_s
         self._wake = asyncio.Event()
         self._pass = asyncio.Lock()  # one delivery pass at a time, or a message could go twice
 
@@ -92,6 +95,11 @@ class OutboxSender:
         for row in rows:
             if row.channel in held:
                 continue
+            async with self.sessions.begin() as session:
+                # Another sender (another process on this database) may have taken it.
+                if not await outbox.claim(session, row, lease_s=self.lease_s):
+                    held.add(row.channel)
+                    continue
             outcome = await self._send(row)
             async with self.sessions.begin() as session:
                 await self._record(session, row, outcome)
@@ -116,11 +124,11 @@ class OutboxSender:
         assert row.request_id is not None
         async with self.sessions() as session:
             _, ts = await outbox.status_ts(session, row.request_id)
-            if ts:
-                return ts, True
             state = await outbox.status_post_state(session, row.request_id)
-        # Without a status message still on its way, the reply stands on its own.
-        return None, state != OutboxState.PENDING
+        if state == OutboxState.PENDING:
+            return None, False  # a (new) status message is on its way: it is the parent
+        # Without any status message, a reply stands on its own.
+        return ts, True
 
     async def _send(self, row: OutboxMessage) -> _Outcome:
         args: dict[str, Any] = dict(row.payload)
@@ -136,6 +144,9 @@ class OutboxSender:
                     return _Outcome("sent", ts=ts)
                 if ts:
                     args["thread_ts"] = ts
+            if row.method == "chat.update":  # a plain update names its ts in the payload
+                await self.client.chat_update(channel=row.channel, **args)
+                return _Outcome("sent", ts=args.get("ts"))
             if row.method == "chat.postEphemeral":
                 reply = await self.client.chat_postEphemeral(
                     channel=row.channel, user=row.user or "", **args

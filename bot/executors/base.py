@@ -1,13 +1,16 @@
 """The Executor protocol: how an approved backfill request is handed over to be run.
 
-The hand-off happens after the approval is committed; an executor must be idempotent in
-`start` (a restart re-hands requests whose hand-off was not recorded) and records what it does
-through the store and the outbox, never by talking to Slack itself.
+The hand-off is one transaction: the request is held in state `approved`, the executor records
+what it will do (steps, outbox rows) in that same session, and the hand-off is audited, so it
+happens exactly once even across restarts and concurrent cancels. An executor acts on Airflow or
+Spark from its own worker, after the commit, never inside `start`.
 """
 
 from __future__ import annotations
 
 from typing import Protocol
+
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.store.models import BackfillRequest
 
@@ -18,8 +21,8 @@ class Executor(Protocol):
     @property
     def name(self) -> str: ...
 
-    async def start(self, request: BackfillRequest) -> None:
-        """Take over an approved request (state `approved`)."""
+    async def start(self, session: AsyncSession, request: BackfillRequest) -> None:
+        """Record, in the caller's transaction, the take-over of an approved request."""
 
-    async def cancel(self, request: BackfillRequest) -> None:
-        """Stop what is still queued of a request the user cancelled."""
+    async def cancel(self, session: AsyncSession, request: BackfillRequest) -> None:
+        """Record, in the caller's transaction, that what is still queued must stop."""

@@ -3,10 +3,9 @@ the exact Airflow commands to run in plan order, so a human can run them."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime
 
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.store import outbox
 from bot.store.models import BackfillRequest, BackfillStep, OutboxRole
@@ -29,27 +28,19 @@ def airflow_command(step: BackfillStep) -> str:
 class ManualExecutor:
     name = "manual"
 
-    def __init__(
-        self, sessions: async_sessionmaker[AsyncSession], wake_sender: Callable[[], None]
-    ) -> None:
-        self.sessions = sessions
-        self.wake_sender = wake_sender
-
-    async def start(self, request: BackfillRequest) -> None:
+    async def start(self, session: AsyncSession, request: BackfillRequest) -> None:
         lines = [
             "No executor is configured (set AIRFLOW_URL to run backfills on Airflow). "
             "Run these in order, each after the previous one finished:"
         ]
         lines += [f"{i}. `{airflow_command(step)}`" for i, step in enumerate(request.steps, 1)]
-        async with self.sessions.begin() as session:
-            await outbox.enqueue(
-                session,
-                channel=request.channel or "",
-                payload={"text": "\n".join(lines)},
-                role=OutboxRole.THREAD,
-                request_id=request.id,
-            )
-        self.wake_sender()
+        await outbox.enqueue(
+            session,
+            channel=request.channel or "",
+            payload={"text": "\n".join(lines)},
+            role=OutboxRole.THREAD,
+            request_id=request.id,
+        )
 
-    async def cancel(self, request: BackfillRequest) -> None:
+    async def cancel(self, session: AsyncSession, request: BackfillRequest) -> None:
         return None  # nothing was started on our side

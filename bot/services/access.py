@@ -72,7 +72,10 @@ async def may_approve(
     if allowed:
         return None
     if not owners and not approvers.users and not approvers.user_groups:
-        return None  # nothing configured: whoever is in the channel may approve
+        return (
+            f"No team owns {root.dag_id} and no approvers are configured, so nobody may approve "
+            "its backfills yet. Add an ownership rule or approvers to BOT_CONFIG."
+        )
     who = ", ".join(t.name for t in owners) or "none"
     return (
         f"You may not approve backfills of {root.dag_id}: only members of its owning teams "

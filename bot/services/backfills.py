@@ -28,7 +28,7 @@ from bot.executors.base import Executor
 from bot.services.access import GroupDirectory, may_approve
 from bot.services.catalog import AmbiguousDag, TaskNotDag, UnknownDag
 from bot.services.planning import Planner, PlanRequest
-from bot.store import outbox, repository
+from bot.store import guards, outbox, repository
 from bot.store.models import BackfillRequest, OutboxRole, RequestState
 
 logger = logging.getLogger(__name__)
@@ -181,38 +181,49 @@ class BackfillService:
                     to=RequestState.APPROVED,
                     actor=user,
                 )
-                await self._owe_status(session, approved, replace_preview=True)
+                await self._owe_approval_messages(session, approved)
         except repository.InvalidTransition:
             fresh = await self._load(request_id)
             return Reply(messages.action_result(self._unchanged(fresh or request)))
         self.wake_sender()
-        await self.hand_off(approved)
+        try:
+            await self.hand_off(request.id)
+        except Exception:  # recorded as approved; the resume loop hands it off again
+            logger.exception("hand-off of %s failed; it will be retried", request.id)
         return Reply(messages.action_result(f"Approved backfill {request.id}."), changed=True)
 
-    async def hand_off(self, request: BackfillRequest) -> None:
-        """Give an approved request to the executor and record that it was given."""
-        await self.executor.start(request)
+    async def hand_off(self, request_id: str) -> bool:
+        """Give an approved request to the executor, exactly once: the request is held in
+        `approved` (a cancel waits, or wins first), the executor records its work and the
+        hand-off is audited, all in one transaction."""
         async with self.sessions.begin() as session:
+            if not await guards.hold(session, request_id, state=RequestState.APPROVED):
+                return False
+            if await guards.was_handed_off(session, request_id):
+                return False
+            request = await repository.get_request(session, request_id)
+            await self.executor.start(session, request)
             await repository.add_audit(
                 session,
                 actor="system",
-                action="request.handed_off",
-                request_id=request.id,
+                action=guards.HANDED_OFF,
+                request_id=request_id,
                 detail={"executor": self.executor.name},
             )
+        self.wake_sender()
+        return True
 
     async def resume(self) -> int:
-        """After a restart: hand off approved requests whose hand-off was never recorded."""
-        resumed = 0
+        """Hand off approved requests whose hand-off was never recorded (after a restart or
+        a failed hand-off); runs at start-up and then periodically."""
         async with self.sessions() as session:
             waiting = await repository.list_requests(
                 session, state=RequestState.APPROVED, limit=500
             )
-            for request in waiting:
-                audit = await repository.list_audit(session, request_id=request.id, limit=500)
-                if any(entry.action == "request.handed_off" for entry in audit):
-                    continue
-                await self.hand_off(request)
+            ids = [r.id for r in waiting]
+        resumed = 0
+        for request_id in ids:
+            if await self.hand_off(request_id):
                 resumed += 1
         return resumed
 
@@ -247,49 +258,55 @@ class BackfillService:
                     to=RequestState.CANCELLED,
                     actor=user,
                 )
-                await self._owe_status(session, cancelled, replace_preview=False)
+                await self._owe_status_update(session, cancelled)
+                if request.state != RequestState.PREVIEWED:
+                    await self.executor.cancel(session, cancelled)
         except repository.InvalidTransition:
             fresh = await self._load(request_id)
             return Reply(messages.action_result(self._unchanged(fresh or request)))
         self.wake_sender()
-        if request.state != RequestState.PREVIEWED:
-            await self.executor.cancel(cancelled)
         return Reply(messages.action_result(f"Cancelled backfill {request.id}."), changed=True)
 
     async def cancel_command(self, command: CancelCommand, *, user: str) -> Reply:
         return await self.cancel(command.request_id, user=user)
 
-    async def _owe_status(
-        self, session: AsyncSession, request: BackfillRequest, *, replace_preview: bool
-    ) -> None:
-        """Update the message the request already has; on approval also post the status
-        message that parents the progress thread."""
-        status = messages.request_status(status_of(request))
-        channel = request.status_channel or request.channel or ""
-        current = status
-        if replace_preview:  # the preview shrinks to a pointer; the new message gets the buttons
-            who = f"<@{request.approvers[-1]}>" if request.approvers else "someone"
-            current = messages.action_result(
-                f"Backfill {request.id} of {request.root_dag} "
-                f"{request.start_date.isoformat()}..{request.end_date.isoformat()} was approved by "
-                f"{who}; its status and progress follow in the message below."
-            )
+    async def _owe_status_update(self, session: AsyncSession, request: BackfillRequest) -> None:
+        """Rewrite the request's current message (preview or status) to show its state."""
         await outbox.enqueue(
             session,
-            channel=channel,
-            payload=current,
+            channel=request.status_channel or request.channel or "",
+            payload=messages.request_status(status_of(request)),
             method="chat.update",
             role=OutboxRole.STATUS_UPDATE,
             request_id=request.id,
         )
-        if replace_preview:
+
+    async def _owe_approval_messages(self, session: AsyncSession, request: BackfillRequest) -> None:
+        """Shrink the preview to a pointer and post the status message that parents the
+        progress thread. Replies wait for the new parent: its ts is cleared until it is posted."""
+        channel = request.status_channel or request.channel or ""
+        who = f"<@{request.approvers[-1]}>" if request.approvers else "someone"
+        pointer = messages.action_result(
+            f"Backfill {request.id} of {request.root_dag} "
+            f"{request.start_date.isoformat()}..{request.end_date.isoformat()} was approved by "
+            f"{who}; its status and progress follow in the message below."
+        )
+        if request.status_message_ts:
             await outbox.enqueue(
                 session,
                 channel=channel,
-                payload=status,
-                role=OutboxRole.STATUS,
+                payload={**pointer, "ts": request.status_message_ts},
+                method="chat.update",
                 request_id=request.id,
             )
+            await guards.forget_status_message(session, request.id)
+        await outbox.enqueue(
+            session,
+            channel=channel,
+            payload=messages.request_status(status_of(request)),
+            role=OutboxRole.STATUS,
+            request_id=request.id,
+        )
 
     def _unchanged(self, request: BackfillRequest) -> str:
         state = RequestState(request.state)
@@ -302,11 +319,13 @@ class BackfillService:
         )
         return f"Nothing changed: backfill {request.id} {STATE_WORDS[state]}{who}."
 
-    async def status(self, request_id: str | None, *, user: str) -> Reply:
+    async def status(self, request_id: str | None, *, user: str, channel: str = "") -> Reply:
         async with self.sessions() as session:
             if request_id is None:
-                recent = await repository.list_requests(session, limit=10)
-                return Reply(messages.status_list([status_of(r) for r in recent]))
+                # Only what this channel or this person asked for: others may be private.
+                recent = await repository.list_requests(session, limit=200)
+                mine = [r for r in recent if r.channel == channel or r.requester == user][:10]
+                return Reply(messages.status_list([status_of(r) for r in mine]))
             try:
                 request = await repository.get_request(session, request_id)
             except repository.RequestNotFound:

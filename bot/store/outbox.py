@@ -5,10 +5,10 @@ caller's transaction and never commits."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import CursorResult, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.store.models import (
@@ -69,6 +69,23 @@ async def status_ts(session: AsyncSession, request_id: str) -> tuple[str | None,
         )
     ).one_or_none()
     return (row[0], row[1]) if row else (None, None)
+
+
+async def claim(session: AsyncSession, message: OutboxMessage, *, lease_s: float) -> bool:
+    """Take a due message for `lease_s` seconds; False if another sender took it first."""
+    now = utcnow()
+    result = await session.execute(
+        update(OutboxMessage)
+        .where(
+            OutboxMessage.id == message.id,
+            OutboxMessage.state == OutboxState.PENDING,
+            OutboxMessage.next_attempt_at == message.next_attempt_at,
+        )
+        .values(next_attempt_at=now + timedelta(seconds=lease_s), updated_at=now)
+        .execution_options(synchronize_session=False)
+    )
+    assert isinstance(result, CursorResult)
+    return result.rowcount == 1
 
 
 async def mark_sent(session: AsyncSession, message: OutboxMessage, *, ts: str | None) -> None:
