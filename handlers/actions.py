@@ -21,19 +21,36 @@ def _clicked(body: dict[str, Any]) -> tuple[str, str]:
     return str(actions[0].get("value") or ""), str((body.get("user") or {}).get("id") or "")
 
 
+async def _say_failed(respond: AsyncRespond) -> None:
+    logger.exception("a button click failed")
+    payload = messages.refusal(
+        "Something went wrong on our side; nothing was changed that you were not told about.",
+        hint="Try again in a minute; the error is in the bot's log.",
+    )
+    await respond(response_type="ephemeral", replace_original=False, **payload)
+
+
 def register(app: AsyncApp, services: Services) -> None:
     @app.action(ActionId.APPROVE)
     async def approve(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
         await ack()
         request_id, user = _clicked(body)
-        reply = await services.backfills.approve(request_id, user=user)
+        try:
+            reply = await services.backfills.approve(request_id, user=user)
+        except Exception:
+            await _say_failed(respond)
+            return
         await respond(response_type="ephemeral", replace_original=False, **reply.payload)
 
     @app.action(ActionId.CANCEL)
     async def cancel(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
         await ack()
         request_id, user = _clicked(body)
-        reply = await services.backfills.cancel(request_id, user=user)
+        try:
+            reply = await services.backfills.cancel(request_id, user=user)
+        except Exception:
+            await _say_failed(respond)
+            return
         await respond(response_type="ephemeral", replace_original=False, **reply.payload)
 
     @app.action(ActionId.SHOW_PLAN)
@@ -49,5 +66,8 @@ def register(app: AsyncApp, services: Services) -> None:
                 response_type="ephemeral", replace_original=False, **messages.action_result(text)
             )
             return
-        view = messages.plan_modal(plan, request_id=request_id)
-        await client.views_open(trigger_id=body["trigger_id"], view=view)
+        try:
+            view = messages.plan_modal(plan, request_id=request_id)
+            await client.views_open(trigger_id=body["trigger_id"], view=view)
+        except Exception:
+            await _say_failed(respond)

@@ -22,10 +22,11 @@ from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.store import outbox
-from bot.store.models import OutboxMessage, OutboxRole, OutboxState, utcnow
+from bot.store.models import BackfillRequest, OutboxMessage, OutboxRole, OutboxState, utcnow
 
 logger = logging.getLogger(__name__)
 
+CHANNEL_ERRORS = frozenset({"channel_not_found", "not_in_channel", "is_archived"})
 TRANSIENT_ERRORS = frozenset(
     {"ratelimited", "internal_error", "fatal_error", "service_unavailable", "request_timeout"}
 )
@@ -118,6 +119,21 @@ class OutboxSender:
         else:
             logger.error("giving up on outbox message %s: %s", row.id, outcome.error)
             await outbox.mark_failed(session, row, error=outcome.error)
+            if row.role == OutboxRole.STATUS and outcome.error.split(" ")[0] in CHANNEL_ERRORS:
+                await self._tell_requester(session, row)
+
+    async def _tell_requester(self, session: AsyncSession, row: OutboxMessage) -> None:
+        """The bot cannot post where the request was made: say so in the requester's DM."""
+        assert row.request_id is not None
+        request = await session.get(BackfillRequest, row.request_id)
+        if request is None or request.requester == row.channel:
+            return
+        text = (
+            f"I could not post backfill {request.id} ({request.root_dag}) in <#{row.channel}>: "
+            "I am not a member there. Invite me with `/invite @backfill-bot`, or run the "
+            "command in a public channel."
+        )
+        await outbox.enqueue(session, channel=request.requester, payload={"text": text})
 
     async def _thread_parent(self, row: OutboxMessage) -> tuple[str | None, bool]:
         """(ts, ready): the status message's ts, or whether to wait for it to be posted."""

@@ -36,7 +36,10 @@ from bot.standins.slack_state import (
 )
 
 logger = logging.getLogger(__name__)
-_CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]{2,}$")
+# Public channels (C…) accept a bot with chat:write.public without an invite, and a user id
+# (U…/W…) opens the bot's DM with that user; private channels (G…) and other DMs (D…) need
+# the bot to be a member first (`state.add_channel`), as in Slack.
+_OPEN_TO_BOT = re.compile(r"^[CUW][A-Z0-9]{2,}$")
 
 
 class StandInLike(Protocol):
@@ -80,7 +83,8 @@ async def _read_args(request: web.Request) -> tuple[dict[str, Any], str | None]:
 
 
 def _channel(state: SlackState, args: Args, *, create: bool) -> Channel:
-    """The `channel` argument: an id, or a known channel's name; a new C/G/D id when posting."""
+    """The `channel` argument: an id, or a known channel's name; a new public channel or a
+    user's DM when posting."""
     wanted = args.get("channel")
     if wanted is None:
         raise SlackError("channel_not_found")
@@ -88,8 +92,8 @@ def _channel(state: SlackState, args: Args, *, create: bool) -> Channel:
     if found is None:
         by_name = [c for c in state.channels.values() if c.name == wanted.lstrip("#")]
         found = by_name[0] if by_name else None
-    if found is None and create and _CHANNEL_ID.match(wanted):
-        found = state.add_channel(wanted)  # as if the bot had been invited to it
+    if found is None and create and _OPEN_TO_BOT.match(wanted):
+        found = state.add_channel(wanted)
     if found is None:
         raise SlackError("channel_not_found")
     return found

@@ -41,6 +41,23 @@ async def requests(bot: Bot) -> int:
         return int(await session.scalar(select(func.count()).select_from(BackfillRequest)) or 0)
 
 
+async def test_nobody_may_approve_a_dag_no_team_owns(bot: Bot) -> None:
+    await bot.slack.slash_command(
+        "example.etl_delivery_7_days 2021-06-04 --only", user_id=REQUESTER, channel_id=CHANNEL
+    )
+    await eventually(lambda: bot.slack.state.messages(CHANNEL))
+    await bot.settle()
+    message = bot.slack.state.messages(CHANNEL)[-1]
+    await bot.slack.click(
+        channel_id=CHANNEL, message_ts=message.ts, action_id=ActionId.APPROVE, user_id=OWNER
+    )
+    await eventually(lambda: [t for t in answers_for(bot, OWNER) if "No team owns" in t])
+    assert await requests(bot) == 1
+    async with bot.services.sessions() as session:
+        state = await session.scalar(select(BackfillRequest.state))
+    assert state == "previewed"
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
@@ -64,7 +81,9 @@ async def test_bad_commands_are_refused_with_the_fix(bot: Bot, text: str, expect
 async def test_help_and_dry_run_post_nothing_in_the_channel(bot: Bot) -> None:
     assert "/backfill status" in await ask(bot, "help")
     dry = await ask(bot, "example.etl_orders 2021-06-04 --dry-run")
-    assert "Dry run" in dry or "example.etl_orders" in dry
+    assert "Dry run: nothing will be started" in dry
+    assert "example.etl_orders_7_days" in dry
+    assert ActionId.APPROVE not in dry
     assert await requests(bot) == 0
     assert bot.slack.state.messages(CHANNEL) == []
 
@@ -184,3 +203,17 @@ async def test_long_plans_are_truncated_with_the_full_plan_in_a_modal(bot: Bot) 
     view = await eventually(lambda: list(bot.slack.state.views.values()))
     text = json.dumps(view[0].payload)
     assert all(f"fan.{i:02d}" in text for i in range(1, 30))
+
+
+async def test_a_channel_the_bot_cannot_post_in_gets_a_dm_instead(bot: Bot) -> None:
+    private = "G0SECRET01"
+    reply = await bot.slack.slash_command(
+        "example.etl_orders 2021-06-04", user_id=REQUESTER, channel_id=private
+    )
+    assert reply.status == 200
+    await eventually(lambda: [t for t in answers_for(bot, REQUESTER) if "posted" in t])
+    await bot.settle()
+    await bot.settle()
+    [dm] = bot.slack.state.messages(REQUESTER)
+    assert f"in <#{private}>" in dm.text
+    assert "/invite @backfill-bot" in dm.text

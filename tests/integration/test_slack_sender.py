@@ -3,8 +3,10 @@ order; replies wait for their thread parent; permanent errors stop, transient on
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
+from datetime import timedelta
 
 import pytest
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
@@ -13,9 +15,9 @@ from sqlalchemy import select
 
 from bot.clients.slack_sender import OutboxSender
 from bot.standins.slack import SlackStandIn, running_slack_standin
-from bot.store import outbox, repository
+from bot.store import guards, outbox, repository
 from bot.store.db import make_engine, session_factory, upgrade
-from bot.store.models import OutboxMessage, OutboxRole
+from bot.store.models import OutboxMessage, OutboxRole, utcnow
 
 CHANNEL = "C0BURST001"
 PLAN = {
@@ -128,3 +130,58 @@ async def test_a_message_slack_rejects_fails_without_blocking_the_rest(
     assert rows[0].state == "failed"
     assert rows[0].error is not None
     assert rows[0].error.startswith("invalid_blocks")
+
+
+async def test_after_approval_replies_wait_for_the_new_status_message(
+    sender: OutboxSender, slack: SlackStandIn
+) -> None:
+    async with sender.sessions.begin() as session:
+        request = await repository.create_request(
+            session, plan=PLAN, requester="U1", channel=CHANNEL
+        )
+        await outbox.enqueue(
+            session, channel=CHANNEL, payload={"text": "preview"}, role=OutboxRole.STATUS,
+            request_id=request.id,
+        )  # fmt: skip
+    await sender.drain(timeout_s=30)
+    [preview] = slack.state.messages(CHANNEL)
+    # approval: the preview is rewritten, the thread parent moves to a new status message
+    async with sender.sessions.begin() as session:
+        await outbox.enqueue(
+            session, channel=CHANNEL, payload={"text": "approved", "ts": preview.ts},
+            method="chat.update", request_id=request.id,
+        )  # fmt: skip
+        await guards.forget_status_message(session, request.id)
+        status = await outbox.enqueue(
+            session, channel=CHANNEL, payload={"text": "status"}, role=OutboxRole.STATUS,
+            request_id=request.id,
+        )  # fmt: skip
+        await outbox.enqueue(
+            session, channel=CHANNEL, payload={"text": "progress"}, role=OutboxRole.THREAD,
+            request_id=request.id,
+        )  # fmt: skip
+    # the new status message hits a transient error and waits for its retry
+    async with sender.sessions.begin() as session:
+        await outbox.retry_later(
+            session, status, at=utcnow() + timedelta(seconds=1), error="internal_error"
+        )
+    await sender.deliver_due()
+    assert slack.state.thread(CHANNEL, preview.ts) == [], "a reply went under the old preview"
+    await sender.drain(timeout_s=30)
+    parent = slack.state.messages(CHANNEL)[-1]
+    assert parent.text == "status"
+    assert slack.state.find_message(CHANNEL, preview.ts).text == "approved"
+    assert [m.text for m in slack.state.thread(CHANNEL, parent.ts)] == ["progress"]
+
+
+async def test_two_senders_on_one_database_send_each_message_once(
+    sender: OutboxSender, slack: SlackStandIn
+) -> None:
+    other = OutboxSender(sender.sessions, sender.client)
+    async with sender.sessions.begin() as session:
+        for n in range(6):
+            await outbox.enqueue(session, channel=f"C0TWO{n:05d}", payload={"text": f"m{n}"})
+    await asyncio.gather(sender.deliver_due(), other.deliver_due())
+    await sender.drain(timeout_s=30)
+    posted = [c for c in slack.state.calls if c.method == "chat.postMessage" and c.status == 200]
+    assert len(posted) == 6

@@ -223,9 +223,17 @@ async def test_post_message_stores_the_message_and_returns_ts_channel_and_messag
 async def test_channels_appear_on_first_post_to_an_id_and_names_resolve_only_if_known(
     standin: SlackStandIn, client: AsyncWebClient
 ) -> None:
-    for new_id in ("C0NEWCHAN1", "G0PRIVATE1", "D0DIRECT01"):
+    # public channels (chat:write.public) and a user's DM need no invite ...
+    for new_id in ("C0NEWCHAN1", "U0SOMEONE1"):
         await client.chat_postMessage(channel=new_id, text="hello")
         assert [m.text for m in standin.state.messages(new_id)] == ["hello"]
+    # ... private channels and other DMs do, until the bot is a member
+    for closed in ("G0PRIVATE1", "D0DIRECT01"):
+        failed = await slack_error(client.chat_postMessage(channel=closed, text="x"))
+        assert failed["error"] == "channel_not_found"
+        standin.state.add_channel(closed)
+        await client.chat_postMessage(channel=closed, text="hello")
+        assert [m.text for m in standin.state.messages(closed)] == ["hello"]
     by_name = await client.chat_postMessage(channel="#backfill", text="by name")
     assert by_name["channel"] == CHANNEL
     assert (await slack_error(client.chat_postMessage(channel="general", text="x")))[
