@@ -4,6 +4,7 @@ reloads the request and re-checks the clicker on every click."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
@@ -11,6 +12,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import messages
 from bot.app_services import Services
+from bot.services.backfills import Reply
 from bot.slack_ids import ActionId
 
 logger = logging.getLogger(__name__)
@@ -31,27 +33,26 @@ async def _say_failed(respond: AsyncRespond) -> None:
 
 
 def register(app: AsyncApp, services: Services) -> None:
-    @app.action(ActionId.APPROVE)
-    async def approve(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
-        await ack()
+    async def decide(
+        decision: Callable[..., Awaitable[Reply]], body: dict[str, Any], respond: AsyncRespond
+    ) -> None:
         request_id, user = _clicked(body)
         try:
-            reply = await services.backfills.approve(request_id, user=user)
+            reply = await decision(request_id, user=user)
         except Exception:
             await _say_failed(respond)
             return
         await respond(response_type="ephemeral", replace_original=False, **reply.payload)
 
+    @app.action(ActionId.APPROVE)
+    async def approve(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
+        await ack()
+        await decide(services.backfills.approve, body, respond)
+
     @app.action(ActionId.CANCEL)
     async def cancel(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
         await ack()
-        request_id, user = _clicked(body)
-        try:
-            reply = await services.backfills.cancel(request_id, user=user)
-        except Exception:
-            await _say_failed(respond)
-            return
-        await respond(response_type="ephemeral", replace_original=False, **reply.payload)
+        await decide(services.backfills.cancel, body, respond)
 
     @app.action(ActionId.SHOW_PLAN)
     async def show_plan(

@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from bot import messages
 from bot.clients.marquez import MarquezError, MarquezUnavailable
 from bot.config import BotConfig
-from bot.domain.commands import CancelCommand, PlanCommand
+from bot.domain.commands import PlanCommand
 from bot.domain.lineage import LineageCycleError
 from bot.domain.model import DagRef
 from bot.domain.planner import Plan, PlanError, plan_from_json
@@ -158,20 +158,9 @@ class BackfillService:
             return Reply(messages.action_result(f"Backfill {request_id} does not exist."))
         if request.state != RequestState.PREVIEWED:
             return Reply(messages.action_result(self._unchanged(request)))
-        root = DagRef(request.root_namespace, request.root_dag)
-        reason = await may_approve(
-            self.config, self.groups, root, requester=request.requester, user=user
-        )
-        if reason is not None:
-            async with self.sessions.begin() as session:
-                await repository.add_audit(
-                    session,
-                    actor=user,
-                    action="approval.refused",
-                    request_id=request.id,
-                    detail={"reason": reason},
-                )
-            return Reply(messages.refusal(reason))
+        refused = await self._check_clicker(request, user, action="approval.refused")
+        if refused is not None:
+            return refused
         try:
             async with self.sessions.begin() as session:
                 approved = await repository.transition_request(
@@ -233,22 +222,10 @@ class BackfillService:
             return Reply(messages.action_result(f"Backfill {request_id} does not exist."))
         if request.state not in OPEN_STATES:
             return Reply(messages.action_result(self._unchanged(request)))
-        root = DagRef(request.root_namespace, request.root_dag)
-        if user != request.requester:
-            reason = await may_approve(
-                self.config, self.groups, root, requester=request.requester, user=user
-            )
-            if reason is not None:
-                reason = reason.replace("approve", "cancel")
-                async with self.sessions.begin() as session:
-                    await repository.add_audit(
-                        session,
-                        actor=user,
-                        action="cancel.refused",
-                        request_id=request.id,
-                        detail={"reason": reason},
-                    )
-                return Reply(messages.refusal(reason))
+        if user != request.requester:  # requesters may always withdraw their own request
+            refused = await self._check_clicker(request, user, action="cancel.refused")
+            if refused is not None:
+                return refused
         try:
             async with self.sessions.begin() as session:
                 cancelled = await repository.transition_request(
@@ -267,8 +244,23 @@ class BackfillService:
         self.wake_sender()
         return Reply(messages.action_result(f"Cancelled backfill {request.id}."), changed=True)
 
-    async def cancel_command(self, command: CancelCommand, *, user: str) -> Reply:
-        return await self.cancel(command.request_id, user=user)
+    async def _check_clicker(
+        self, request: BackfillRequest, user: str, *, action: str
+    ) -> Reply | None:
+        """None if `user` may approve (or cancel) the request; else the audited refusal."""
+        root = DagRef(request.root_namespace, request.root_dag)
+        reason = await may_approve(
+            self.config, self.groups, root, requester=request.requester, user=user
+        )
+        if reason is None:
+            return None
+        if action.startswith("cancel"):
+            reason = reason.replace("approve", "cancel")
+        async with self.sessions.begin() as session:
+            await repository.add_audit(
+                session, actor=user, action=action, request_id=request.id, detail={"reason": reason}
+            )
+        return Reply(messages.refusal(reason))
 
     async def _owe_status_update(self, session: AsyncSession, request: BackfillRequest) -> None:
         """Rewrite the request's current message (preview or status) to show its state."""
