@@ -6,11 +6,10 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from e2e_support import CONFIG, Bot, start_bot
+from e2e_support import CONFIG, Bot, running_bot
 
 from bot.config import BotConfig, parse_config
 from bot.standins.marquez import StandInServer
-from bot.standins.slack import running_slack_standin
 
 
 @pytest.fixture
@@ -22,12 +21,7 @@ def bot_config() -> BotConfig:
 async def bot(
     tmp_path: Path, food_delivery_marquez: StandInServer, bot_config: BotConfig
 ) -> AsyncIterator[Bot]:
-    async with running_slack_standin() as slack:
-        services, runner, url = await start_bot(
-            f"sqlite:///{tmp_path / 'bot.db'}", slack, food_delivery_marquez, bot_config
-        )
-        slack.set_events_url(f"{url}/slack/events")
-        try:
-            yield Bot(url, services, slack, food_delivery_marquez)
-        finally:
-            await runner.cleanup()
+    async with running_bot(
+        f"sqlite:///{tmp_path / 'bot.db'}", food_delivery_marquez, bot_config
+    ) as running:
+        yield running

@@ -5,7 +5,8 @@ food_delivery seed, and a real database."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -16,7 +17,7 @@ from bot.app_services import Services
 from bot.config import BotConfig
 from bot.settings import load_settings
 from bot.standins.marquez import StandInServer
-from bot.standins.slack import SlackStandIn
+from bot.standins.slack import SlackStandIn, running_slack_standin
 from bot.store.db import upgrade
 
 T = TypeVar("T")
@@ -93,3 +94,22 @@ def buttons(message: Any) -> dict[str, dict[str, Any]]:
         if accessory and accessory.get("type") == "button":
             found[accessory["action_id"]] = accessory
     return found
+
+
+@asynccontextmanager
+async def running_bot(
+    database_url: str,
+    marquez: StandInServer,
+    config: BotConfig,
+    groups: Mapping[str, list[str]] | None = None,
+) -> AsyncIterator[Bot]:
+    """A Slack stand-in (with these user groups) and the bot wired to it and to Marquez."""
+    async with running_slack_standin() as slack:
+        for group, members in (groups or {}).items():
+            slack.state.add_usergroup(group, members)
+        services, runner, url = await start_bot(database_url, slack, marquez, config)
+        slack.set_events_url(f"{url}/slack/events")
+        try:
+            yield Bot(url, services, slack, marquez)
+        finally:
+            await runner.cleanup()

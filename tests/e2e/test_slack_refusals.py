@@ -9,13 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_support import CHANNEL, OWNER, REQUESTER, Bot, buttons, eventually, start_bot
+from e2e_support import CHANNEL, OWNER, REQUESTER, Bot, buttons, eventually, running_bot
 from sqlalchemy import func, select
 
 from bot.config import parse_config
 from bot.slack_ids import ActionId
 from bot.standins.marquez import StandInServer
-from bot.standins.slack import running_slack_standin
 from bot.store.models import AuditEntry, BackfillRequest
 
 
@@ -123,16 +122,10 @@ async def second_person_bot(
             ],
         }
     )
-    async with running_slack_standin() as slack:
-        slack.state.add_usergroup("S0ONCALL01", ["U0ONCALL01"])
-        services, runner, url = await start_bot(
-            f"sqlite:///{tmp_path / 'bot.db'}", slack, food_delivery_marquez, config
-        )
-        slack.set_events_url(f"{url}/slack/events")
-        try:
-            yield Bot(url, services, slack, food_delivery_marquez)
-        finally:
-            await runner.cleanup()
+    database = f"sqlite:///{tmp_path / 'bot.db'}"
+    groups = {"S0ONCALL01": ["U0ONCALL01"]}
+    async with running_bot(database, food_delivery_marquez, config, groups) as running:
+        yield running
 
 
 async def test_requester_cannot_approve_alone_but_a_group_member_can(
