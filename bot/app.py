@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from aiohttp import web
@@ -16,6 +16,7 @@ from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 import handlers.actions
 import handlers.commands
@@ -23,7 +24,11 @@ from bot.app_services import Services
 from bot.clients.marquez import MarquezClient
 from bot.clients.slack_sender import OutboxSender
 from bot.config import BotConfig
+from bot.executors.airflow import AirflowBackend
+from bot.executors.backends import Backend
 from bot.executors.manual import ManualExecutor
+from bot.executors.runner import Runner
+from bot.executors.spark import SparkBackend
 from bot.services.access import SlackGroups
 from bot.services.backfills import BackfillService
 from bot.services.planning import Planner
@@ -61,15 +66,54 @@ def build_services(settings: Settings, config: BotConfig, slack: AsyncWebClient)
         ) as client:
             yield Planner(client, config, default_namespace=settings.marquez_namespace)
 
+    runner = build_runner(settings, config, sessions, wake_sender=sender.wake)
     backfills = BackfillService(
         sessions=sessions,
         config=config,
         planners=planners,
-        executor=ManualExecutor(),
+        executor=runner or ManualExecutor(),
         groups=SlackGroups(slack),
         wake_sender=sender.wake,
     )
-    return Services(settings, config, engine, sessions, slack, sender, backfills)
+    return Services(settings, config, engine, sessions, slack, sender, backfills, runner)
+
+
+def build_backend(settings: Settings, config: BotConfig) -> Backend | None:
+    """Airflow when AIRFLOW_URL is set, else the local Spark session; None for manual."""
+    kind = settings.executor_kind
+    if kind == "airflow":
+        if settings.airflow_url is None:
+            raise SetupError("BOT_EXECUTOR=airflow needs AIRFLOW_URL")
+        password = settings.airflow_password
+        return AirflowBackend(
+            settings.airflow_url,
+            settings.airflow_username,
+            password.get_secret_value() if password else None,
+            config.execution.airflow,
+        )
+    if kind == "spark":
+        spark = config.execution.spark
+        key = settings.marquez_api_key
+        return SparkBackend(
+            master=settings.spark_master,
+            warehouse=spark.warehouse,
+            lineage_url=settings.marquez_url if spark.send_lineage else None,
+            lineage_api_key=key.get_secret_value() if key else None,
+        )
+    return None
+
+
+def build_runner(
+    settings: Settings,
+    config: BotConfig,
+    sessions: async_sessionmaker[AsyncSession],
+    *,
+    wake_sender: Callable[[], None],
+) -> Runner | None:
+    backend = build_backend(settings, config)
+    if backend is None:
+        return None
+    return Runner(sessions, backend, config.execution, wake_sender=wake_sender)
 
 
 def create_bolt_app(services: Services) -> AsyncApp:
@@ -118,12 +162,17 @@ def create_web_app(bolt: AsyncApp, services: Services) -> web.Application:
             asyncio.create_task(services.sender.run_forever(), name="outbox-sender"),
             asyncio.create_task(resume_forever(), name="resume-approved"),
         ]
+        if services.runner is not None:
+            # Its first pass reconciles every backfill a previous process left running.
+            tasks.append(asyncio.create_task(services.runner.run_forever(), name="step-runner"))
         yield
         for task in tasks:
             task.cancel()
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        if services.runner is not None:
+            await services.runner.backend.close()
         await services.engine.dispose()
 
     app = web.Application()

@@ -9,6 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from bot.clients.slack_sender import OutboxSender
 from bot.config import BotConfig
+from bot.executors.runner import Runner
 from bot.services.backfills import BackfillService
 from bot.settings import Settings
 
@@ -22,3 +23,5 @@ class Services:
     slack: AsyncWebClient
     sender: OutboxSender
     backfills: BackfillService
+    runner: Runner | None = None
+    """The step runner, unless backfills are run by hand (BOT_EXECUTOR=manual)."""

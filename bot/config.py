@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from datetime import timedelta
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import yaml
 from croniter import croniter
@@ -120,6 +120,43 @@ class Limits(_Strict):
     max_plan_dags: int = Field(default=500, ge=1)
 
 
+class AirflowExecution(_Strict):
+    """How approved steps are submitted to Airflow."""
+
+    # "completed" reruns every interval asked for, even those that already succeeded: a backfill
+    # exists because that data is wrong. "failed" or "none" skip intervals Airflow thinks are done.
+    reprocess_behavior: Literal["completed", "failed", "none"] = "completed"
+    max_active_runs: int = Field(default=4, ge=1, le=64)
+    on_paused: Literal["refuse", "unpause"] = "refuse"
+    dag_ids: dict[str, str] = Field(default_factory=dict)
+    """Marquez DAG name (or `NS::name`) → Airflow dag_id, where they differ."""
+    ui_url: str | None = None
+    """Base URL of the Airflow UI for links, when it differs from AIRFLOW_URL."""
+
+    def dag_id_for(self, dag: DagRef) -> str:
+        return self.dag_ids.get(f"{dag.namespace}::{dag.dag_id}") or self.dag_ids.get(
+            dag.dag_id, dag.dag_id
+        )
+
+
+class SparkExecution(_Strict):
+    """The local executor: the example pipeline's PySpark jobs on one shared session."""
+
+    warehouse: Path = Path("var/warehouse")
+    send_lineage: bool = True
+    """Send the jobs' OpenLineage events to MARQUEZ_URL, so Marquez sees the rerun."""
+
+
+class Execution(_Strict):
+    max_parallel_steps: int = Field(default=4, ge=1, le=64)
+    poll_interval_s: float = Field(default=5.0, gt=0, le=600)
+    progress_update_s: float = Field(default=5.0, ge=0, le=600)
+    """The status message is edited at most once per this many seconds."""
+    conflict_retry_s: float = Field(default=30.0, gt=0, le=3600)
+    airflow: AirflowExecution = AirflowExecution()
+    spark: SparkExecution = SparkExecution()
+
+
 class BotConfig(_Strict):
     """The whole BOT_CONFIG file. Every section is optional; an empty file is valid."""
 
@@ -130,6 +167,7 @@ class BotConfig(_Strict):
     schedules: tuple[ScheduleRule, ...] = ()
     sla: tuple[SlaRule, ...] = ()
     limits: Limits = Limits()
+    execution: Execution = Execution()
 
     @model_validator(mode="after")
     def _references(self) -> BotConfig:

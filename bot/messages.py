@@ -19,6 +19,7 @@ from typing import Any
 
 from bot.domain.model import Interval
 from bot.domain.planner import Plan, PlanStep
+from bot.domain.progress import Counts
 from bot.render import describe_intervals, environment
 from bot.slack_ids import ActionId, BlockId, ViewCallbackId
 from bot.slack_limits import (
@@ -96,6 +97,17 @@ class StepStatus:
     dag_id: str
     state: str
     runs: int
+    counts: Counts | None = None
+    note: str = ""
+
+
+def _runs_progress(step: StepStatus) -> str:
+    """`3 runs` before anything ran, then `3 runs: 1 queued · 1 running · 1 succeeded`."""
+    text = plural(step.runs, "run")
+    if step.counts is None or step.counts.total == 0:
+        return text
+    parts = [f"{n} {name}" for name, n in step.counts.to_json().items() if n]
+    return f"{text}: {' · '.join(parts)}"
 
 
 @dataclass(frozen=True)
@@ -157,8 +169,13 @@ def _runs_text(intervals: Sequence[Interval]) -> str:
     return f"{plural(len(intervals), 'run')}: {described}"
 
 
-def _step_row(position: int, step: PlanStep) -> dict[str, Any]:
+def _step_row(
+    position: int, step: PlanStep, notes: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    note = (notes or {}).get(step.dag.dag_id)
     return {
+        "note": clip(note.text, 300) if note else "",
+        "blocking": bool(note and note.blocking),
         "position": position,
         "dag_id": clip(step.dag.dag_id, NAME),
         "namespace": clip(step.dag.namespace, NAME),
@@ -179,7 +196,7 @@ def _plan_summary(plan: Plan) -> dict[str, Any]:
     }
 
 
-def _pack(lines: Sequence[str], *, limit: int, sections: int) -> tuple[list[str], int]:
+def pack(lines: Sequence[str], *, limit: int, sections: int) -> tuple[list[str], int]:
     """Join lines into at most `sections` texts of at most `limit` characters each.
 
     Returns the texts and how many lines did not fit.
@@ -229,7 +246,8 @@ def _status_view(status: RequestStatus, *, max_rows: int) -> dict[str, Any]:
                 "emoji": step_emoji,
                 "dag_id": clip(step.dag_id, NAME),
                 "state": step_label,
-                "runs": plural(step.runs, "run"),
+                "runs": _runs_progress(step),
+                "note": clip(step.note, 300),
             }
         )
     counts: dict[str, int] = {}
@@ -287,7 +305,8 @@ def plan_preview(
 ) -> dict[str, Any]:
     """The plan posted after `/backfill`: steps up to `max_rows`, then Approve and Cancel."""
     max_rows = min(max_rows, MESSAGE_BLOCKS - _PREVIEW_FRAME)
-    rows = [_step_row(i, s) for i, s in enumerate(plan.steps[:max_rows], start=1)]
+    notes = {n.dag_id: n for n in plan.notes}
+    rows = [_step_row(i, s, notes) for i, s in enumerate(plan.steps[:max_rows], start=1)]
     hidden = len(plan.steps) - len(rows)
     view = {
         **_plan_summary(plan),
@@ -296,15 +315,18 @@ def plan_preview(
         "rows": rows,
         "more": plural(hidden, "more DAG") if hidden else "",
         "dry_run": dry_run,
+        "blocked": plan.blocked,
+        "blockers": join_clipped([n.dag_id for n in plan.notes if n.blocking], LIST),
     }
     return _message("backfill/plan_preview.json.j2", view)
 
 
 def plan_modal(plan: Plan, *, request_id: str) -> dict[str, Any]:
     """The full plan in a modal: every step, several per section, within 100 blocks."""
-    lines = [_step_line(_step_row(i, s)) for i, s in enumerate(plan.steps, start=1)]
+    notes = {n.dag_id: n for n in plan.notes}
+    lines = [_step_line(_step_row(i, s, notes)) for i, s in enumerate(plan.steps, start=1)]
     # One block for the summary and one for "… and N more" leave the rest for steps.
-    sections, hidden = _pack(lines, limit=SECTION_TEXT, sections=VIEW_BLOCKS - 2)
+    sections, hidden = pack(lines, limit=SECTION_TEXT, sections=VIEW_BLOCKS - 2)
     view = {
         **_plan_summary(plan),
         "request_id": request_id,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -35,6 +36,18 @@ class Settings(BaseSettings):
     slack_api_url: str = "https://slack.com/api/"
     bot_host: str = "127.0.0.1"
     bot_port: int = Field(default=3000, ge=0, le=65535)
+    airflow_url: str | None = None
+    airflow_username: str | None = None
+    airflow_password: SecretStr | None = None
+    spark_master: str | None = None
+    bot_executor: Literal["auto", "airflow", "spark", "manual"] = "auto"
+
+    @property
+    def executor_kind(self) -> Literal["airflow", "spark", "manual"]:
+        """`auto` runs on Airflow when AIRFLOW_URL is set, else on the local Spark session."""
+        if self.bot_executor != "auto":
+            return self.bot_executor
+        return "airflow" if self.airflow_url else "spark"
 
     @field_validator("marquez_url")
     @classmethod
@@ -47,6 +60,15 @@ class Settings(BaseSettings):
             raise ValueError(f"'{value}' is not a URL ({exc})") from None
         if url.scheme not in {"http", "https"} or not url.host:
             raise ValueError(f"'{value}' is not an http(s) URL such as http://localhost:5000")
+        return value.rstrip("/")
+
+    @field_validator("airflow_url")
+    @classmethod
+    def _airflow_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if not value.startswith(("http://", "https://")):
+            raise ValueError(f"'{value}' is not an http(s) URL such as http://localhost:8080")
         return value.rstrip("/")
 
     @field_validator("slack_api_url")
@@ -63,6 +85,10 @@ class Settings(BaseSettings):
         "slack_bot_token",
         "slack_signing_secret",
         "slack_app_token",
+        "airflow_url",
+        "airflow_username",
+        "airflow_password",
+        "spark_master",
         mode="before",
     )
     @classmethod

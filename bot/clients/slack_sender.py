@@ -32,6 +32,34 @@ TRANSIENT_ERRORS = frozenset(
 )
 
 
+class Pace:
+    """A token bucket kept on our side, so the bot stays under Slack's limits instead of
+    bouncing off them: `burst` calls at once, then `per_second`."""
+
+    def __init__(self, burst: float, per_second: float) -> None:
+        self.burst, self.per_second = burst, per_second
+        self._tokens: dict[str, float] = {}
+        self._at: dict[str, float] = {}
+
+    async def take(self, key: str) -> None:
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        tokens = min(
+            self.burst,
+            self._tokens.get(key, self.burst) + (now - self._at.get(key, now)) * self.per_second,
+        )
+        if tokens < 1:
+            await asyncio.sleep((1 - tokens) / self.per_second)
+            now, tokens = loop.time(), 1.0
+        self._tokens[key], self._at[key] = tokens - 1, now
+
+
+# chat.postMessage: "1 per second per channel, short bursts allowed"; chat.update is Tier 3
+# ("50+ per minute"). A little under both, so clock drift never tips us over.
+POST_PACE = (3.0, 0.9)
+UPDATE_PACE = (20.0, 45 / 60)
+
+
 @dataclass(frozen=True)
 class _Outcome:
     kind: str  # "sent" | "retry" | "failed"
@@ -51,6 +79,8 @@ class OutboxSender:
         max_attempts: int = 12,
         poll_s: float = 1.0,
         lease_s: float = 120.0,
+        post_pace: tuple[float, float] | None = POST_PACE,
+        update_pace: tuple[float, float] | None = UPDATE_PACE,
     ) -> None:
         self.sessions = sessions
         self.client = client
@@ -59,6 +89,8 @@ class OutboxSender:
         self.lease_s = lease_s
         self._wake = asyncio.Event()
         self._pass = asyncio.Lock()  # one delivery pass at a time, or a message could go twice
+        self._post_pace = Pace(*post_pace) if post_pace else None
+        self._update_pace = Pace(*update_pace) if update_pace else None
 
     def wake(self) -> None:
         self._wake.set()
@@ -101,6 +133,7 @@ class OutboxSender:
                 if not await outbox.claim(session, row, lease_s=self.lease_s):
                     held.add(row.channel)
                     continue
+            await self._pace(row)
             outcome = await self._send(row)
             async with self.sessions.begin() as session:
                 await self._record(session, row, outcome)
@@ -109,6 +142,13 @@ class OutboxSender:
             elif outcome.kind == "retry":
                 held.add(row.channel)
         return delivered
+
+    async def _pace(self, row: OutboxMessage) -> None:
+        if row.method == "chat.update" or row.role == OutboxRole.STATUS_UPDATE:
+            if self._update_pace:
+                await self._update_pace.take("chat.update")
+        elif row.method == "chat.postMessage" and self._post_pace:
+            await self._post_pace.take(row.channel)
 
     async def _record(self, session: AsyncSession, row: OutboxMessage, outcome: _Outcome) -> None:
         if outcome.kind == "sent":

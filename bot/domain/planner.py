@@ -45,12 +45,30 @@ class PlanStep:
 
 
 @dataclass(frozen=True)
+class PlanNote:
+    """What the executor found about one DAG of the plan (missing, paused); `blocking` notes
+    mean the plan cannot run as it is."""
+
+    dag_id: str
+    text: str
+    blocking: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"dag_id": self.dag_id, "text": self.text, "blocking": self.blocking}
+
+
+@dataclass(frozen=True)
 class Plan:
     root: DagRef
     date_range: DateRange
     steps: tuple[PlanStep, ...]
     excluded: tuple[DagRef, ...] = ()
     only: bool = False
+    notes: tuple[PlanNote, ...] = ()
+
+    @property
+    def blocked(self) -> bool:
+        return any(n.blocking for n in self.notes)
 
     @property
     def run_count(self) -> int:
@@ -67,10 +85,13 @@ class Plan:
             "only": self.only,
             "excluded": [d.dag_id for d in self.excluded],
             "steps": [s.to_json() for s in self.steps],
+            **({"notes": [n.to_json() for n in self.notes]} if self.notes else {}),
         }
 
 
-def _interval(data: Mapping[str, str]) -> Interval:
+def interval_from_json(data: Mapping[str, str]) -> Interval:
+    """The inverse of `Interval.to_json`."""
+
     def parse(text: str) -> datetime:
         return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
@@ -79,12 +100,12 @@ def _interval(data: Mapping[str, str]) -> Interval:
 
 def plan_from_json(data: Mapping[str, Any]) -> Plan:
     """The inverse of `Plan.to_json` (plans are stored as JSON with their request)."""
-    window = _interval(data)
+    window = interval_from_json(data)
     refs = {step["dag_id"]: DagRef(step["namespace"], step["dag_id"]) for step in data["steps"]}
     steps = tuple(
         PlanStep(
             dag=refs[step["dag_id"]],
-            intervals=tuple(_interval(i) for i in step["intervals"]),
+            intervals=tuple(interval_from_json(i) for i in step["intervals"]),
             upstream=tuple(refs.get(u, DagRef(step["namespace"], u)) for u in step["upstream"]),
             schedule=step.get("schedule", ""),
             owners=tuple(step.get("owners", ())),
@@ -97,6 +118,9 @@ def plan_from_json(data: Mapping[str, Any]) -> Plan:
         steps=steps,
         excluded=tuple(DagRef(data["namespace"], d) for d in data.get("excluded", ())),
         only=bool(data.get("only", False)),
+        notes=tuple(
+            PlanNote(n["dag_id"], n["text"], bool(n.get("blocking"))) for n in data.get("notes", ())
+        ),
     )
 
 

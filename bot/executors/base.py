@@ -12,6 +12,7 @@ from typing import Protocol
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bot.domain.planner import Plan, PlanNote
 from bot.store.models import BackfillRequest
 
 
@@ -26,3 +27,9 @@ class Executor(Protocol):
 
     async def cancel(self, session: AsyncSession, request: BackfillRequest) -> None:
         """Record, in the caller's transaction, that what is still queued must stop."""
+
+    def wake(self) -> None:
+        """Work was recorded for the executor (called after the commit)."""
+
+    async def check(self, plan: Plan) -> tuple[PlanNote, ...]:
+        """What the preview must say about the plan's DAGs (missing, paused) before approval."""

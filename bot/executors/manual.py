@@ -7,6 +7,7 @@ from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bot.domain.planner import Plan, PlanNote
 from bot.store import outbox
 from bot.store.models import BackfillRequest, BackfillStep, OutboxRole
 
@@ -30,7 +31,8 @@ class ManualExecutor:
 
     async def start(self, session: AsyncSession, request: BackfillRequest) -> None:
         lines = [
-            "No executor is configured (set AIRFLOW_URL to run backfills on Airflow). "
+            "This bot runs no backfills itself (BOT_EXECUTOR=manual; set AIRFLOW_URL to run them "
+            "on Airflow). "
             "Run these in order, each after the previous one finished:"
         ]
         lines += [f"{i}. `{airflow_command(step)}`" for i, step in enumerate(request.steps, 1)]
@@ -44,3 +46,9 @@ class ManualExecutor:
 
     async def cancel(self, session: AsyncSession, request: BackfillRequest) -> None:
         return None  # nothing was started on our side
+
+    def wake(self) -> None:
+        return None
+
+    async def check(self, plan: Plan) -> tuple[PlanNote, ...]:
+        return ()

@@ -8,9 +8,9 @@ their audit row and the Slack messages they owe in one transaction, before anyth
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -21,14 +21,15 @@ from bot.config import BotConfig
 from bot.domain.commands import PlanCommand
 from bot.domain.lineage import LineageCycleError
 from bot.domain.model import DagRef
-from bot.domain.planner import Plan, PlanError, plan_from_json
+from bot.domain.planner import Plan, PlanError, PlanNote, PlanStep, plan_from_json
 from bot.domain.ranges import RangeError
 from bot.domain.schedule import ScheduleError
 from bot.executors.base import Executor
+from bot.messages_progress import status_of
 from bot.services.access import GroupDirectory, may_approve
 from bot.services.catalog import AmbiguousDag, TaskNotDag, UnknownDag
 from bot.services.planning import Planner, PlanRequest
-from bot.store import guards, outbox, repository
+from bot.store import execution, guards, outbox, repository
 from bot.store.models import BackfillRequest, OutboxRole, RequestState
 
 logger = logging.getLogger(__name__)
@@ -36,6 +37,7 @@ logger = logging.getLogger(__name__)
 Payload = dict[str, Any]
 PlannerFactory = Callable[[], AbstractAsyncContextManager[Planner]]
 OPEN_STATES = {RequestState.PREVIEWED, RequestState.APPROVED, RequestState.RUNNING}
+ACTIVE_STATES = {RequestState.APPROVED, RequestState.RUNNING}
 STATE_WORDS = {
     RequestState.APPROVED: "was already approved",
     RequestState.RUNNING: "is already running",
@@ -52,22 +54,6 @@ class Reply:
 
     payload: Payload
     changed: bool = False
-
-
-def status_of(request: BackfillRequest) -> messages.RequestStatus:
-    return messages.RequestStatus(
-        request_id=request.id,
-        root_dag=request.root_dag,
-        range_text=f"{request.start_date.isoformat()}..{request.end_date.isoformat()}",
-        state=request.state,
-        requester=request.requester,
-        approvers=tuple(request.approvers),
-        steps=tuple(
-            messages.StepStatus(step.dag_id, step.state, len(step.intervals))
-            for step in request.steps
-        ),
-        cancellable=request.state in OPEN_STATES,
-    )
 
 
 class BackfillService:
@@ -122,6 +108,10 @@ class BackfillService:
             return await self._refuse(user, "command.refused", reason)
         except MarquezError as exc:
             return await self._refuse(user, "command.refused", f"Marquez answered badly: {exc}")
+        plan = replace(plan, notes=await self._check(plan))
+        busy = await self._busy(plan.steps)
+        if busy:
+            return await self._refuse(user, "command.refused", busy, text=command.dag)
         if command.dry_run:
             async with self.sessions.begin() as session:
                 await repository.add_audit(
@@ -144,6 +134,29 @@ class BackfillService:
         self.wake_sender()
         return Reply(messages.action_result(f"Plan {row.id} posted for approval."), changed=True)
 
+    async def _check(self, plan: Plan) -> tuple[PlanNote, ...]:
+        """The executor's notes on the plan's DAGs; a failed check is a note, not a refusal."""
+        try:
+            return await self.executor.check(plan)
+        except Exception as exc:
+            logger.warning("cannot check the plan with %s: %s", self.executor.name, exc)
+            note = f"could not check this DAG with {self.executor.name}: {exc}"
+            return (PlanNote(plan.root.dag_id, note[:300], blocking=False),)
+
+    async def _busy(self, steps: Sequence[PlanStep], *, exclude: str | None = None) -> str | None:
+        """Why the plan must wait: another backfill already reruns one of its DAG intervals."""
+        wanted = [(s.dag.namespace, s.dag.dag_id, s.intervals) for s in steps]
+        async with self.sessions() as session:
+            found = await execution.overlapping(session, wanted, exclude=exclude)
+        if not found:
+            return None
+        first = found[0]
+        return (
+            f"{first.dag_id} is already being backfilled over some of these intervals by "
+            f"backfill {first.request_id} ({first.state}); one backfill per DAG at a time. "
+            f"Wait for it to finish or cancel it (`/backfill status {first.request_id}`)."
+        )
+
     async def _load(self, request_id: str) -> BackfillRequest | None:
         async with self.sessions() as session:
             try:
@@ -161,6 +174,12 @@ class BackfillService:
         refused = await self._check_clicker(request, user, action="approval.refused")
         if refused is not None:
             return refused
+        plan = plan_from_json(request.plan)
+        if plan.blocked:
+            return Reply(messages.refusal("This plan cannot run as it is; see its preview."))
+        busy = await self._busy(plan.steps, exclude=request.id)
+        if busy:
+            return await self._refuse(user, "approval.refused", busy, request_id=request.id)
         try:
             async with self.sessions.begin() as session:
                 approved = await repository.transition_request(
@@ -200,6 +219,7 @@ class BackfillService:
                 detail={"executor": self.executor.name},
             )
         self.wake_sender()
+        self.executor.wake()
         return True
 
     async def resume(self) -> int:
@@ -235,13 +255,14 @@ class BackfillService:
                     to=RequestState.CANCELLED,
                     actor=user,
                 )
-                await self._owe_status_update(session, cancelled)
                 if request.state != RequestState.PREVIEWED:
                     await self.executor.cancel(session, cancelled)
+                await self._owe_status_update(session, cancelled)
         except repository.InvalidTransition:
             fresh = await self._load(request_id)
             return Reply(messages.action_result(self._unchanged(fresh or request)))
         self.wake_sender()
+        self.executor.wake()
         return Reply(messages.action_result(f"Cancelled backfill {request.id}."), changed=True)
 
     async def _check_clicker(

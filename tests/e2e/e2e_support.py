@@ -62,8 +62,13 @@ async def eventually(check: Callable[[], Awaitable[T] | T], *, timeout_s: float 
 
 
 async def start_bot(
-    database_url: str, slack: SlackStandIn, marquez: StandInServer, config: BotConfig
+    database_url: str,
+    slack: SlackStandIn,
+    marquez: StandInServer,
+    config: BotConfig,
+    env: Mapping[str, str] | None = None,
 ) -> tuple[Services, web.AppRunner, str]:
+    """The bot's web app on a free port; `env` adds settings (default: manual executor)."""
     settings = load_settings(
         {
             "MARQUEZ_URL": marquez.url,
@@ -71,6 +76,7 @@ async def start_bot(
             "SLACK_BOT_TOKEN": slack.bot_token,
             "SLACK_SIGNING_SECRET": slack.signing_secret,
             "SLACK_API_URL": f"{slack.url}/api/",
+            **(env if env is not None else {"BOT_EXECUTOR": "manual"}),
         }
     )
     await asyncio.to_thread(upgrade, database_url)
@@ -102,12 +108,13 @@ async def running_bot(
     marquez: StandInServer,
     config: BotConfig,
     groups: Mapping[str, list[str]] | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> AsyncIterator[Bot]:
     """A Slack stand-in (with these user groups) and the bot wired to it and to Marquez."""
     async with running_slack_standin() as slack:
         for group, members in (groups or {}).items():
             slack.state.add_usergroup(group, members)
-        services, runner, url = await start_bot(database_url, slack, marquez, config)
+        services, runner, url = await start_bot(database_url, slack, marquez, config, env)
         slack.set_events_url(f"{url}/slack/events")
         try:
             yield Bot(url, services, slack, marquez)

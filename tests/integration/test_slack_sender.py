@@ -56,7 +56,27 @@ async def sender(database_url: str, slack: SlackStandIn) -> AsyncIterator[Outbox
         base_url=f"{slack.url}/api/",
         retry_handlers=[AsyncRateLimitErrorRetryHandler(max_retry_count=1)],
     )
-    yield OutboxSender(session_factory(engine), client)
+    # No pacing of our own: these tests are about riding out Slack's 429s.
+    yield OutboxSender(session_factory(engine), client, post_pace=None, update_pace=None)
+    await engine.dispose()
+
+
+async def test_paced_burst_never_meets_a_429(database_url: str) -> None:
+    upgrade(database_url)
+    engine = make_engine(database_url)
+    async with running_slack_standin() as slack:  # Slack's real refill rate
+        client = AsyncWebClient(token=slack.bot_token, base_url=f"{slack.url}/api/")
+        paced = OutboxSender(session_factory(engine), client)
+        async with paced.sessions.begin() as session:
+            for n in range(6):
+                await outbox.enqueue(session, channel=CHANNEL, payload={"text": f"paced {n}"})
+        started = time.monotonic()
+        await paced.drain(timeout_s=30)
+        took = time.monotonic() - started
+        assert [m.text for m in slack.state.messages(CHANNEL)] == [f"paced {n}" for n in range(6)]
+        assert [c.status for c in slack.state.calls if c.method == "chat.postMessage"] == [200] * 6
+        # 3 at once, then about one a second: the pace, not a retry, set the time
+        assert took >= 2.5
     await engine.dispose()
 
 

@@ -1,0 +1,144 @@
+"""What happens next in a running backfill, as pure functions of its steps' states.
+
+A step starts only when every upstream step of the plan has succeeded; a step whose upstream
+failed, was skipped or cancelled is skipped (its input did not change as intended, so rerunning
+it would recompute from wrong data); independent branches run side by side up to a limit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+
+from bot.domain.model import Interval
+
+PENDING, SUBMITTED, RUNNING = "pending", "submitted", "running"
+SUCCEEDED, FAILED, SKIPPED, CANCELLED = "succeeded", "failed", "skipped", "cancelled"
+ACTIVE = frozenset({SUBMITTED, RUNNING})
+FINAL = frozenset({SUCCEEDED, FAILED, SKIPPED, CANCELLED})
+BROKEN = frozenset({FAILED, SKIPPED, CANCELLED})
+
+# Run states of Airflow (2 and 3) and of the local executor, as the four counts users see.
+RUN_BUCKETS: Mapping[str, str] = {
+    "queued": "queued",
+    "scheduled": "queued",
+    "none": "queued",
+    "running": "running",
+    "restarting": "running",
+    "up_for_retry": "running",
+    "success": "succeeded",
+    "succeeded": "succeeded",
+    "failed": "failed",
+    "upstream_failed": "failed",
+}
+BUCKETS = ("queued", "running", "succeeded", "failed")
+
+
+@dataclass(frozen=True)
+class StepView:
+    """The part of a stored step the scheduling rules look at."""
+
+    id: str
+    dag_id: str
+    state: str
+    upstream: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Moves:
+    start: tuple[str, ...] = ()
+    skip: tuple[tuple[str, str], ...] = ()
+    """(step id, why) for steps that will never run."""
+
+
+def next_moves(steps: Sequence[StepView], *, cancelled: bool, max_parallel: int) -> Moves:
+    """Which pending steps to start and which to skip; `steps` are in plan (topological) order."""
+    state = {s.dag_id: s.state for s in steps}
+    skip: list[tuple[str, str]] = []
+    ready: list[str] = []
+    for step in steps:
+        if step.state != PENDING:
+            continue
+        if cancelled:
+            skip.append((step.id, "the backfill was cancelled before this DAG started"))
+            state[step.dag_id] = SKIPPED
+            continue
+        known = [u for u in step.upstream if u in state]
+        broken = [u for u in known if state[u] in BROKEN]
+        if broken:
+            skip.append((step.id, f"upstream {', '.join(broken)} did not succeed"))
+            state[step.dag_id] = SKIPPED
+        elif all(state[u] == SUCCEEDED for u in known):
+            ready.append(step.id)
+    room = max(0, max_parallel - sum(1 for s in steps if s.state in ACTIVE))
+    return Moves(start=tuple(ready[:room]), skip=tuple(skip))
+
+
+def outcome(states: Iterable[str], *, cancelled: bool) -> str | None:
+    """The request's final state once every step is final, else None."""
+    seen = list(states)
+    if any(s not in FINAL for s in seen):
+        return None
+    if cancelled:
+        return CANCELLED
+    return SUCCEEDED if all(s == SUCCEEDED for s in seen) else FAILED
+
+
+def contiguous(intervals: Sequence[Interval]) -> list[list[Interval]]:
+    """Intervals grouped into runs without gaps: one Airflow backfill covers one such group."""
+    groups: list[list[Interval]] = []
+    for interval in sorted(intervals):
+        if groups and groups[-1][-1].end >= interval.start:
+            groups[-1].append(interval)
+        else:
+            groups.append([interval])
+    return groups
+
+
+@dataclass(frozen=True)
+class Counts:
+    queued: int = 0
+    running: int = 0
+    succeeded: int = 0
+    failed: int = 0
+
+    @classmethod
+    def of(cls, run_states: Iterable[str], *, expected: int = 0) -> Counts:
+        """Counts of run states; runs not created yet (fewer than `expected`) count as queued."""
+        tally = dict.fromkeys(BUCKETS, 0)
+        for raw in run_states:
+            tally[RUN_BUCKETS.get(raw, "queued")] += 1
+        tally["queued"] += max(0, expected - sum(tally.values()))
+        return cls(tally["queued"], tally["running"], tally["succeeded"], tally["failed"])
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, object] | None) -> Counts:
+        data = data or {}
+        values = [data.get(name, 0) for name in BUCKETS]
+        return cls(*(v if isinstance(v, int) else 0 for v in values))
+
+    def to_json(self) -> dict[str, int]:
+        return {name: getattr(self, name) for name in BUCKETS}
+
+    @property
+    def total(self) -> int:
+        return self.queued + self.running + self.succeeded + self.failed
+
+    @property
+    def finished(self) -> bool:
+        return self.total > 0 and self.queued == 0 and self.running == 0
+
+
+def duration_text(span: timedelta | None) -> str:
+    """`1h 02m`, `3m 05s`, `12s`: the precision a reader of a summary cares about."""
+    if span is None:
+        return "—"
+    seconds = max(0, int(span.total_seconds()))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h {minutes:02d}m"
+    if minutes:
+        return f"{minutes}m {secs:02d}s"
+    return f"{secs}s"

@@ -1,0 +1,103 @@
+"""The Airflow backend: connects on first use, reads the version, and hands each step to the
+Airflow 3 (backfill endpoint) or Airflow 2 (one DAG run per interval) way of running it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from bot.clients.airflow import (
+    Airflow2Client,
+    Airflow3Client,
+    AirflowClient,
+    AirflowNotFound,
+    connect_airflow,
+)
+from bot.config import AirflowExecution
+from bot.domain.model import DagRef
+from bot.executors.airflow2 import Airflow2Steps
+from bot.executors.airflow3 import Airflow3Steps
+from bot.executors.backends import Finding, Progress, State, StepWork
+
+_CHECKS_AT_ONCE = 8
+
+
+class AirflowBackend:
+    name = "airflow"
+
+    def __init__(
+        self,
+        url: str,
+        username: str | None,
+        password: str | None,
+        settings: AirflowExecution,
+        *,
+        timeout_s: float = 15.0,
+    ) -> None:
+        self.url = url
+        self.username = username
+        self.password = password
+        self.settings = settings
+        self.timeout_s = timeout_s
+        self._client: AirflowClient | None = None
+        self._steps: Airflow3Steps | Airflow2Steps | None = None
+        self._lock = asyncio.Lock()
+
+    async def steps(self) -> Airflow3Steps | Airflow2Steps:
+        async with self._lock:
+            if self._steps is None:
+                client = await connect_airflow(
+                    self.url, self.username, self.password, timeout_s=self.timeout_s
+                )
+                self._client = client
+                if isinstance(client, Airflow3Client):
+                    self._steps = Airflow3Steps(client, self.settings)
+                else:
+                    assert isinstance(client, Airflow2Client)
+                    self._steps = Airflow2Steps(client, self.settings)
+            return self._steps
+
+    async def check(self, dags: Sequence[DagRef]) -> dict[DagRef, Finding]:
+        steps = await self.steps()
+        client = steps.client
+        limit = asyncio.Semaphore(_CHECKS_AT_ONCE)
+
+        async def one(dag: DagRef) -> Finding | None:
+            dag_id = self.settings.dag_id_for(dag)
+            async with limit:
+                try:
+                    info = await client.get_dag(dag_id)
+                except AirflowNotFound:
+                    return Finding(f"no DAG `{dag_id}` in Airflow", blocking=True)
+            if not info.is_paused:
+                return None
+            if self.settings.on_paused == "unpause":
+                return Finding("paused in Airflow: the bot will unpause it", blocking=False)
+            return Finding(
+                "paused in Airflow: unpause it (or set execution.airflow.on_paused: unpause)",
+                blocking=True,
+            )
+
+        found = await asyncio.gather(*(one(d) for d in dags))
+        return {dag: f for dag, f in zip(dags, found, strict=True) if f is not None}
+
+    async def submit(self, work: StepWork) -> State:
+        return await (await self.steps()).submit(work)
+
+    async def poll(self, work: StepWork) -> Progress:
+        return await (await self.steps()).poll(work)
+
+    async def cancel(self, work: StepWork) -> State | None:
+        return await (await self.steps()).cancel(work)
+
+    def link(self, work: StepWork) -> str | None:
+        if self._steps is None:
+            return None
+        url = self._steps.link(work)
+        if url and self.settings.ui_url:
+            url = self.settings.ui_url.rstrip("/") + url.removeprefix(self.url)
+        return url
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.close()

@@ -1,0 +1,88 @@
+"""What the step runner asks of a system that runs DAGs (Airflow 3, Airflow 2, local Spark).
+
+A backend never touches the database: the runner gives it a step (with the state the backend
+returned last time, persisted before anything else happens) and stores what it answers. Every
+call must be safe to repeat after a crash: `submit` finds work it already started instead of
+starting it twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from bot.domain.model import DagRef, Interval
+from bot.domain.progress import Counts
+
+State = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class StepWork:
+    """One step of a backfill, as a backend sees it."""
+
+    request_id: str
+    step_id: str
+    dag: DagRef
+    intervals: tuple[Interval, ...]
+    state: Mapping[str, Any] = field(default_factory=dict)
+    cancelling: bool = False
+    since: datetime | None = None
+    """When the runner claimed the step: work found in the backend from before is not ours."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """Something about a DAG the plan preview must say before anyone approves it."""
+
+    text: str
+    blocking: bool
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Where one step stands in the system that runs it."""
+
+    counts: Counts
+    done: bool = False
+    ok: bool = False
+    message: str | None = None
+    state: State | None = None
+    """New backend state to persist (None: unchanged)."""
+    lost: bool = False
+    """The work vanished (a local run interrupted by a restart): submit it again."""
+
+
+class Busy(Exception):
+    """The system cannot take this step yet (another backfill of the DAG is running there)."""
+
+    def __init__(self, message: str, *, retry_at: datetime | None = None) -> None:
+        super().__init__(message)
+        self.retry_at = retry_at
+
+
+class StepRejected(Exception):
+    """The system refused the step for good (unknown DAG, invalid range): the step fails."""
+
+
+class Backend(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    async def check(self, dags: Sequence[DagRef]) -> dict[DagRef, Finding]:
+        """Problems to show in the preview (missing or paused DAGs); empty when all is well."""
+
+    async def submit(self, work: StepWork) -> State:
+        """Start the step (or find it already started) and return the state to persist."""
+
+    async def poll(self, work: StepWork) -> Progress: ...
+
+    async def cancel(self, work: StepWork) -> State | None:
+        """Stop what has not started yet; what runs may finish. Returns new state or None."""
+
+    def link(self, work: StepWork) -> str | None:
+        """Where a person can watch the step (the Airflow UI), if anywhere."""
+
+    async def close(self) -> None: ...

@@ -1,0 +1,410 @@
+"""The step runner: drives approved backfills through a backend (Airflow 3, Airflow 2, Spark).
+
+Each pass over a request has three phases. (A) Outside any transaction, ask the backend about
+the steps under way (and cancel them if the request was cancelled). (B) In one transaction,
+record what changed: step states and counts, steps to skip, steps claimed to start, the thread
+reply and the coalesced status edit those changes owe. (C) Outside, submit the claimed steps,
+then record each backend's answer. A claim is a conditional UPDATE, so two bot processes never
+start the same step, and a backend's `submit` finds work a crashed process already started.
+Everything the runner knows lives in the database, so a restarted bot carries on where it was.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from bot import messages_progress as progress_messages
+from bot.config import Execution
+from bot.domain.model import DagRef
+from bot.domain.planner import Plan, PlanNote, interval_from_json
+from bot.domain.progress import (
+    ACTIVE,
+    SUBMITTED,
+    Counts,
+    StepView,
+    next_moves,
+    outcome,
+)
+from bot.executors.backends import Backend, Busy, Progress, StepRejected, StepWork
+from bot.store import execution, outbox, repository
+from bot.store.models import (
+    BackfillRequest,
+    BackfillStep,
+    OutboxRole,
+    RequestState,
+    StepState,
+    utcnow,
+)
+
+logger = logging.getLogger(__name__)
+# A claimed step with no backend answer recorded this long ago was left by a crashed process.
+ORPHAN_AFTER = timedelta(minutes=2)
+
+
+@dataclass
+class _Pass:
+    """What one pass over a request learnt, before it is written."""
+
+    polled: dict[str, Progress] = field(default_factory=dict)
+    cancel_states: dict[str, dict[str, object]] = field(default_factory=dict)
+    resubmit: list[str] = field(default_factory=list)
+    events: list[progress_messages.Event] = field(default_factory=list)
+
+
+class Runner:
+    """An `Executor` that runs steps itself, through a backend, and reports in Slack."""
+
+    def __init__(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        backend: Backend,
+        settings: Execution,
+        *,
+        wake_sender: Callable[[], None] = lambda: None,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.sessions = sessions
+        self.backend = backend
+        self.settings = settings
+        self.wake_sender = wake_sender
+        self.clock = clock
+        self._wakeup = asyncio.Event()
+        self._in_flight: set[str] = set()
+        self._booted = clock()
+
+    @property
+    def name(self) -> str:
+        return self.backend.name
+
+    # --- the Executor protocol (called inside the caller's transaction) -----------------
+
+    async def start(self, session: AsyncSession, request: BackfillRequest) -> None:
+        await repository.transition_request(
+            session,
+            request.id,
+            expected={RequestState.APPROVED},
+            to=RequestState.RUNNING,
+            actor="system",
+            detail={"executor": self.name},
+        )
+        await execution.mark_started(session, request.id, at=self.clock())
+
+    async def cancel(self, session: AsyncSession, request: BackfillRequest) -> None:
+        return None  # the next pass cancels what runs and skips the rest
+
+    def wake(self) -> None:
+        self._wakeup.set()
+
+    async def check(self, plan: Plan) -> tuple[PlanNote, ...]:
+        findings = await self.backend.check([s.dag for s in plan.steps])
+        return tuple(PlanNote(dag.dag_id, f.text, f.blocking) for dag, f in findings.items())
+
+    # --- the loop ---------------------------------------------------------------------------
+
+    async def run_forever(self) -> None:
+        while True:
+            try:
+                await self.tick()
+            except Exception:  # a bad pass must not stop every later one
+                logger.exception("runner pass failed; retrying")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wakeup.wait(), self.settings.poll_interval_s)
+            self._wakeup.clear()
+
+    async def tick(self) -> int:
+        """One pass over every request that needs attention; returns how many there were."""
+        async with self.sessions() as session:
+            ids = await execution.requests_to_follow(session)
+        for request_id in ids:
+            try:
+                await self.advance(request_id)
+            except Exception:
+                logger.exception("advancing backfill %s failed; retrying next pass", request_id)
+        return len(ids)
+
+    async def advance(self, request_id: str) -> None:
+        request = await self._load(request_id)
+        if request is None:
+            return
+        cancelled = request.state == RequestState.CANCELLED
+        seen = await self._observe(request, cancelled)
+        starts = await self._record(request_id, seen)
+        for step_id in [*seen.resubmit, *starts]:
+            await self._submit(request_id, step_id)
+        if starts or seen.resubmit:
+            self.wake()  # a submit may have finished a step at once; look again soon
+
+    # --- phase A: ask the backend -----------------------------------------------------------
+
+    def _work(self, request: BackfillRequest, step: BackfillStep, *, cancelling: bool) -> StepWork:
+        return StepWork(
+            request_id=request.id,
+            step_id=step.id,
+            dag=DagRef(step.namespace, step.dag_id),
+            intervals=tuple(interval_from_json(i) for i in step.intervals),
+            state=dict(step.executor_state or {}),
+            cancelling=cancelling,
+            since=step.started_at,
+        )
+
+    def _needs_submit(self, step: BackfillStep, now: datetime) -> bool:
+        state = step.executor_state or {}
+        if state.get("started") or step.id in self._in_flight:
+            return False
+        retry_at = state.get("retry_at")
+        if isinstance(retry_at, str):
+            return datetime.fromisoformat(retry_at) <= now
+        # Claimed by a process that died before the backend answered (or by this one, earlier).
+        return step.updated_at < self._booted or now - step.updated_at > ORPHAN_AFTER
+
+    async def _observe(self, request: BackfillRequest, cancelled: bool) -> _Pass:
+        seen = _Pass()
+        now = self.clock()
+        for step in request.steps:
+            if step.state not in ACTIVE:
+                continue
+            work = self._work(request, step, cancelling=cancelled)
+            started = bool(work.state.get("started"))
+            if cancelled and not started and step.id not in self._in_flight:
+                seen.polled[step.id] = Progress(Counts(), done=True, ok=False)
+                continue
+            if not started:
+                if self._needs_submit(step, now):
+                    seen.resubmit.append(step.id)
+                continue
+            try:
+                if cancelled and not work.state.get("cancel_sent"):
+                    new_state = await self.backend.cancel(work)
+                    merged = {**work.state, **(new_state or {}), "cancel_sent": True}
+                    seen.cancel_states[step.id] = merged
+                    work = replace(work, state=merged)
+                result = await self.backend.poll(work)
+            except Exception as exc:
+                logger.warning("cannot follow %s of %s: %s", step.dag_id, request.id, exc)
+                continue
+            if result.lost and not cancelled:
+                seen.resubmit.append(step.id)
+                lost_state = {**work.state, **(result.state or {}), "started": False}
+                seen.cancel_states[step.id] = lost_state
+                continue
+            seen.polled[step.id] = result
+        return seen
+
+    # --- phase B: record ----------------------------------------------------------------
+
+    async def _record(self, request_id: str, seen: _Pass) -> list[str]:
+        now = self.clock()
+        async with self.sessions.begin() as session:
+            request = await repository.get_request(session, request_id)
+            cancelled = request.state == RequestState.CANCELLED
+            by_id = {s.id: s for s in request.steps}
+            for step_id, state in seen.cancel_states.items():
+                await execution.note_step(session, step_id, executor_state=state)
+            for step_id, result in seen.polled.items():
+                await self._apply(session, request, by_id[step_id], result, seen)
+            request = await repository.get_request(session, request_id)
+            views = [StepView(s.id, s.dag_id, s.state, tuple(s.upstream)) for s in request.steps]
+            moves = next_moves(
+                views, cancelled=cancelled, max_parallel=self.settings.max_parallel_steps
+            )
+            skipped = []
+            for step_id, why in moves.skip:
+                step = await self._move(session, by_id[step_id], StepState.SKIPPED, message=why)
+                if step is not None:
+                    skipped.append((step.dag_id, why))
+            if skipped:
+                seen.events.append(progress_messages.Skipped(tuple(skipped)))
+            starts = []
+            for step_id in moves.start:
+                step = await self._move(
+                    session, by_id[step_id], StepState.SUBMITTED, executor=self.name
+                )
+                if step is not None:
+                    starts.append(step.id)
+                    work = self._work(request, step, cancelling=False)
+                    seen.events.append(
+                        progress_messages.Started(
+                            step.dag_id, len(step.intervals), self.backend.link(work)
+                        )
+                    )
+            request = await repository.get_request(session, request_id)
+            await self._finish_if_done(session, request, seen, now)
+            request = await repository.get_request(session, request_id)
+            await self._owe_messages(session, request, seen, now)
+        if seen.events:
+            self.wake_sender()
+        return starts
+
+    async def _move(
+        self,
+        session: AsyncSession,
+        step: BackfillStep,
+        to: StepState,
+        *,
+        message: str | None = None,
+        executor: str | None = None,
+        counts: Counts | None = None,
+    ) -> BackfillStep | None:
+        try:
+            moved = await repository.transition_step(
+                session,
+                step.id,
+                expected={step.state},
+                to=to,
+                executor=executor,
+                counts=counts.to_json() if counts else None,
+                detail={"message": message} if message else None,
+            )
+        except repository.InvalidTransition:
+            return None  # another worker moved it first; it reports the move
+        if message:
+            await execution.note_step(session, step.id, message=message)
+        return moved
+
+    async def _apply(
+        self,
+        session: AsyncSession,
+        request: BackfillRequest,
+        step: BackfillStep,
+        result: Progress,
+        seen: _Pass,
+    ) -> None:
+        await execution.note_step(
+            session,
+            step.id,
+            counts=result.counts.to_json(),
+            executor_state=None
+            if result.state is None
+            else {**(step.executor_state or {}), **result.state},
+            message=result.message,
+        )
+        if not result.done:
+            if step.state == SUBMITTED and (result.counts.running or result.counts.succeeded):
+                await self._move(session, step, StepState.RUNNING)
+            return
+        cancelled = request.state == RequestState.CANCELLED
+        if result.ok:
+            to = StepState.SUCCEEDED
+        else:
+            to = StepState.CANCELLED if cancelled else StepState.FAILED
+        moved = await self._move(session, step, to, message=result.message, counts=result.counts)
+        if moved is None:
+            return
+        work = self._work(request, moved, cancelling=cancelled)
+        seen.events.append(
+            progress_messages.Finished(
+                moved.dag_id,
+                to.value,
+                result.counts,
+                progress_messages.span(moved.started_at, moved.finished_at),
+                result.message,
+                self.backend.link(work),
+            )
+        )
+
+    async def _finish_if_done(
+        self, session: AsyncSession, request: BackfillRequest, seen: _Pass, now: datetime
+    ) -> None:
+        cancelled = request.state == RequestState.CANCELLED
+        final = outcome((s.state for s in request.steps), cancelled=cancelled)
+        if final is None or request.finished_at is not None:
+            return
+        if not await execution.mark_finished(session, request.id, at=now):
+            return
+        if request.state == RequestState.RUNNING:
+            await repository.transition_request(
+                session, request.id, expected={RequestState.RUNNING}, to=final, actor="system"
+            )
+        seen.events.append(progress_messages.Summary(final))
+
+    async def _owe_messages(
+        self, session: AsyncSession, request: BackfillRequest, seen: _Pass, now: datetime
+    ) -> None:
+        channel = request.status_channel or request.channel or ""
+        if seen.events:
+            payload = progress_messages.thread_reply(request, seen.events)
+            await outbox.enqueue(
+                session,
+                channel=channel,
+                payload=payload,
+                role=OutboxRole.THREAD,
+                request_id=request.id,
+            )
+        status = progress_messages.status_payload(request)
+        digest = progress_messages.digest(status)
+        if digest == request.progress_digest:
+            return
+        last = request.progress_posted_at
+        final = request.finished_at is not None
+        if not final and last and now - last < timedelta(seconds=self.settings.progress_update_s):
+            return  # coalesced: a later pass posts the newest state
+        await outbox.enqueue(
+            session,
+            channel=channel,
+            payload=status,
+            method="chat.update",
+            role=OutboxRole.STATUS_UPDATE,
+            request_id=request.id,
+        )
+        await execution.progress_posted(session, request.id, digest=digest, at=now)
+        self.wake_sender()
+
+    # --- phase C: submit ------------------------------------------------------------------
+
+    async def _submit(self, request_id: str, step_id: str) -> None:
+        request = await self._load(request_id)
+        step = next((s for s in request.steps if s.id == step_id), None) if request else None
+        if request is None or step is None or step.state != StepState.SUBMITTED:
+            return
+        work = self._work(request, step, cancelling=False)
+        self._in_flight.add(step_id)
+        try:
+            state = await self.backend.submit(work)
+        except Busy as exc:
+            retry = exc.retry_at or self.clock() + timedelta(seconds=self.settings.conflict_retry_s)
+            await self._note(step_id, {"retry_at": retry.isoformat()}, message=str(exc))
+            return
+        except StepRejected as exc:
+            await self._reject(request_id, step, str(exc))
+            return
+        except Exception as exc:  # unreachable or confused backend: try again later
+            logger.warning("submitting %s of %s failed: %s", step.dag_id, request_id, exc)
+            retry = self.clock() + timedelta(seconds=self.settings.poll_interval_s)
+            await self._note(step_id, {"retry_at": retry.isoformat()}, message=f"will retry: {exc}")
+            return
+        finally:
+            self._in_flight.discard(step_id)
+        merged = {**work.state, **state, "started": True}
+        merged.pop("retry_at", None)
+        async with self.sessions.begin() as session:
+            await execution.note_step(
+                session,
+                step_id,
+                executor_state=merged,
+                handle=str(merged.get("handle", "")) or None,
+                clear_message=True,
+            )
+
+    async def _note(self, step_id: str, state: dict[str, object], *, message: str) -> None:
+        async with self.sessions.begin() as session:
+            await execution.note_step(session, step_id, executor_state=state, message=message)
+
+    async def _reject(self, request_id: str, step: BackfillStep, why: str) -> None:
+        seen = _Pass()
+        seen.polled[step.id] = Progress(Counts.of([], expected=0), done=True, message=why)
+        await self._record(request_id, seen)
+        self.wake()
+
+    async def _load(self, request_id: str) -> BackfillRequest | None:
+        async with self.sessions() as session:
+            try:
+                return await repository.get_request(session, request_id)
+            except repository.RequestNotFound:
+                return None

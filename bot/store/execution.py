@@ -1,0 +1,145 @@
+"""Store operations of the step runner: which requests need attention, step bookkeeping that is
+not a state change, the coalescing of status edits, and the one-backfill-per-DAG rule.
+
+Like `repository`, every function works inside the caller's transaction and never commits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from bot.domain.model import Interval
+from bot.domain.planner import interval_from_json
+from bot.store.models import BackfillRequest, BackfillStep, RequestState, StepState, utcnow
+
+_MESSAGE = 1000
+
+
+async def requests_to_follow(session: AsyncSession, *, limit: int = 500) -> list[str]:
+    """Running requests, and cancelled ones whose started work has not wound down yet."""
+    rows = await session.scalars(
+        select(BackfillRequest.id)
+        .where(
+            or_(
+                BackfillRequest.state == RequestState.RUNNING,
+                and_(
+                    BackfillRequest.state == RequestState.CANCELLED,
+                    BackfillRequest.started_at.is_not(None),
+                    BackfillRequest.finished_at.is_(None),
+                ),
+            )
+        )
+        .order_by(BackfillRequest.created_at)
+        .limit(limit)
+    )
+    return list(rows)
+
+
+async def mark_started(session: AsyncSession, request_id: str, *, at: datetime) -> None:
+    await session.execute(
+        update(BackfillRequest)
+        .where(BackfillRequest.id == request_id, BackfillRequest.started_at.is_(None))
+        .values(started_at=at)
+        .execution_options(synchronize_session=False)
+    )
+
+
+async def mark_finished(session: AsyncSession, request_id: str, *, at: datetime) -> bool:
+    """Record the end once; False when another worker already did (it owes the summary)."""
+    result = await session.execute(
+        update(BackfillRequest)
+        .where(BackfillRequest.id == request_id, BackfillRequest.finished_at.is_(None))
+        .values(finished_at=at, updated_at=at)
+        .execution_options(synchronize_session=False)
+    )
+    return bool(getattr(result, "rowcount", 0))
+
+
+async def note_step(
+    session: AsyncSession,
+    step_id: str,
+    *,
+    executor_state: Mapping[str, Any] | None = None,
+    counts: Mapping[str, Any] | None = None,
+    message: str | None = None,
+    handle: str | None = None,
+    clear_message: bool = False,
+) -> None:
+    """Write what the executor reported about a step without changing its state."""
+    values: dict[str, Any] = {"updated_at": utcnow()}
+    if executor_state is not None:
+        values["executor_state"] = dict(executor_state)
+    if counts is not None:
+        values["counts"] = dict(counts)
+    if message is not None:
+        values["message"] = message[:_MESSAGE]
+    elif clear_message:
+        values["message"] = None
+    if handle is not None:
+        values["executor_handle"] = handle[:512]
+    await session.execute(
+        update(BackfillStep)
+        .where(BackfillStep.id == step_id)
+        .values(values)
+        .execution_options(synchronize_session=False)
+    )
+
+
+async def progress_posted(
+    session: AsyncSession, request_id: str, *, digest: str, at: datetime
+) -> None:
+    await session.execute(
+        update(BackfillRequest)
+        .where(BackfillRequest.id == request_id)
+        .values(progress_digest=digest, progress_posted_at=at)
+        .execution_options(synchronize_session=False)
+    )
+
+
+@dataclass(frozen=True)
+class Overlap:
+    request_id: str
+    dag_id: str
+    state: str
+
+
+async def overlapping(
+    session: AsyncSession,
+    wanted: Iterable[tuple[str, str, Iterable[Interval]]],
+    *,
+    exclude: str | None = None,
+) -> list[Overlap]:
+    """Approved or running backfills that would rerun an interval of the same DAG.
+
+    `wanted` holds (namespace, dag_id, intervals). Two backfills of one DAG over overlapping
+    intervals would race on the same partitions, and Airflow refuses the second one anyway.
+    """
+    want = {(ns, dag): list(ivs) for ns, dag, ivs in wanted}
+    if not want:
+        return []
+    stmt = (
+        select(BackfillStep, BackfillRequest.state)
+        .join(BackfillRequest, BackfillRequest.id == BackfillStep.request_id)
+        .where(
+            BackfillRequest.state.in_([RequestState.APPROVED, RequestState.RUNNING]),
+            BackfillStep.dag_id.in_(sorted({dag for _, dag in want})),
+            BackfillStep.state.not_in([StepState.SKIPPED, StepState.CANCELLED]),
+        )
+    )
+    if exclude:
+        stmt = stmt.where(BackfillRequest.id != exclude)
+    found: list[Overlap] = []
+    for step, state in (await session.execute(stmt)).all():
+        mine = want.get((step.namespace, step.dag_id))
+        if mine is None or step.state in (StepState.SUCCEEDED, StepState.FAILED):
+            continue
+        theirs = [interval_from_json(raw) for raw in step.intervals]
+        if any(a.overlaps(b) for a in mine for b in theirs):
+            found.append(Overlap(step.request_id, step.dag_id, state))
+    return found
