@@ -87,6 +87,16 @@ def _parser() -> argparse.ArgumentParser:
         "--events-url", help="the bot's Request URL, e.g. http://127.0.0.1:3000/slack/events"
     )
 
+    airflow = services.add_parser(
+        "airflow", help="an Airflow REST API stand-in with the food_delivery DAGs"
+    )
+    airflow.add_argument("--host", default="127.0.0.1")
+    airflow.add_argument("--port", type=int, default=8080)
+    airflow.add_argument(
+        "--api", type=int, choices=[2, 3], default=3, help="3: /api/v2 (Airflow 3); 2: /api/v1"
+    )
+    airflow.add_argument("--run-seconds", type=float, default=2.0, help="how long each run takes")
+
     db = commands.add_parser("db", help="database maintenance")
     db_actions = db.add_subparsers(dest="action", required=True, metavar="ACTION")
     db_actions.add_parser("upgrade", help="apply migrations to $DATABASE_URL")
@@ -150,6 +160,11 @@ def _run(args: argparse.Namespace) -> str | None:
         from bot.standins import slack
 
         asyncio.run(slack.serve_forever(args.host, args.port, events_url=args.events_url))
+        return None
+    if args.command == "standin" and args.service == "airflow":
+        from bot.standins import airflow
+
+        asyncio.run(airflow.serve_forever(args.host, args.port, args.api, args.run_seconds))
         return None
     if args.command == "standin":
         from bot.standins.marquez import serve_forever

@@ -5,6 +5,7 @@ and clicks buttons by number."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Callable
@@ -19,9 +20,13 @@ from bot.app import build_services, create_bolt_app, create_web_app, slack_clien
 from bot.app_services import Services
 from bot.config import BotConfig, load_config
 from bot.settings import DEFAULT_DATABASE_URL, Settings
-from bot.standins.marquez import StandInServer, running_standin
+from bot.standins.airflow import running_airflow_standin
+from bot.standins.airflow_dags import FOOD_DELIVERY_DAGS, food_delivery_history
+from bot.standins.marquez import running_standin
 from bot.standins.slack import SlackStandIn, running_slack_standin
 from bot.standins.slack_transcript import render
+from bot.store import execution, repository
+from bot.store.models import RequestState
 
 EXAMPLE_CONFIG = Path(__file__).resolve().parent.parent / "examples" / "bot-config.yml"
 CHANNEL = "C0BACKFILL"
@@ -65,10 +70,32 @@ class Conversation:
                 self.buttons += [(CHANNEL, shown.ts, b) for b in found]
                 self.out(f"\n#backfill · backfill-bot{edited}\n{where}{text}")
 
+    async def until_finished(self, *, timeout_s: float) -> None:
+        """Show progress until every backfill the demo started has finished."""
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while asyncio.get_running_loop().time() < deadline:
+            async with self.services.sessions() as session:
+                following = await execution.requests_to_follow(session)
+                approved = await repository.list_requests(session, state=RequestState.APPROVED)
+            await self.settle()
+            if not following and not approved:
+                return
+            await asyncio.sleep(0.5)
+        self.out("\nThe backfill is still running; stopping the demo anyway.")
+
     async def type(self, user: str, line: str) -> None:
         command, _, text = line.strip().partition(" ")
         self.out(f"\n@{user}: {line.strip()}")
+        state = self.slack.state
+        before = (len(state.messages(CHANNEL)), len(state.ephemerals))
         await self.slack.slash_command(text, command=command, user_id=user, channel_id=CHANNEL)
+        # The bot acks at once and answers when the plan is made (a reply or a refusal).
+        for _ in range(600):
+            await self.services.sender.drain(timeout_s=30)
+            now = (len(state.messages(CHANNEL)), len(state.ephemerals))
+            if now[0] > before[0] or now[1] > before[1] + 1:
+                break
+            await asyncio.sleep(0.05)
         await self.settle()
 
     async def click(self, user: str, number: int) -> None:
@@ -92,13 +119,29 @@ async def running_demo(
     settings: Settings, config: BotConfig, out: Callable[[str], None]
 ) -> AsyncIterator[Conversation]:
     """Everything on loopback ports; the bot is the same app `serve` runs."""
-    marquez: StandInServer
     scratch = tempfile.TemporaryDirectory(prefix="backfill-bot-demo-")
     database = settings.database_url
     if database == DEFAULT_DATABASE_URL:
         # The demo must never share (and drain) a real bot's outbox: it gets its own database.
         database = f"sqlite:///{Path(scratch.name) / 'demo.db'}"
-    async with running_standin(seed="food_delivery") as marquez, running_slack_standin() as slack:
+    async with contextlib.AsyncExitStack() as stack:
+        marquez = await stack.enter_async_context(running_standin(seed="food_delivery"))
+        slack = await stack.enter_async_context(running_slack_standin())
+        airflow: dict[str, Any] = {}
+        if settings.airflow_url is None and settings.bot_executor in ("auto", "airflow"):
+            # No Airflow configured: the food_delivery DAGs on a stand-in of Airflow 3's API.
+            server = await stack.enter_async_context(
+                running_airflow_standin(
+                    dags=FOOD_DELIVERY_DAGS, history=food_delivery_history(), run_seconds=0.4
+                )
+            )
+            airflow = {
+                "airflow_url": server.url,
+                "airflow_username": server.username,
+                "airflow_password": _secret(server.password),
+                "bot_executor": "airflow",
+            }
+            out(f"Airflow stand-in {server.url}")
         local = settings.model_copy(
             update={
                 "database_url": database,
@@ -107,8 +150,11 @@ async def running_demo(
                 "slack_signing_secret": _secret(slack.signing_secret),
                 "slack_api_url": f"{slack.url}/api/",
                 "slack_app_token": None,
+                **airflow,
             }
         )
+        quick = config.execution.model_copy(update={"poll_interval_s": 0.5, "progress_update_s": 2})
+        config = config.model_copy(update={"execution": quick})
         services = build_services(local, config, slack_client(local))
         runner = web.AppRunner(create_web_app(create_bolt_app(services), services))
         await runner.setup()
@@ -151,6 +197,7 @@ async def scripted(settings: Settings, config: BotConfig, out: Callable[[str], N
             out("\nThe preview has no Approve button; see the messages above.")
             return
         await talk.click(APPROVER, approve)
+        await talk.until_finished(timeout_s=180)
 
 
 HELP = (

@@ -24,7 +24,7 @@ def clean_env(**extra: str) -> dict[str, str]:
     env = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith(("MARQUEZ_", "BOT_", "DATABASE_", "SLACK_"))
+        if not k.startswith(("MARQUEZ_", "BOT_", "DATABASE_", "SLACK_", "AIRFLOW_", "SPARK_"))
     }
     env.update(extra)
     return env
@@ -76,8 +76,14 @@ async def test_demo_plays_the_conversation_over_the_stand_ins(tmp_path: Path) ->
     assert "[1: Approve]  [2: Cancel]" in text
     assert "@U0ALICE001 clicks [Approve]" in text
     assert "approved by @U0ALICE001" in text
-    assert "↳ in thread: No executor is configured" in text
-    assert "airflow backfill create --dag-id example.delivery_times_7_days" in text
+    # run on the Airflow stand-in, in lineage order, with progress in the thread
+    assert "Airflow stand-in http://127.0.0.1:" in text
+    assert ":arrow_forward: `example.etl_orders` started: 3 runs" in text
+    assert text.index("`example.etl_orders` succeeded") < text.index(
+        "`example.etl_orders_7_days` started"
+    )
+    assert "*Backfill succeeded*" in text
+    assert ":large_green_circle: *Succeeded* · backfill of `example.etl_orders`" in text
 
 
 async def test_chat_lets_a_person_type_and_click(tmp_path: Path) -> None:

@@ -1,0 +1,820 @@
+"""The Airflow stand-in over real HTTP: Airflow 3's `/api/v2` (JWT) and Airflow 2's `/api/v1`
+(basic auth), every request and answer validated against the published specs in
+shared/fixtures/airflow (v2-rest-api-generated.yaml from apache-airflow 3.3.2, v1.yaml from
+2.10.5), and the behaviours of SOURCE.md there.
+
+The specs are used as shipped, with two adjustments for openapi-core, not for the stand-in: it
+cannot check oauth2 security schemes (they only warn), so v2 operations keep their equivalent
+`HTTPBearer` alternative and v1's unused OpenID/Kerberos schemes are dropped; and it matches
+content types exactly, so Airflow 2's `application/problem+json` errors are checked against the
+spec's `application/json` error schema. Time is a ManualClock: nothing sleeps.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, unquote
+
+import aiohttp
+import pytest
+import yaml
+from openapi_core import Config, OpenAPI
+from openapi_core.datatypes import RequestParameters
+from werkzeug.datastructures import Headers, ImmutableMultiDict
+from yarl import URL
+
+from bot.standins import food_delivery
+from bot.standins.airflow import (
+    FOOD_DELIVERY_DAGS,
+    AirflowStandin,
+    HistoricRun,
+    ManualClock,
+    StandinDag,
+    food_delivery_history,
+    running_airflow_standin,
+)
+
+SPECS = Path(__file__).resolve().parents[2].parent / "shared/fixtures/airflow"
+V1_SPEC, V2_SPEC = SPECS / "v1.yaml", SPECS / "v2-rest-api-generated.yaml"
+# Locally the specs may be absent; in CI (shared/ beside the clone) a missing spec must fail.
+pytestmark = pytest.mark.skipif(
+    not (V1_SPEC.is_file() and V2_SPEC.is_file()) and not os.environ.get("CI"),
+    reason=f"Airflow specs not found in {SPECS} (the shared/ folder is absent)",
+)
+
+T0 = datetime(2024, 1, 10, tzinfo=UTC)  # a Wednesday
+RUN_SECONDS = 10.0
+COMPLETION_DELAY = 5.0
+DAGS = (
+    StandinDag("etl.daily", "0 0 * * *"),
+    StandinDag("etl.weekly", "0 0 * * 0", tasks=("extract", "load")),
+    StandinDag("etl.paused", is_paused=True),
+)
+NO_BODY = object()
+
+
+def day(n: int) -> datetime:
+    return datetime(2024, 1, n, tzinfo=UTC)
+
+
+def z(moment: datetime) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+def basic(user: str, password: str) -> str:
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
+def _load(path: Path) -> dict[str, Any]:
+    with path.open(encoding="utf-8") as handle:
+        loaded: dict[str, Any] = yaml.load(
+            handle, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        )
+    return loaded
+
+
+@pytest.fixture(scope="module")
+def v2_openapi() -> OpenAPI:
+    spec = _load(V2_SPEC)
+    for operations in spec["paths"].values():
+        for operation in operations.values():
+            if "security" in operation:
+                operation["security"] = [{"HTTPBearer": []}]
+    # The unmodified document is Airflow's own; validating it would only cost ~5 s per run.
+    return OpenAPI.from_dict(spec, config=Config(spec_validator_cls=None))
+
+
+@pytest.fixture(scope="module")
+def v1_openapi() -> OpenAPI:
+    spec = _load(V1_SPEC)
+    schemes = spec["components"]["securitySchemes"]
+    spec["components"]["securitySchemes"] = {"Basic": schemes["Basic"]}
+    return OpenAPI.from_dict(spec)
+
+
+@dataclass
+class SpecRequest:
+    """openapi-core's Request protocol for a request this test sent."""
+
+    path: str
+    parameters: RequestParameters
+    method: str
+    body: bytes | None
+    content_type: str = "application/json"
+    host_url: str = "http://localhost:8080"
+
+
+@dataclass
+class SpecResponse:
+    status_code: int
+    data: bytes
+    content_type: str
+    headers: Headers
+
+
+def _errors(exc: BaseException) -> list[str]:
+    found = getattr(exc, "schema_errors", None) or getattr(exc.__cause__, "schema_errors", None)
+    return [f"{list(e.absolute_path)}: {e.message}" for e in found or []] or [repr(exc)]
+
+
+@dataclass
+class Api:
+    """Sends requests to a stand-in and checks both directions against the spec."""
+
+    base: str
+    session: aiohttp.ClientSession
+    openapi: OpenAPI
+    headers: dict[str, str] = field(default_factory=dict)
+    last_headers: dict[str, str] = field(default_factory=dict)
+
+    async def call(
+        self,
+        method: str,
+        path: str,
+        body: Any = NO_BODY,
+        *,
+        params: Iterable[tuple[str, str]] = (),
+        headers: dict[str, str] | None = None,
+        check_request: bool = True,
+        string_422: bool = False,
+        in_spec: bool = True,
+    ) -> tuple[int, Any]:
+        """`path` is sent as written (callers percent-encode run ids). `string_422`: real Airflow
+        answers this 422 with a string `detail`, where the spec documents a list."""
+        sent = {**self.headers, **(headers or {})}
+        data = None if body is NO_BODY else json.dumps(body).encode()
+        if data is not None:
+            sent["Content-Type"] = "application/json"
+        query = list(params)
+        url = URL(self.base + path, encoded=True)
+        async with self.session.request(method, url, params=query, data=data, headers=sent) as resp:
+            raw, status, content_type = await resp.read(), resp.status, resp.content_type
+            self.last_headers = dict(resp.headers)
+        parsed = json.loads(raw) if raw and "json" in content_type else raw.decode()
+        if string_422:
+            assert status == 422, parsed
+            assert isinstance(parsed["detail"], str), parsed
+            return status, parsed
+        if in_spec:
+            parameters = RequestParameters(query=ImmutableMultiDict(query), header=Headers(sent))
+            request = SpecRequest(unquote(path), parameters, method.lower(), data)
+            response_type = "application/json" if "json" in content_type else content_type
+            response = SpecResponse(status, raw, response_type, Headers(dict(resp.headers)))
+            try:
+                if check_request:
+                    self.openapi.validate_request(request)
+                self.openapi.validate_response(request, response)
+            except Exception as exc:  # openapi-core raises one of many error types
+                raise AssertionError(f"{method} {path} -> {status}: {_errors(exc)}") from exc
+        return status, parsed
+
+    async def ok(self, method: str, path: str, body: Any = NO_BODY, **kw: Any) -> Any:
+        status, parsed = await self.call(method, path, body, **kw)
+        assert status == 200, parsed
+        return parsed
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(T0)
+
+
+@pytest.fixture
+async def airflow3(clock: ManualClock) -> AsyncIterator[AirflowStandin]:
+    async with running_airflow_standin(
+        api=3, dags=DAGS, clock=clock, run_seconds=RUN_SECONDS, completion_delay=COMPLETION_DELAY
+    ) as server:
+        yield server
+
+
+@pytest.fixture
+async def airflow2(clock: ManualClock) -> AsyncIterator[AirflowStandin]:
+    async with running_airflow_standin(
+        api=2, dags=DAGS, clock=clock, run_seconds=RUN_SECONDS, username="ops", password="s3cret"
+    ) as server:
+        yield server
+
+
+async def _token(session: aiohttp.ClientSession, base: str, user: str, password: str) -> str:
+    body = {"username": user, "password": password}
+    async with session.post(f"{base}/auth/token", json=body) as resp:
+        assert resp.status == 201
+        token: str = (await resp.json())["access_token"]
+    return token
+
+
+@pytest.fixture
+async def v2(airflow3: AirflowStandin, v2_openapi: OpenAPI) -> AsyncIterator[Api]:
+    async with aiohttp.ClientSession() as session:
+        token = await _token(session, airflow3.url, "admin", "admin")
+        yield Api(airflow3.url, session, v2_openapi, {"Authorization": f"Bearer {token}"})
+
+
+@pytest.fixture
+async def v1(airflow2: AirflowStandin, v1_openapi: OpenAPI) -> AsyncIterator[Api]:
+    async with aiohttp.ClientSession() as session:
+        yield Api(airflow2.url, session, v1_openapi, {"Authorization": basic("ops", "s3cret")})
+
+
+def backfill_body(**overrides: Any) -> dict[str, Any]:
+    body = {"dag_id": "etl.daily", "from_date": z(day(1)), "to_date": z(day(5))}
+    return body | overrides
+
+
+async def runs_v2(api: Api, dag_id: str = "etl.daily", **filters: str) -> list[dict[str, Any]]:
+    params = [("order_by", "logical_date"), *filters.items()]
+    found: list[dict[str, Any]] = (
+        await api.ok("GET", f"/api/v2/dags/{dag_id}/dagRuns", params=params)
+    )["dag_runs"]
+    return found
+
+
+def assert_problem(body: dict[str, Any], status: int) -> None:
+    """Airflow 2's Problem JSON, for errors its spec does not list for the operation."""
+    assert body["status"] == status
+    assert body["type"].endswith("#section/Errors/BadRequest")
+    assert isinstance(body["title"], str)
+    assert isinstance(body["detail"], str)
+
+
+def states(runs: list[dict[str, Any]]) -> list[str]:
+    return [r["state"] for r in runs]
+
+
+# -- authentication -------------------------------------------------------------------------------
+
+
+async def test_v2_token_public_endpoints_and_401s(airflow3: AirflowStandin, v2: Api) -> None:
+    anonymous = Api(v2.base, v2.session, v2.openapi)
+    assert (await anonymous.ok("GET", "/api/v2/version"))["version"] == "3.3.2"
+    health = await anonymous.ok("GET", "/api/v2/monitor/health")
+    assert health["scheduler"]["status"] == "healthy"
+    status, body = await anonymous.call("GET", "/api/v2/dags/etl.daily", check_request=False)
+    assert (status, body) == (401, {"detail": "Not authenticated"})
+    assert anonymous.last_headers["WWW-Authenticate"] == "Bearer"
+    bad = await anonymous.call(
+        "POST", "/auth/token", {"username": "admin", "password": "no"}, in_spec=False
+    )
+    assert bad == (401, {"detail": "Invalid credentials"})
+    missing = await anonymous.call("POST", "/auth/token", {"username": "admin"}, in_spec=False)
+    assert missing[0] == 422
+    assert missing[1]["detail"][0]["loc"] == ["body", "password"]
+
+    assert (await v2.ok("GET", "/api/v2/dags/etl.daily"))["dag_id"] == "etl.daily"
+    forged = {"Authorization": "Bearer " + v2.headers["Authorization"][7:-4] + "AAAA"}
+    status, body = await v2.call("GET", "/api/v2/dags/etl.daily", headers=forged)
+    assert (status, body) == (401, {"detail": "Invalid JWT token"})
+
+    airflow3.state.expire_tokens()
+    status, body = await v2.call("GET", "/api/v2/dags/etl.daily")
+    assert (status, body) == (401, {"detail": "Token Expired"})
+    renewed = await _token(v2.session, v2.base, "admin", "admin")
+    v2.headers["Authorization"] = f"Bearer {renewed}"
+    await v2.ok("GET", "/api/v2/dags/etl.daily")
+    airflow3.state.revoke_tokens()
+    assert (await v2.call("GET", "/api/v2/dags"))[1] == {"detail": "Invalid JWT token"}
+
+
+async def test_v2_tokens_expire_after_24_hours(clock: ManualClock, v2: Api) -> None:
+    clock.advance(timedelta(hours=23, minutes=59).total_seconds())
+    await v2.ok("GET", "/api/v2/dags")
+    clock.advance(120)
+    assert (await v2.call("GET", "/api/v2/dags"))[1] == {"detail": "Token Expired"}
+
+
+async def test_v1_basic_auth(airflow2: AirflowStandin, v1: Api) -> None:
+    async with aiohttp.ClientSession() as anonymous_session:
+        anonymous = Api(v1.base, anonymous_session, v1.openapi)
+        assert (await anonymous.ok("GET", "/api/v1/version"))["version"] == "2.10.5"
+        status, body = await anonymous.call("GET", "/api/v1/dags/etl.daily")
+        assert status == 401
+        assert body["title"] == "Unauthorized"
+        assert anonymous.last_headers["WWW-Authenticate"] == "Basic"
+        wrong = {"Authorization": basic("ops", "nope")}
+        assert (await anonymous.call("GET", "/api/v1/dags/etl.daily", headers=wrong))[0] == 401
+    assert (await v1.ok("GET", "/api/v1/dags/etl.daily"))["is_paused"] is False
+    assert ("GET", "/api/v1/dags/etl.daily", 401) in airflow2.state.requests
+
+
+async def test_each_stand_in_serves_one_api(v1: Api, v2: Api) -> None:
+    status, body = await v2.call("GET", "/api/v1/dags/etl.daily", in_spec=False)
+    assert (status, body) == (404, {"detail": "Not Found"})
+    status, body = await v1.call("GET", "/api/v1/nothing/here", in_spec=False)
+    assert (status, body["type"], body["title"]) == (404, "about:blank", "Not Found")
+    assert (await v1.call("POST", "/auth/token", {}, in_spec=False))[0] == 404
+    assert (await v2.call("GET", "/api/v2/nothing", in_spec=False))[0] == 404
+
+
+# -- DAGs -----------------------------------------------------------------------------------------
+
+
+async def test_v2_dag_get_list_and_pause(v2: Api) -> None:
+    dag = await v2.ok("GET", "/api/v2/dags/etl.weekly")
+    assert dag["timetable_summary"] == "0 0 * * 0"
+    assert dag["is_paused"] is False
+    assert dag["next_dagrun_logical_date"] == z(day(7))  # the Sunday before T0
+    status, body = await v2.call("GET", "/api/v2/dags/nope")
+    assert (status, body) == (404, {"detail": "The Dag with ID: `nope` was not found"})
+    patched = await v2.ok("PATCH", "/api/v2/dags/etl.weekly", {"is_paused": True})
+    assert patched["is_paused"] is True
+    listed = await v2.ok("GET", "/api/v2/dags", params=[("paused", "true")])
+    assert [d["dag_id"] for d in listed["dags"]] == ["etl.paused", "etl.weekly"]
+    assert listed["total_entries"] == 2
+    status, body = await v2.call(
+        "PATCH", "/api/v2/dags/etl.weekly", {"is_paused": "maybe"}, check_request=False
+    )
+    assert status == 422
+    assert body["detail"][0]["type"] == "bool_parsing"
+    status, body = await v2.call("PATCH", "/api/v2/dags/nope", {"is_paused": False})
+    assert (status, body) == (404, {"detail": "Dag with id: nope was not found"})
+
+
+async def test_v1_dag_get_and_pause(v1: Api) -> None:
+    dag = await v1.ok("GET", "/api/v1/dags/etl.daily")
+    assert dag["schedule_interval"] == {"__type": "CronExpression", "value": "0 0 * * *"}
+    patched = await v1.ok(
+        "PATCH",
+        "/api/v1/dags/etl.daily",
+        {"is_paused": True},
+        params=[("update_mask", "is_paused")],
+    )
+    assert patched["is_paused"] is True
+    status, body = await v1.call("PATCH", "/api/v1/dags/etl.daily", {"dag_id": "x"}, in_spec=False)
+    assert (status, body["detail"]) == (400, "{'dag_id': ['Unknown field.']}")  # 400: not in spec
+    assert_problem(body, 400)
+    status, body = await v1.call("GET", "/api/v1/dags/nope")
+    assert status == 404
+    assert body["title"] == "DAG not found"
+
+
+# -- Airflow 3 backfills --------------------------------------------------------------------------
+
+
+async def test_backfill_runs_progress_in_order_within_max_active_runs(
+    airflow3: AirflowStandin, clock: ManualClock, v2: Api
+) -> None:
+    created = await v2.ok("POST", "/api/v2/backfills", backfill_body(max_active_runs=2))
+    assert created["completed_at"] is None
+    assert created["reprocess_behavior"] == "none"
+    runs = await runs_v2(v2)
+    assert [r["logical_date"] for r in runs] == [z(day(n)) for n in range(1, 6)]
+    first = runs[0]
+    assert first["dag_run_id"] == "backfill__2024-01-01T00:00:00+00:00"
+    assert (first["run_type"], first["triggered_by"]) == ("backfill", "backfill")
+    assert (first["data_interval_start"], first["data_interval_end"]) == (z(day(1)), z(day(2)))
+    assert first["run_after"] == z(day(2))
+    assert states(runs) == ["running", "running", "queued", "queued", "queued"]
+
+    seen = []
+    for _ in range(6):
+        clock.advance(RUN_SECONDS / 2)
+        current = states(await runs_v2(v2))
+        assert current.count("running") <= 2
+        seen.append(current)
+    assert seen[-1] == ["success"] * 5
+    started = [r["start_date"] for r in await runs_v2(v2)]
+    assert started == sorted(started)  # started in logical date order
+    backfill = await v2.ok("GET", f"/api/v2/backfills/{created['id']}")
+    last_end = max(r.end_date for r in airflow3.state.runs_of("etl.daily") if r.end_date)
+    assert backfill["completed_at"] is None
+    clock.advance(COMPLETION_DELAY)
+    backfill = await v2.ok("GET", f"/api/v2/backfills/{created['id']}")
+    assert backfill["completed_at"] == z(last_end + timedelta(seconds=COMPLETION_DELAY))
+    listed = await v2.ok("GET", "/api/v2/backfills", params=[("dag_id", "etl.daily")])
+    assert [b["id"] for b in listed["backfills"]] == [created["id"]]
+
+
+async def test_second_backfill_conflicts_until_the_first_completes(
+    clock: ManualClock, v2: Api
+) -> None:
+    await v2.ok("POST", "/api/v2/backfills", backfill_body())
+    status, body = await v2.call("POST", "/api/v2/backfills", backfill_body(from_date=z(day(6))))
+    assert (status, body) == (
+        409,
+        {"detail": "There is already a running backfill for dag etl.daily"},
+    )
+    other_dag = backfill_body(dag_id="etl.weekly", from_date=z(datetime(2023, 12, 31, tzinfo=UTC)))
+    await v2.ok("POST", "/api/v2/backfills", other_dag)
+    clock.advance(RUN_SECONDS + COMPLETION_DELAY)
+    again = await v2.ok(
+        "POST", "/api/v2/backfills", backfill_body(from_date=z(day(6)), to_date=z(day(7)))
+    )
+    assert again["completed_at"] is None
+
+
+async def test_dry_run_reads_from_and_to_as_inclusive_logical_dates(
+    airflow3: AirflowStandin, v2: Api
+) -> None:
+    async def dry(**overrides: Any) -> list[str]:
+        found = await v2.ok("POST", "/api/v2/backfills/dry_run", backfill_body(**overrides))
+        assert found["total_entries"] == len(found["backfills"])
+        return [b["logical_date"] for b in found["backfills"]]
+
+    assert await dry() == [z(day(n)) for n in range(1, 6)]
+    # An unaligned from_date starts at the next tick; intervals not yet over are left out.
+    assert await dry(from_date="2024-01-01T06:00:00Z", to_date=z(day(20))) == [
+        z(day(n)) for n in range(2, 9)
+    ]
+    weekly = await dry(dag_id="etl.weekly", from_date="2023-12-25T00:00:00Z", to_date=z(day(8)))
+    assert weekly == ["2023-12-31T00:00:00Z"]  # Jan 7's week has not ended at T0
+    assert await dry(run_backwards=True, to_date=z(day(3))) == [z(day(n)) for n in (3, 2, 1)]
+    airflow3.state.add_historic_run(HistoricRun("etl.daily", day(2)))
+    airflow3.state.add_historic_run(HistoricRun("etl.daily", day(3), "failed"))
+    assert await dry(to_date=z(day(3))) == [z(day(1))]
+    assert await dry(to_date=z(day(3)), reprocess_behavior="failed") == [z(day(1)), z(day(3))]
+    everything = await dry(to_date=z(day(3)), reprocess_behavior="completed")
+    assert everything == [z(day(n)) for n in (1, 2, 3)]
+    assert airflow3.state.backfills == []  # a dry run creates nothing
+
+
+async def test_reprocess_none_over_a_succeeded_range_creates_zero_runs(
+    airflow3: AirflowStandin, clock: ManualClock, v2: Api
+) -> None:
+    for n in range(1, 4):
+        airflow3.state.add_historic_run(HistoricRun("etl.daily", day(n)))
+    created = await v2.ok("POST", "/api/v2/backfills", backfill_body(to_date=z(day(3))))
+    runs = await runs_v2(v2)
+    assert states(runs) == ["success"] * 3
+    assert {r["run_type"] for r in runs} == {"scheduled"}
+    clock.advance(COMPLETION_DELAY)
+    done = await v2.ok("GET", f"/api/v2/backfills/{created['id']}")
+    assert done["completed_at"] == z(T0 + timedelta(seconds=COMPLETION_DELAY))
+
+
+async def test_reprocessing_reuses_the_existing_run(
+    airflow3: AirflowStandin, clock: ManualClock, v2: Api
+) -> None:
+    airflow3.state.add_historic_run(HistoricRun("etl.daily", day(1)))
+    airflow3.state.add_historic_run(HistoricRun("etl.daily", day(2), "failed"))
+    body = backfill_body(
+        to_date=z(day(2)), reprocess_behavior="failed", dag_run_conf={"reason": "fix"}
+    )
+    await v2.ok("POST", "/api/v2/backfills", body)
+    runs = await runs_v2(v2)
+    assert [(r["dag_run_id"], r["run_type"], r["state"]) for r in runs] == [
+        ("scheduled__2024-01-01T00:00:00+00:00", "scheduled", "success"),
+        ("scheduled__2024-01-02T00:00:00+00:00", "backfill", "running"),
+    ]
+    assert runs[1]["conf"] == {"reason": "fix"}
+    assert runs[1]["end_date"] is None
+    clock.advance(RUN_SECONDS)
+    assert states(await runs_v2(v2)) == ["success", "success"]
+    backfill_runs = await runs_v2(v2, run_type="backfill")
+    assert [r["logical_date"] for r in backfill_runs] == [z(day(2))]
+
+
+async def test_a_paused_dag_keeps_backfill_runs_queued(
+    airflow3: AirflowStandin, clock: ManualClock, v2: Api
+) -> None:
+    await v2.ok("POST", "/api/v2/backfills", backfill_body(dag_id="etl.paused", to_date=z(day(2))))
+    clock.advance(RUN_SECONDS * 5)
+    assert states(await runs_v2(v2, "etl.paused")) == ["queued", "queued"]
+    await v2.ok("PATCH", "/api/v2/dags/etl.paused", {"is_paused": False})
+    assert states(await runs_v2(v2, "etl.paused")) == ["running", "running"]
+    airflow3.state.pause("etl.paused")  # running runs finish; nothing new starts
+    clock.advance(RUN_SECONDS)
+    assert states(await runs_v2(v2, "etl.paused")) == ["success", "success"]
+
+
+async def test_pause_and_cancel_a_backfill(clock: ManualClock, v2: Api) -> None:
+    created = await v2.ok("POST", "/api/v2/backfills", backfill_body(max_active_runs=1))
+    path = f"/api/v2/backfills/{created['id']}"
+    paused = await v2.ok("PUT", f"{path}/pause")
+    assert paused["is_paused"] is True
+    clock.advance(RUN_SECONDS)
+    assert states(await runs_v2(v2)) == ["success"] + ["queued"] * 4  # the running one finished
+    await v2.ok("PUT", f"{path}/unpause")
+    assert states(await runs_v2(v2)) == ["success", "running"] + ["queued"] * 3
+
+    cancelled = await v2.ok("PUT", f"{path}/cancel")
+    assert cancelled["completed_at"] == z(clock.now)
+    assert cancelled["is_paused"] is True
+    assert states(await runs_v2(v2)) == ["success", "running"] + ["failed"] * 3
+    clock.advance(RUN_SECONDS)
+    assert states(await runs_v2(v2)) == ["success", "success"] + ["failed"] * 3
+    status, body = await v2.call("PUT", f"{path}/cancel")
+    assert (status, body) == (409, {"detail": "Backfill is already completed."})
+    assert (await v2.call("PUT", f"{path}/pause"))[0] == 409
+    status, body = await v2.call("PUT", "/api/v2/backfills/99/cancel")
+    assert (status, body) == (404, {"detail": "Could not find backfill with id 99"})
+    assert (await v2.call("GET", "/api/v2/backfills/99"))[1] == {"detail": "Backfill not found"}
+
+
+async def test_fail_on_and_fail_always(
+    airflow3: AirflowStandin, clock: ManualClock, v2: Api
+) -> None:
+    airflow3.state.fail_on("etl.daily", day(2))
+    created = await v2.ok("POST", "/api/v2/backfills", backfill_body(to_date=z(day(3))))
+    clock.advance(RUN_SECONDS + COMPLETION_DELAY)
+    assert states(await runs_v2(v2)) == ["success", "failed", "success"]
+    assert (await v2.ok("GET", f"/api/v2/backfills/{created['id']}"))["completed_at"]
+    failed = await runs_v2(v2, state="failed")
+    assert [r["logical_date"] for r in failed] == [z(day(2))]
+
+    airflow3.state.fail_always("etl.weekly")
+    weekly = backfill_body(dag_id="etl.weekly", from_date="2023-12-24T00:00:00Z", to_date=z(day(9)))
+    await v2.ok("POST", "/api/v2/backfills", weekly)
+    clock.advance(RUN_SECONDS)
+    assert states(await runs_v2(v2, "etl.weekly")) == ["failed", "failed"]
+
+
+async def test_backfill_request_errors(airflow3: AirflowStandin, v2: Api) -> None:
+    status, body = await v2.call("POST", "/api/v2/backfills", backfill_body(dag_id="nope"))
+    assert (status, body) == (404, {"detail": "Could not find dag nope"})
+    status, body = await v2.call(
+        "POST", "/api/v2/backfills", {"dag_id": "etl.daily", "x": 1}, check_request=False
+    )
+    assert status == 422
+    problems = {(e["type"], tuple(e["loc"])) for e in body["detail"]}
+    assert problems == {
+        ("missing", ("body", "from_date")),
+        ("missing", ("body", "to_date")),
+        ("extra_forbidden", ("body", "x")),
+    }
+    status, body = await v2.call(
+        "POST", "/api/v2/backfills", backfill_body(reprocess_behavior="all"), check_request=False
+    )
+    assert status == 422
+    assert body["detail"][0]["type"] == "enum"
+    future = backfill_body(from_date=z(day(20)), to_date=z(day(25)))
+    status, body = await v2.call("POST", "/api/v2/backfills", future, string_422=True)
+    assert body == {"detail": "Backfill cannot be executed for future dates."}
+    backwards = backfill_body(from_date=z(day(5)), to_date=z(day(1)))
+    await v2.call("POST", "/api/v2/backfills/dry_run", backwards, string_422=True)
+    # A range holding no tick: Airflow's RuntimeError (500) after it stored the backfill.
+    empty = backfill_body(from_date="2024-01-02T01:00:00Z", to_date="2024-01-02T02:00:00Z")
+    assert (await v2.call("POST", "/api/v2/backfills", empty, in_spec=False))[0] == 500
+    assert len(airflow3.state.backfills) == 1
+    assert (await v2.call("GET", "/api/v2/backfills", check_request=False))[0] == 422
+    assert (await v2.call("GET", "/api/v2/backfills/abc", check_request=False))[0] == 422
+
+
+# -- Airflow 3 dag runs ---------------------------------------------------------------------------
+
+
+async def test_v2_dag_run_list_filters_and_get(clock: ManualClock, v2: Api) -> None:
+    await v2.ok("POST", "/api/v2/backfills", backfill_body(max_active_runs=1))
+    clock.advance(RUN_SECONDS * 2)
+    runs_path = "/api/v2/dags/etl.daily/dagRuns"
+    page = await v2.ok(
+        "GET", runs_path, params=[("order_by", "-logical_date"), ("limit", "2"), ("offset", "1")]
+    )
+    assert [r["logical_date"] for r in page["dag_runs"]] == [z(day(4)), z(day(3))]
+    assert page["total_entries"] == 5
+    window = [("logical_date_gte", z(day(2))), ("logical_date_lte", z(day(3)))]
+    assert len((await v2.ok("GET", runs_path, params=window))["dag_runs"]) == 2
+    done = await v2.ok("GET", runs_path, params=[("state", "success"), ("state", "running")])
+    assert states(done["dag_runs"]) == ["success", "success", "running"]
+    assert (await v2.ok("GET", runs_path, params=[("run_type", "manual")]))["dag_runs"] == []
+    everywhere = await v2.ok("GET", "/api/v2/dags/~/dagRuns")
+    assert everywhere["total_entries"] == 5
+    run_id = quote("backfill__2024-01-01T00:00:00+00:00", safe="")
+    one = await v2.ok("GET", f"{runs_path}/{run_id}")
+    assert one["state"] == "success"
+    assert one["duration"] == RUN_SECONDS
+    status, body = await v2.call("GET", f"{runs_path}/nope")
+    assert body == {
+        "detail": "The DagRun with dag_id: `etl.daily` and run_id: `nope` was not found"
+    }
+    status, body = await v2.call("GET", runs_path, params=[("order_by", "colour")])
+    assert status == 400
+    assert "colour" in body["detail"]
+    await v2.call("GET", runs_path, params=[("state", "done")], string_422=True)
+    assert (await v2.call("GET", "/api/v2/dags/nope/dagRuns"))[0] == 404
+
+
+async def test_v2_trigger_and_patch_a_run(clock: ManualClock, v2: Api) -> None:
+    body = {"logical_date": z(day(3)), "conf": {"a": 1}, "note": "by hand"}
+    run = await v2.ok("POST", "/api/v2/dags/etl.daily/dagRuns", body)
+    assert (run["data_interval_start"], run["data_interval_end"]) == (z(day(2)), z(day(3)))
+    assert (run["run_type"], run["state"], run["note"]) == ("manual", "running", "by hand")
+    status, conflict = await v2.call("POST", "/api/v2/dags/etl.daily/dagRuns", body)
+    assert status == 409
+    assert conflict["detail"]["reason"] == "Unique constraint violation"
+    path = f"/api/v2/dags/etl.daily/dagRuns/{quote(run['dag_run_id'], safe='')}"
+    failed = await v2.ok("PATCH", path, {"state": "failed"})
+    assert failed["state"] == "failed"
+    assert failed["end_date"] == z(T0)
+    queued = await v2.ok("PATCH", path, {"state": "queued"})
+    assert queued["state"] == "running"  # cleared: queued, then started at once
+
+
+# -- Airflow 2 ------------------------------------------------------------------------------------
+
+
+async def test_v1_trigger_with_an_explicit_interval(clock: ManualClock, v1: Api) -> None:
+    body = {
+        "dag_run_id": "backfill_bot__1",
+        "logical_date": z(day(1)),
+        "data_interval_start": z(day(1)),
+        "data_interval_end": z(day(2)),
+        "conf": {"backfill": True},
+        "note": "bot",
+    }
+    run = await v1.ok("POST", "/api/v1/dags/etl.daily/dagRuns", body)
+    assert run["data_interval_start"] == "2024-01-01T00:00:00+00:00"
+    assert (run["run_type"], run["state"], run["external_trigger"]) == ("manual", "running", True)
+    # Without an interval, Airflow 2 covers the interval ending at the logical date.
+    inferred = await v1.ok("POST", "/api/v1/dags/etl.daily/dagRuns", {"logical_date": z(day(5))})
+    assert inferred["dag_run_id"] == "manual__2024-01-05T00:00:00+00:00"
+    assert (inferred["data_interval_start"], inferred["data_interval_end"]) == (
+        "2024-01-04T00:00:00+00:00",
+        "2024-01-05T00:00:00+00:00",
+    )
+    status, body_409 = await v1.call("POST", "/api/v1/dags/etl.daily/dagRuns", body)
+    assert status == 409
+    assert "logical date: '2024-01-01 00:00:00+00:00' already exists" in (body_409["detail"])
+    same_id = {"dag_run_id": "backfill_bot__1", "logical_date": z(day(7))}
+    status, body_409 = await v1.call("POST", "/api/v1/dags/etl.daily/dagRuns", same_id)
+    assert status == 409
+    assert "DAGRun ID: 'backfill_bot__1' already exists" in body_409["detail"]
+    half = {"logical_date": z(day(8)), "data_interval_start": z(day(8))}
+    status, problem_body = await v1.call("POST", "/api/v1/dags/etl.daily/dagRuns", half)
+    assert status == 400
+    assert "must be specified together" in problem_body["detail"]
+    clock.advance(RUN_SECONDS)
+    run_path = "/api/v1/dags/etl.daily/dagRuns/backfill_bot__1"
+    assert (await v1.ok("GET", run_path))["state"] == "success"
+    status, missing = await v1.call("POST", "/api/v1/dags/nope/dagRuns", {})
+    assert status == 404
+    assert missing["detail"] == "DAG with dag_id: 'nope' not found"
+
+
+async def test_v1_patch_state_and_list_filters(airflow2: AirflowStandin, v1: Api) -> None:
+    for n in (1, 2, 3):
+        await v1.ok(
+            "POST",
+            "/api/v1/dags/etl.daily/dagRuns",
+            {"dag_run_id": f"r{n}", "logical_date": z(day(n))},
+        )
+    patched = await v1.ok("PATCH", "/api/v1/dags/etl.daily/dagRuns/r2", {"state": "failed"})
+    assert patched["state"] == "failed"
+    assert patched["end_date"] == T0.isoformat()
+    status, body = await v1.call(
+        "PATCH", "/api/v1/dags/etl.daily/dagRuns/r2", {"state": "done"}, check_request=False
+    )
+    assert status == 400
+    assert "Must be one of" in body["detail"]
+    status, body = await v1.call("PATCH", "/api/v1/dags/etl.daily/dagRuns/r9", {"state": "failed"})
+    assert status == 404
+    assert body["title"] == "Dag Run id r9 not found in dag etl.daily"
+    window = [("execution_date_gte", "2024-01-02T00:00:00+00:00"), ("order_by", "-execution_date")]
+    listed = await v1.ok("GET", "/api/v1/dags/etl.daily/dagRuns", params=window)
+    assert [r["dag_run_id"] for r in listed["dag_runs"]] == ["r3", "r2"]
+    assert listed["total_entries"] == 2
+    failed = await v1.ok("GET", "/api/v1/dags/~/dagRuns", params=[("state", "failed")])
+    assert [r["dag_run_id"] for r in failed["dag_runs"]] == ["r2"]
+    assert (await v1.ok("GET", "/api/v1/dags/nope/dagRuns"))["dag_runs"] == []
+    status, body = await v1.call(
+        "GET",
+        "/api/v1/dags/etl.daily/dagRuns",
+        params=[("order_by", "logical_date")],
+        in_spec=False,
+    )
+    assert status == 400
+    assert "logical_date" in body["detail"]
+    assert_problem(body, 400)
+
+
+async def test_v1_clear_task_instances_reruns_failed_runs(
+    airflow2: AirflowStandin, clock: ManualClock, v1: Api
+) -> None:
+    airflow2.state.fail_on("etl.weekly", day(7), times=1)
+    for sunday in (day(7), datetime(2023, 12, 31, tzinfo=UTC)):
+        interval = {"data_interval_start": z(sunday), "data_interval_end": z(sunday + timedelta(7))}
+        await v1.ok(
+            "POST", "/api/v1/dags/etl.weekly/dagRuns", {"logical_date": z(sunday)} | interval
+        )
+    clock.advance(RUN_SECONDS)
+    runs = (
+        await v1.ok(
+            "GET", "/api/v1/dags/etl.weekly/dagRuns", params=[("order_by", "execution_date")]
+        )
+    )["dag_runs"]
+    assert states(runs) == ["success", "failed"]
+
+    body = {"start_date": z(day(1)), "end_date": z(day(8))}
+    preview = await v1.ok("POST", "/api/v1/dags/etl.weekly/clearTaskInstances", body)
+    assert {(t["task_id"], t["dag_run_id"]) for t in preview["task_instances"]} == {
+        ("extract", runs[1]["dag_run_id"]),
+        ("load", runs[1]["dag_run_id"]),
+    }
+    assert airflow2.state.runs_of("etl.weekly")[1].state == "failed"  # dry_run defaults to true
+    everything = await v1.ok(
+        "POST", "/api/v1/dags/etl.weekly/clearTaskInstances", {"only_failed": False}
+    )
+    assert len(everything["task_instances"]) == 4
+    await v1.ok("POST", "/api/v1/dags/etl.weekly/clearTaskInstances", body | {"dry_run": False})
+    assert [r.state for r in airflow2.state.runs_of("etl.weekly")] == ["success", "running"]
+    clock.advance(RUN_SECONDS)
+    assert [r.state for r in airflow2.state.runs_of("etl.weekly")] == ["success", "success"]
+
+    # Airflow 2 answers 400 here, a status the spec does not list for this operation.
+    both = {"only_failed": True, "only_running": True}
+    path = "/api/v1/dags/etl.weekly/clearTaskInstances"
+    status, body_400 = await v1.call("POST", path, both, in_spec=False)
+    assert status == 400
+    assert "only_running both are set" in body_400["detail"]
+    assert_problem(body_400, 400)
+    status, _ = await v1.call("POST", "/api/v1/dags/nope/clearTaskInstances", {})
+    assert status == 404
+
+
+async def test_v1_clear_one_dag_run(clock: ManualClock, v1: Api) -> None:
+    await v1.ok(
+        "POST", "/api/v1/dags/etl.daily/dagRuns", {"dag_run_id": "r1", "logical_date": z(day(1))}
+    )
+    clock.advance(RUN_SECONDS)
+    path = "/api/v1/dags/etl.daily/dagRuns/r1/clear"
+    preview = await v1.ok("POST", path, {})
+    assert [t["task_id"] for t in preview["task_instances"]] == ["run"]
+    cleared = await v1.ok("POST", path, {"dry_run": False})
+    assert cleared["state"] == "running"
+    assert cleared["end_date"] is None
+
+
+# -- the food_delivery set ------------------------------------------------------------------------
+
+
+def test_food_delivery_dags_match_the_marquez_seed() -> None:
+    dag_jobs: dict[str, tuple[str, str]] = {}
+    for event in food_delivery.food_delivery_events():
+        facets = event["run"].get("facets", {})
+        if event["eventType"] == "START" and "parent" not in facets:
+            nominal = facets["nominalTime"]
+            dag_jobs[event["job"]["name"]] = (
+                nominal["nominalStartTime"],
+                nominal["nominalEndTime"],
+            )
+    by_id = {dag.dag_id: dag for dag in FOOD_DELIVERY_DAGS}
+    assert set(by_id) == set(dag_jobs)
+    for dag_id, (start, end) in dag_jobs.items():
+        begin = datetime.fromisoformat(start.replace("Z", "+00:00"))
+        interval = by_id[dag_id].timetable.interval(begin)
+        assert z(interval[0]).replace("Z", ".000Z") == start, dag_id
+        assert z(interval[1]).replace("Z", ".000Z") == end, dag_id
+
+
+async def test_food_delivery_history_on_the_stand_in(v2_openapi: OpenAPI) -> None:
+    async with (
+        running_airflow_standin(dags=FOOD_DELIVERY_DAGS, history=food_delivery_history()) as server,
+        aiohttp.ClientSession() as session,
+    ):
+        token = await _token(session, server.url, "admin", "admin")
+        api = Api(server.url, session, v2_openapi, {"Authorization": f"Bearer {token}"})
+        body = {
+            "dag_id": "example.etl_orders",
+            "from_date": "2021-05-24T00:00:00Z",
+            "to_date": "2021-06-13T00:00:00Z",
+            "reprocess_behavior": "failed",
+        }
+        found = await api.ok("POST", "/api/v2/backfills/dry_run", body)
+        assert [b["logical_date"] for b in found["backfills"]] == [
+            "2021-06-04T00:00:00Z",
+            "2021-06-05T00:00:00Z",
+            "2021-06-06T00:00:00Z",
+        ]
+        weekly = await api.ok("GET", "/api/v2/dags/reporting.weekly_kpis/dagRuns")
+        assert weekly["total_entries"] == 3
+
+
+def test_the_validator_rejects_wrong_shapes(v1_openapi: OpenAPI, v2_openapi: OpenAPI) -> None:
+    def check(openapi: OpenAPI, path: str, status: int, body: Any) -> None:
+        request = SpecRequest(path, RequestParameters(), "get", None)
+        headers = Headers({"Content-Type": "application/json"})
+        response = SpecResponse(status, json.dumps(body).encode(), "application/json", headers)
+        openapi.validate_response(request, response)
+
+    backfill = {
+        "id": 1,
+        "dag_id": "d",
+        "from_date": z(T0),
+        "to_date": z(T0),
+        "dag_run_conf": None,
+        "is_paused": False,
+        "reprocess_behavior": "none",
+        "max_active_runs": 1,
+        "created_at": z(T0),
+        "completed_at": None,
+        "updated_at": z(T0),
+        "dag_display_name": "d",
+    }
+    check(v2_openapi, "/api/v2/backfills/1", 200, backfill)
+    for broken in (
+        backfill | {"reprocess_behavior": "all"},
+        backfill | {"created_at": "now"},
+        {k: v for k, v in backfill.items() if k != "completed_at"},
+    ):
+        with pytest.raises(Exception):  # noqa: B017, PT011 - openapi-core's error types vary
+            check(v2_openapi, "/api/v2/backfills/1", 200, broken)
+    with pytest.raises(Exception):  # noqa: B017, PT011
+        check(v2_openapi, "/api/v2/backfills/1", 422, {"detail": "a string"})
+    with pytest.raises(Exception):  # noqa: B017, PT011
+        check(v1_openapi, "/api/v1/dags/d", 404, {"title": "no type or status"})
