@@ -49,6 +49,7 @@ def slack_client(settings: Settings) -> AsyncWebClient:
     return AsyncWebClient(
         token=settings.slack_bot_token.get_secret_value(),
         base_url=settings.slack_api_url,
+        timeout=20,  # well inside the outbox lease, so a slow post is never sent twice
         retry_handlers=[AsyncRateLimitErrorRetryHandler(max_retry_count=2)],
     )
 

@@ -60,6 +60,17 @@ POST_PACE = (3.0, 0.9)
 UPDATE_PACE = (20.0, 45 / 60)
 
 
+MERGED_BLOCKS = 50  # Slack's limit of blocks per message
+
+
+def merged(batch: list[OutboxMessage]) -> dict[str, Any]:
+    """One payload for consecutive thread replies: their blocks in order, the first's text."""
+    if len(batch) == 1:
+        return dict(batch[0].payload)
+    blocks = [b for row in batch for b in row.payload.get("blocks") or []]
+    return {**batch[0].payload, "blocks": blocks}
+
+
 @dataclass(frozen=True)
 class _Outcome:
     kind: str  # "sent" | "retry" | "failed"
@@ -78,7 +89,7 @@ class OutboxSender:
         *,
         max_attempts: int = 12,
         poll_s: float = 1.0,
-        lease_s: float = 120.0,
+        lease_s: float = 45.0,
         post_pace: tuple[float, float] | None = POST_PACE,
         update_pace: tuple[float, float] | None = UPDATE_PACE,
     ) -> None:
@@ -124,24 +135,58 @@ class OutboxSender:
         async with self.sessions() as session:
             rows = await outbox.due(session, now=utcnow())
         held: set[str] = set()  # channels whose earlier message must go first
+        taken: set[int] = set()  # merged into an earlier post, or superseded
         delivered = 0
-        for row in rows:
-            if row.channel in held:
+        for index, row in enumerate(rows):
+            if row.channel in held or row.id in taken:
                 continue
             async with self.sessions.begin() as session:
                 # Another sender (another process on this database) may have taken it.
                 if not await outbox.claim(session, row, lease_s=self.lease_s):
                     held.add(row.channel)
                     continue
+                batch = [row, *await self._followers(session, rows[index + 1 :], row)]
+            taken.update(r.id for r in batch)
+            if row.role == OutboxRole.STATUS_UPDATE and len(batch) > 1:
+                # Only the newest state of a status message matters: send that one alone.
+                async with self.sessions.begin() as session:
+                    for stale in batch[:-1]:
+                        await outbox.mark_sent(session, stale, ts=None)
+                row, batch = batch[-1], batch[-1:]
             await self._pace(row)
-            outcome = await self._send(row)
+            outcome = await self._send(row, merged(batch))
             async with self.sessions.begin() as session:
-                await self._record(session, row, outcome)
+                for item in batch:
+                    await self._record(session, item, outcome)
             if outcome.kind == "sent":
-                delivered += 1
+                delivered += len(batch)
             elif outcome.kind == "retry":
                 held.add(row.channel)
         return delivered
+
+    async def _followers(
+        self, session: AsyncSession, later: list[OutboxMessage], first: OutboxMessage
+    ) -> list[OutboxMessage]:
+        """Due messages that can go with `first`: the next replies of the same thread (one
+        post instead of several, within Slack's block limit), or newer edits of the same
+        status message. Stops at anything else for the channel, which must keep its order."""
+        if first.role not in (OutboxRole.THREAD, OutboxRole.STATUS_UPDATE):
+            return []
+        found: list[OutboxMessage] = []
+        blocks = len(first.payload.get("blocks") or [])
+        for row in later:
+            if row.channel != first.channel:
+                continue
+            if row.role != first.role or row.request_id != first.request_id:
+                break
+            if first.role == OutboxRole.THREAD:
+                blocks += len(row.payload.get("blocks") or [])
+                if blocks > MERGED_BLOCKS:
+                    break
+            if not await outbox.claim(session, row, lease_s=self.lease_s):
+                break
+            found.append(row)
+        return found
 
     async def _pace(self, row: OutboxMessage) -> None:
         if row.method == "chat.update" or row.role == OutboxRole.STATUS_UPDATE:
@@ -186,13 +231,13 @@ class OutboxSender:
         # Without any status message, a reply stands on its own.
         return ts, True
 
-    async def _send(self, row: OutboxMessage) -> _Outcome:
-        args: dict[str, Any] = dict(row.payload)
+    async def _send(self, row: OutboxMessage, payload: dict[str, Any]) -> _Outcome:
+        args: dict[str, Any] = dict(payload)
         try:
             if row.role in (OutboxRole.THREAD, OutboxRole.STATUS_UPDATE):
                 ts, ready = await self._thread_parent(row)
                 if not ready:
-                    return _Outcome("retry", delay_s=1.0, error="waiting for the status message")
+                    return _Outcome("retry", delay_s=1.0, error=outbox.WAITING_FOR_PARENT)
                 if row.role == OutboxRole.STATUS_UPDATE:
                     if ts is None:
                         return _Outcome("failed", error="the status message was never posted")

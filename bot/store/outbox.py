@@ -48,15 +48,36 @@ async def enqueue(
     return message
 
 
+WAITING_FOR_PARENT = "waiting for the status message"
+
+
 async def due(session: AsyncSession, *, now: datetime, limit: int = 50) -> list[OutboxMessage]:
-    """Pending messages whose time has come, oldest first (Slack shows them in that order)."""
+    """Pending messages whose time has come, oldest first (Slack shows them in that order).
+
+    A channel whose oldest pending message is not due yet (waiting out a Retry-After, or leased
+    by a sender that may have died mid-post) gives nothing: its later messages must not
+    overtake it. Replies waiting for their thread's parent do not hold the channel, since that
+    parent may come after them.
+    """
     rows = await session.scalars(
         select(OutboxMessage)
-        .where(OutboxMessage.state == OutboxState.PENDING, OutboxMessage.next_attempt_at <= now)
+        .where(OutboxMessage.state == OutboxState.PENDING)
         .order_by(OutboxMessage.id)
-        .limit(limit)
+        .limit(limit * 4)
     )
-    return list(rows)
+    held: set[str] = set()
+    found: list[OutboxMessage] = []
+    for row in rows:
+        if row.channel in held:
+            continue
+        if row.next_attempt_at > now:
+            if row.error != WAITING_FOR_PARENT:
+                held.add(row.channel)
+            continue
+        found.append(row)
+        if len(found) == limit:
+            break
+    return found
 
 
 async def status_ts(session: AsyncSession, request_id: str) -> tuple[str | None, str | None]:

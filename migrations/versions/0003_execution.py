@@ -23,9 +23,7 @@ def upgrade() -> None:
     op.add_column("backfill_requests", sa.Column("started_at", sa.DateTime(timezone=True)))
     op.add_column("backfill_requests", sa.Column("finished_at", sa.DateTime(timezone=True)))
     op.add_column("backfill_requests", sa.Column("progress_digest", sa.String(length=64)))
-    op.add_column(
-        "backfill_requests", sa.Column("progress_posted_at", sa.DateTime(timezone=True))
-    )
+    op.add_column("backfill_requests", sa.Column("progress_posted_at", sa.DateTime(timezone=True)))
 
 
 def downgrade() -> None:
