@@ -369,7 +369,9 @@ class Runner:
             state = await self.backend.submit(work)
         except Busy as exc:
             retry = exc.retry_at or self.clock() + timedelta(seconds=self.settings.conflict_retry_s)
-            await self._note(step_id, {"retry_at": retry.isoformat()}, message=str(exc))
+            await self._note(
+                step_id, {**work.state, "retry_at": retry.isoformat()}, message=str(exc)
+            )
             return
         except StepRejected as exc:
             await self._reject(request_id, step, str(exc))
@@ -377,7 +379,9 @@ class Runner:
         except Exception as exc:  # unreachable or confused backend: try again later
             logger.warning("submitting %s of %s failed: %s", step.dag_id, request_id, exc)
             retry = self.clock() + timedelta(seconds=self.settings.poll_interval_s)
-            await self._note(step_id, {"retry_at": retry.isoformat()}, message=f"will retry: {exc}")
+            await self._note(
+                step_id, {**work.state, "retry_at": retry.isoformat()}, message=f"will retry: {exc}"
+            )
             return
         finally:
             self._in_flight.discard(step_id)
