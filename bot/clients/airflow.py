@@ -1,0 +1,309 @@
+"""Async clients for Airflow 3 (`/api/v2`, with backfills) and Airflow 2 (`/api/v1`).
+
+`connect_airflow()` asks the server which one it is. Behaviour observed on a real Airflow 3.3.2
+(see tests/airflow/test_airflow_client.py, which checks it):
+- Backfill `from_date` and `to_date` are both inclusive bounds on logical dates; with
+  `CronDataIntervalTimetable` a run's logical date is its data interval start, so a backfill
+  from 2021-06-04 to 2021-06-06 runs the intervals starting on the 4th, 5th and 6th.
+- Only one backfill per DAG is active: creating another answers 409 (`AirflowConflict`) until the
+  scheduler marks the first completed, which happens on a 30 s timer after its last run ends.
+- Cancelling fails the queued runs; runs already running go on to finish. The backfill is
+  marked completed at once, so a new one can start while they are still running.
+- An invalid or expired token gets 403 "Invalid JWT token" (401 only when none is sent); either
+  renews the token once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+import aiohttp
+
+from bot.clients.airflow2 import Airflow2Client
+from bot.clients.airflow_http import AirflowHttp, iso, logger, seg
+from bot.clients.airflow_models import (
+    AirflowAuthError,
+    AirflowBadResponse,
+    AirflowConflict,
+    AirflowError,
+    AirflowNotFound,
+    AirflowRequestError,
+    AirflowUnavailable,
+    BackfillInfo,
+    DagInfo,
+    DagRunInfo,
+    Parser,
+)
+from bot.clients.http import RetryPolicy
+
+__all__ = [
+    "REPROCESS_BEHAVIORS",
+    "Airflow2Client",
+    "Airflow3Client",
+    "AirflowAuthError",
+    "AirflowBadResponse",
+    "AirflowClient",
+    "AirflowConflict",
+    "AirflowError",
+    "AirflowNotFound",
+    "AirflowRequestError",
+    "AirflowUnavailable",
+    "BackfillInfo",
+    "DagInfo",
+    "DagRunInfo",
+    "RetryPolicy",
+    "connect_airflow",
+]
+
+REPROCESS_BEHAVIORS = frozenset({"none", "completed", "failed"})
+
+
+def _check_backfill_args(reprocess_behavior: str, max_active_runs: int) -> None:
+    if reprocess_behavior not in REPROCESS_BEHAVIORS:
+        raise ValueError(
+            f"reprocess_behavior must be one of {sorted(REPROCESS_BEHAVIORS)}, "
+            f"got {reprocess_behavior!r}"
+        )
+    if max_active_runs < 1:
+        raise ValueError("max_active_runs must be >= 1")
+
+
+class Airflow3Client(AirflowHttp):
+    """Airflow 3 REST API (`/api/v2`) with a JWT from `POST /auth/token`.
+
+    The token is fetched on first use and renewed once when Airflow refuses it (401/403).
+    Use as `async with Airflow3Client(url, user, password) as airflow:`.
+    """
+
+    api_version: int = 3
+    _renewable_auth = True
+
+    def __init__(
+        self,
+        base_url: str,
+        username: str | None,
+        password: str | None,
+        *,
+        timeout_s: float = 15.0,
+        retry: RetryPolicy | None = None,
+        session: aiohttp.ClientSession | None = None,
+    ) -> None:
+        super().__init__(
+            base_url, username, password, timeout_s=timeout_s, retry=retry, session=session
+        )
+        self._token: str | None = None
+        self._token_lock = asyncio.Lock()
+
+    async def _auth_header(self) -> str | None:
+        if self._username is None:
+            return None
+        async with self._token_lock:
+            if self._token is None:
+                self._token = await self._fetch_token()
+            return f"Bearer {self._token}"
+
+    async def _renew_auth(self, used: str | None) -> None:
+        async with self._token_lock:
+            if used is not None and used == f"Bearer {self._token}":
+                self._token = None
+
+    async def _fetch_token(self) -> str:
+        body = {"username": self._username, "password": self._password or ""}
+        try:
+            reply = await self._request(
+                "POST", "/auth/token", body=body, retry_safe=True, auth=False
+            )
+        except AirflowAuthError as exc:
+            raise AirflowAuthError(
+                f"Airflow at {self.base_url} refused the login of {self._username!r}: "
+                f"check AIRFLOW_USERNAME and AIRFLOW_PASSWORD ({exc.detail})",
+                status=exc.status,
+                endpoint=exc.endpoint,
+            ) from exc
+        return reply.parse.str_(reply.parse.obj(reply.data), "access_token")
+
+    async def version(self) -> str:
+        """Airflow's version, e.g. "3.3.2" (this endpoint needs no token)."""
+        reply = await self._request("GET", "/api/v2/version", retry_safe=True, auth=False)
+        return reply.parse.str_(reply.parse.obj(reply.data), "version")
+
+    async def get_dag(self, dag_id: str) -> DagInfo:
+        reply = await self._request("GET", f"/api/v2/dags/{seg(dag_id)}", retry_safe=True)
+        return reply.parse.dag_v3(reply.data)
+
+    async def set_paused(self, dag_id: str, paused: bool) -> DagInfo:
+        reply = await self._request(
+            "PATCH",
+            f"/api/v2/dags/{seg(dag_id)}",
+            query=[("update_mask", "is_paused")],
+            body={"is_paused": paused},
+            retry_safe=True,
+        )
+        return reply.parse.dag_v3(reply.data)
+
+    def _backfill_body(
+        self,
+        dag_id: str,
+        from_date: datetime,
+        to_date: datetime,
+        reprocess_behavior: str,
+        max_active_runs: int,
+    ) -> dict[str, Any]:
+        _check_backfill_args(reprocess_behavior, max_active_runs)
+        return {
+            "dag_id": dag_id,
+            "from_date": iso(from_date, "from_date"),
+            "to_date": iso(to_date, "to_date"),
+            "reprocess_behavior": reprocess_behavior,
+            "max_active_runs": max_active_runs,
+        }
+
+    async def dry_run_backfill(
+        self,
+        dag_id: str,
+        from_date: datetime,
+        to_date: datetime,
+        *,
+        reprocess_behavior: str = "completed",
+        max_active_runs: int = 1,
+    ) -> list[datetime]:
+        """The logical dates a backfill would run (both bounds inclusive), in order."""
+        body = self._backfill_body(dag_id, from_date, to_date, reprocess_behavior, max_active_runs)
+        reply = await self._request("POST", "/api/v2/backfills/dry_run", body=body, retry_safe=True)
+        dates = []
+        for item in reply.parse.objects(reply.data, "backfills"):
+            logical = reply.parse.opt_dt(item, "logical_date")
+            if logical is None:
+                raise reply.parse.bad("a dry-run entry has no logical_date (partitioned DAG?)")
+            dates.append(logical)
+        return dates
+
+    async def create_backfill(
+        self,
+        dag_id: str,
+        from_date: datetime,
+        to_date: datetime,
+        *,
+        reprocess_behavior: str = "completed",
+        max_active_runs: int = 1,
+        run_backwards: bool = False,
+        dag_run_conf: Mapping[str, Any] | None = None,
+    ) -> BackfillInfo:
+        """Start a backfill; AirflowConflict (409) if one of this DAG is still active.
+
+        Not retried after a timeout or 5xx (it could start twice): AirflowUnavailable then
+        means "unknown", and the caller should look with `list_backfills`.
+        """
+        body = self._backfill_body(dag_id, from_date, to_date, reprocess_behavior, max_active_runs)
+        body["run_backwards"] = run_backwards
+        if dag_run_conf is not None:
+            body["dag_run_conf"] = dict(dag_run_conf)
+        reply = await self._request("POST", "/api/v2/backfills", body=body, retry_safe=False)
+        return reply.parse.backfill(reply.data)
+
+    async def list_backfills(self, dag_id: str) -> list[BackfillInfo]:
+        """Every backfill of the DAG, oldest first."""
+        items = await self._paged(
+            "/api/v2/backfills", "backfills", [("dag_id", dag_id), ("order_by", "id")]
+        )
+        return [Parser("GET /api/v2/backfills", 200).backfill(item) for item in items]
+
+    async def get_backfill(self, backfill_id: int) -> BackfillInfo:
+        reply = await self._request("GET", f"/api/v2/backfills/{int(backfill_id)}", retry_safe=True)
+        return reply.parse.backfill(reply.data)
+
+    async def cancel_backfill(self, backfill_id: int) -> BackfillInfo:
+        """Cancel: queued runs fail, running ones finish. 409 if it had already completed."""
+        reply = await self._request(
+            "PUT", f"/api/v2/backfills/{int(backfill_id)}/cancel", retry_safe=True
+        )
+        return reply.parse.backfill(reply.data)
+
+    async def list_dag_runs(
+        self,
+        dag_id: str,
+        *,
+        run_type: str | None = None,
+        logical_date_gte: datetime | None = None,
+        logical_date_lte: datetime | None = None,
+    ) -> list[DagRunInfo]:
+        """Every run of the DAG matching the filters (inclusive bounds), in creation order."""
+        query: list[tuple[str, str | int | bool]] = [("order_by", "id")]
+        if run_type is not None:
+            query.append(("run_type", run_type))
+        if logical_date_gte is not None:
+            query.append(("logical_date_gte", iso(logical_date_gte, "logical_date_gte")))
+        if logical_date_lte is not None:
+            query.append(("logical_date_lte", iso(logical_date_lte, "logical_date_lte")))
+        path = f"/api/v2/dags/{seg(dag_id)}/dagRuns"
+        items = await self._paged(path, "dag_runs", query)
+        return [Parser(f"GET {path}", 200).dag_run(item) for item in items]
+
+    async def get_dag_run(self, dag_id: str, run_id: str) -> DagRunInfo:
+        path = f"/api/v2/dags/{seg(dag_id)}/dagRuns/{seg(run_id)}"
+        reply = await self._request("GET", path, retry_safe=True)
+        return reply.parse.dag_run(reply.data)
+
+    def ui_url(self, dag_id: str, run_id: str | None = None) -> str:
+        """The Airflow 3 UI page of the DAG (`/dags/<id>`) or of one run (`.../runs/<run id>`)."""
+        url = f"{self.base_url}/dags/{seg(dag_id)}"
+        return url if run_id is None else f"{url}/runs/{seg(run_id)}"
+
+
+AirflowClient = Airflow3Client | Airflow2Client
+
+
+async def connect_airflow(
+    base_url: str,
+    username: str | None,
+    password: str | None,
+    *,
+    timeout_s: float = 15.0,
+    retry: RetryPolicy | None = None,
+    session: aiohttp.ClientSession | None = None,
+) -> AirflowClient:
+    """The client matching the server: `/api/v2/version` (Airflow 3), else `/api/v1/version`.
+
+    The returned client is ready (use `async with` or `close()` it). Raises AirflowUnavailable
+    naming AIRFLOW_URL when nothing answers there.
+    """
+    v3 = Airflow3Client(
+        base_url, username, password, timeout_s=timeout_s, retry=retry, session=session
+    )
+    try:
+        version = await v3.version()
+    except AirflowNotFound:
+        await v3.close()
+    except AirflowUnavailable as exc:
+        await v3.close()
+        raise AirflowUnavailable(
+            f"Cannot reach Airflow at AIRFLOW_URL={v3.base_url}: {exc.detail}",
+            status=exc.status,
+            endpoint=exc.endpoint,
+        ) from exc
+    except BaseException:
+        await v3.close()
+        raise
+    else:
+        logger.info("Airflow at %s is version %s (API v2)", v3.base_url, version)
+        return v3
+    v2 = Airflow2Client(
+        base_url, username, password, timeout_s=timeout_s, retry=retry, session=session
+    )
+    try:
+        await v2.version()
+    except AirflowNotFound as exc:
+        await v2.close()
+        raise AirflowBadResponse(
+            f"AIRFLOW_URL={v2.base_url} does not look like Airflow: neither /api/v2/version "
+            "nor /api/v1/version exists",
+            status=exc.status,
+            endpoint=exc.endpoint,
+        ) from exc
+    except BaseException:
+        await v2.close()
+        raise
+    return v2

@@ -1,0 +1,139 @@
+"""Client for the Airflow 2 stable REST API (`/api/v1`); see `bot.clients.airflow`."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from bot.clients.airflow_http import AirflowHttp, Query, iso, seg
+from bot.clients.airflow_models import DagInfo, DagRunInfo, Parser
+
+__all__ = ["Airflow2Client"]
+
+
+class Airflow2Client(AirflowHttp):
+    """Airflow 2 stable REST API (`/api/v1`) with HTTP basic auth; it has no backfill endpoint.
+
+    Backfill one interval with `trigger_dag_run` (explicit data interval), or rerun existing
+    runs with `clear_dag_run` / `clear_task_instances`.
+    """
+
+    api_version: int = 2
+
+    async def _auth_header(self) -> str | None:
+        if self._username is None:
+            return None
+        pair = f"{self._username}:{self._password or ''}".encode()
+        return "Basic " + base64.b64encode(pair).decode("ascii")
+
+    async def version(self) -> str:
+        reply = await self._request("GET", "/api/v1/version", retry_safe=True)
+        return reply.parse.str_(reply.parse.obj(reply.data), "version")
+
+    async def get_dag(self, dag_id: str) -> DagInfo:
+        reply = await self._request("GET", f"/api/v1/dags/{seg(dag_id)}", retry_safe=True)
+        return reply.parse.dag_v1(reply.data)
+
+    async def set_paused(self, dag_id: str, paused: bool) -> DagInfo:
+        reply = await self._request(
+            "PATCH",
+            f"/api/v1/dags/{seg(dag_id)}",
+            query=[("update_mask", "is_paused")],
+            body={"is_paused": paused},
+            retry_safe=True,
+        )
+        return reply.parse.dag_v1(reply.data)
+
+    async def list_dag_runs(
+        self,
+        dag_id: str,
+        *,
+        run_type: str | None = None,
+        logical_date_gte: datetime | None = None,
+        logical_date_lte: datetime | None = None,
+    ) -> list[DagRunInfo]:
+        """Runs matching the filters (`execution_date_gte/lte` in v1; run_type client-side)."""
+        query: Query = []
+        if logical_date_gte is not None:
+            query = [*query, ("execution_date_gte", iso(logical_date_gte, "logical_date_gte"))]
+        if logical_date_lte is not None:
+            query = [*query, ("execution_date_lte", iso(logical_date_lte, "logical_date_lte"))]
+        path = f"/api/v1/dags/{seg(dag_id)}/dagRuns"
+        items = await self._paged(path, "dag_runs", query)
+        parser = Parser(f"GET {path}", 200)
+        runs = [parser.dag_run(item) for item in items]
+        return [run for run in runs if run_type is None or run.run_type == run_type]
+
+    async def trigger_dag_run(
+        self,
+        dag_id: str,
+        run_id: str,
+        *,
+        logical_date: datetime,
+        data_interval_start: datetime,
+        data_interval_end: datetime,
+        conf: Mapping[str, Any] | None = None,
+        note: str | None = None,
+    ) -> DagRunInfo:
+        """Create one run covering [data_interval_start, data_interval_end).
+
+        409 (AirflowConflict) if the run id or logical date exists. Not retried after a
+        timeout or 5xx; a later `get_dag_run` tells whether it was created.
+        """
+        body: dict[str, Any] = {
+            "dag_run_id": run_id,
+            "logical_date": iso(logical_date, "logical_date"),
+            "data_interval_start": iso(data_interval_start, "data_interval_start"),
+            "data_interval_end": iso(data_interval_end, "data_interval_end"),
+            "conf": dict(conf or {}),
+        }
+        if note is not None:
+            body["note"] = note
+        path = f"/api/v1/dags/{seg(dag_id)}/dagRuns"
+        reply = await self._request("POST", path, body=body, retry_safe=False)
+        return reply.parse.dag_run(reply.data)
+
+    async def get_dag_run(self, dag_id: str, run_id: str) -> DagRunInfo:
+        path = f"/api/v1/dags/{seg(dag_id)}/dagRuns/{seg(run_id)}"
+        reply = await self._request("GET", path, retry_safe=True)
+        return reply.parse.dag_run(reply.data)
+
+    async def clear_dag_run(self, dag_id: str, run_id: str) -> None:
+        """Clear every task of an existing run so it runs again (not retried on timeout)."""
+        path = f"/api/v1/dags/{seg(dag_id)}/dagRuns/{seg(run_id)}/clear"
+        await self._request("POST", path, body={"dry_run": False}, retry_safe=False)
+
+    async def set_dag_run_state(self, dag_id: str, run_id: str, state: str) -> DagRunInfo:
+        """Set a run's state ("success", "failed" or "queued")."""
+        if state not in ("success", "failed", "queued"):
+            raise ValueError(f"state must be success, failed or queued, got {state!r}")
+        path = f"/api/v1/dags/{seg(dag_id)}/dagRuns/{seg(run_id)}"
+        reply = await self._request("PATCH", path, body={"state": state}, retry_safe=True)
+        return reply.parse.dag_run(reply.data)
+
+    async def clear_task_instances(
+        self,
+        dag_id: str,
+        *,
+        start_date: datetime,
+        end_date: datetime,
+        only_failed: bool = False,
+    ) -> int:
+        """Clear the task instances with logical dates in [start_date, end_date]; how many."""
+        body = {
+            "dry_run": False,
+            "start_date": iso(start_date, "start_date"),
+            "end_date": iso(end_date, "end_date"),
+            "only_failed": only_failed,
+            "reset_dag_runs": True,
+        }
+        path = f"/api/v1/dags/{seg(dag_id)}/clearTaskInstances"
+        reply = await self._request("POST", path, body=body, retry_safe=False)
+        return len(reply.parse.objects(reply.data, "task_instances"))
+
+    def ui_url(self, dag_id: str, run_id: str | None = None) -> str:
+        """The Airflow 2 grid view of the DAG, focused on one run if given."""
+        url = f"{self.base_url}/dags/{seg(dag_id)}/grid"
+        return url if run_id is None else f"{url}?dag_run_id={seg(run_id)}"
