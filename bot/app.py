@@ -100,6 +100,7 @@ def build_backend(settings: Settings, config: BotConfig) -> Backend | None:
             warehouse=spark.warehouse,
             lineage_url=settings.marquez_url if spark.send_lineage else None,
             lineage_api_key=key.get_secret_value() if key else None,
+            options=spark.options,
         )
     return None
 

@@ -145,6 +145,8 @@ class SparkExecution(_Strict):
     warehouse: Path = Path("var/warehouse")
     send_lineage: bool = True
     """Send the jobs' OpenLineage events to MARQUEZ_URL, so Marquez sees the rerun."""
+    options: dict[str, int | str] = Field(default_factory=dict)
+    """More settings of the pipeline (e.g. `orders_per_day` of the example's generator)."""
 
 
 class Execution(_Strict):

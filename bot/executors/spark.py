@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,8 +43,10 @@ class SparkBackend:
         warehouse: Path,
         lineage_url: str | None = None,
         lineage_api_key: str | None = None,
+        options: Mapping[str, Any] | None = None,
     ) -> None:
         self.master = master
+        self.options = dict(options or {})
         self.warehouse = warehouse
         self.lineage_url = lineage_url
         self.lineage_api_key = lineage_api_key
@@ -92,6 +94,7 @@ class SparkBackend:
             warehouse=self.warehouse,
             lineage_url=self.lineage_url,
             lineage_api_key=self.lineage_api_key,
+            **self.options,
         )
 
     async def submit(self, work: StepWork) -> State:
@@ -158,9 +161,11 @@ class SparkBackend:
             return None
         run.cancelled = True
         if run.current is not None and self._session is not None:
-            # The pipeline tags each interval's Spark jobs with this group (see its jobs module).
-            group = self._pipeline().job_group(work.dag.dag_id, run.current.start)
-            await asyncio.to_thread(self._session.sparkContext.cancelJobGroup, group)
+            # Stops the interval's Spark jobs now; the run reports ABORT and raises.
+            jobs = self._pipeline()
+            await asyncio.to_thread(
+                jobs.cancel_interval, self._session, work.dag.dag_id, run.current.start
+            )
         return None
 
     def link(self, work: StepWork) -> str | None:

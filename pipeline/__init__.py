@@ -1,0 +1,1 @@
+"""Example data pipelines the bot can plan and run backfills for."""
