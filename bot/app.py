@@ -57,7 +57,11 @@ def slack_client(settings: Settings) -> AsyncWebClient:
 def build_services(settings: Settings, config: BotConfig, slack: AsyncWebClient) -> Services:
     engine = make_engine(settings.database_url)
     sessions = session_factory(engine)
-    sender = OutboxSender(sessions, slack)
+    # The sender rides out 429s itself (Retry-After, per row, within its lease): its client
+    # must not also wait them out inside one call.
+    sender = OutboxSender(
+        sessions, AsyncWebClient(token=slack.token, base_url=slack.base_url, timeout=20)
+    )
     key = settings.marquez_api_key.get_secret_value() if settings.marquez_api_key else None
 
     @asynccontextmanager

@@ -147,12 +147,12 @@ class OutboxSender:
                     continue
                 batch = [row, *await self._followers(session, rows[index + 1 :], row)]
             taken.update(r.id for r in batch)
-            if row.role == OutboxRole.STATUS_UPDATE and len(batch) > 1:
-                # Only the newest state of a status message matters: send that one alone.
+            if row.role == OutboxRole.STATUS_UPDATE:
                 async with self.sessions.begin() as session:
-                    for stale in batch[:-1]:
-                        await outbox.mark_sent(session, stale, ts=None)
-                row, batch = batch[-1], batch[-1:]
+                    if await outbox.newer_status_update(session, row):
+                        # Only the newest state of a status message matters; that row sends it.
+                        await outbox.mark_sent(session, row, ts=None)
+                        continue
             await self._pace(row)
             outcome = await self._send(row, merged(batch))
             async with self.sessions.begin() as session:
@@ -167,22 +167,24 @@ class OutboxSender:
     async def _followers(
         self, session: AsyncSession, later: list[OutboxMessage], first: OutboxMessage
     ) -> list[OutboxMessage]:
-        """Due messages that can go with `first`: the next replies of the same thread (one
-        post instead of several, within Slack's block limit), or newer edits of the same
-        status message. Stops at anything else for the channel, which must keep its order."""
-        if first.role not in (OutboxRole.THREAD, OutboxRole.STATUS_UPDATE):
+        """Due replies that can go with `first` in one post (within Slack's block limit): the
+        next replies of the same thread. Stops at anything else for the channel but edits of
+        the thread's parent, since the channel must keep its order."""
+        if first.role != OutboxRole.THREAD:
             return []
         found: list[OutboxMessage] = []
         blocks = len(first.payload.get("blocks") or [])
         for row in later:
             if row.channel != first.channel:
                 continue
-            if row.role != first.role or row.request_id != first.request_id:
+            same_request = row.request_id == first.request_id
+            if same_request and row.role == OutboxRole.STATUS_UPDATE:
+                continue  # an edit of the parent does not change the thread's order
+            if row.role != OutboxRole.THREAD or not same_request:
                 break
-            if first.role == OutboxRole.THREAD:
-                blocks += len(row.payload.get("blocks") or [])
-                if blocks > MERGED_BLOCKS:
-                    break
+            blocks += len(row.payload.get("blocks") or [])
+            if blocks > MERGED_BLOCKS:
+                break
             if not await outbox.claim(session, row, lease_s=self.lease_s):
                 break
             found.append(row)
@@ -260,6 +262,11 @@ class OutboxSender:
         except (aiohttp.ClientError, TimeoutError) as exc:
             return _Outcome(
                 "retry", delay_s=self._backoff(row), error=f"{type(exc).__name__}: {exc}"
+            )
+        except Exception as exc:  # counted like any failure, so it cannot hold the channel
+            logger.exception("sending outbox message %s failed", row.id)
+            return _Outcome(
+                "retry", delay_s=self._backoff(row), error=f"{type(exc).__name__}: {exc}"[:400]
             )
 
     def _classify(self, exc: SlackApiError, row: OutboxMessage) -> _Outcome:

@@ -48,10 +48,20 @@ class Airflow2Steps:
                 )
             except AirflowConflict:
                 other = await self._existing(dag_id, interval, run_id)
-                if other is not None and other.run_id != run_id:
+                if other is None or other.run_id == run_id:
+                    continue  # ours, triggered before a crash
+                adopted[key] = other.run_id
+                if not self._rerun_since(other, work.since):
                     await self.client.clear_dag_run(dag_id, other.run_id)
-                    adopted[key] = other.run_id
         return {"adopted": adopted, "handle": f"{len(work.intervals)} DAG runs"}
+
+    @staticmethod
+    def _rerun_since(run: DagRunInfo, since: datetime | None) -> bool:
+        """Already cleared for us by a process that died before recording it: rerunning now,
+        or started after we claimed the step. Clearing it again would run it twice."""
+        if run.state in ("queued", "running"):
+            return True
+        return since is not None and run.start_date is not None and run.start_date >= since
 
     async def _existing(self, dag_id: str, interval: Interval, run_id: str) -> DagRunInfo | None:
         runs = await self.client.list_dag_runs(

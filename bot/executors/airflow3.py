@@ -75,14 +75,15 @@ class Airflow3Steps:
     def _mine(
         self, found: Sequence[BackfillInfo], start: datetime, end: datetime, since: datetime | None
     ) -> BackfillInfo | None:
+        """Our backfill of this range, created by a process that died before recording it: one
+        still running that was created around our claim, or a finished one created after it."""
         for backfill in found:
-            same = backfill.from_date == start and backfill.to_date == end
-            recent = (
-                since is None
-                or backfill.created_at is None
-                or (backfill.created_at >= since - _SKEW)
-            )
-            if same and recent:
+            if backfill.from_date != start or backfill.to_date != end:
+                continue
+            if since is None or backfill.created_at is None:
+                return backfill
+            margin = _SKEW if backfill.completed_at is None else timedelta(0)
+            if backfill.created_at >= since - margin:
                 return backfill
         return None
 
@@ -119,7 +120,14 @@ class Airflow3Steps:
                 ) from None
             state["expected"] = [iso(d) for d in dates]
         else:
-            state.setdefault("expected", [iso(i.start) for i in chunk])
+            # Adopted: what it runs is what it created (the dry run's answer was lost).
+            runs = await self.client.list_dag_runs(
+                dag_id, run_type="backfill", logical_date_gte=first, logical_date_lte=last
+            )
+            dates = sorted({r.logical_date for r in runs if r.logical_date}) or [
+                i.start for i in chunk
+            ]
+            state["expected"] = [iso(d) for d in dates]
         return {
             **state,
             "chunk": index,
@@ -165,15 +173,16 @@ class Airflow3Steps:
             except Busy:
                 return Progress(counts)
             return Progress(counts, state=state)
+        if work.cancelling and index + 1 < len(chunks):
+            return Progress(counts, done=True, message="cancelled before every interval ran")
         message = None if expected else "Airflow had no runs to redo in this range"
-        return Progress(
-            counts, done=True, ok=not work.cancelling or counts.queued == 0, message=message
-        )
+        return Progress(counts, done=True, ok=True, message=message)
 
     async def cancel(self, work: StepWork) -> State | None:
         backfill_id = work.state.get("backfill_id")
         if isinstance(backfill_id, int):
-            with contextlib.suppress(AirflowNotFound):
+            # 409: already completed (cancelled before, or finished): nothing left to stop.
+            with contextlib.suppress(AirflowNotFound, AirflowConflict):
                 await self.client.cancel_backfill(backfill_id)
         return None
 

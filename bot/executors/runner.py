@@ -97,7 +97,15 @@ class Runner:
         await execution.mark_started(session, request.id, at=self.clock())
 
     async def cancel(self, session: AsyncSession, request: BackfillRequest) -> None:
-        return None  # the next pass cancels what runs and skips the rest
+        if request.started_at is not None:
+            return None  # the next pass cancels what runs and skips the rest
+        # Never handed to us: nothing runs, so it ends here and no pass will look at it.
+        for step in request.steps:
+            if step.state == StepState.PENDING:
+                await self._move(
+                    session, step, StepState.SKIPPED, message="cancelled before it started"
+                )
+        await execution.mark_finished(session, request.id, at=self.clock())
 
     def wake(self) -> None:
         self._wakeup.set()
@@ -136,9 +144,12 @@ class Runner:
         cancelled = request.state == RequestState.CANCELLED
         seen = await self._observe(request, cancelled)
         starts = await self._record(request_id, seen)
-        for step_id in [*seen.resubmit, *starts]:
-            await self._submit(request_id, step_id)
-        if starts or seen.resubmit:
+        submitted = [
+            step_id
+            for step_id in [*seen.resubmit, *starts]
+            if await self._submit(request_id, step_id)
+        ]
+        if submitted:
             self.wake()  # a submit may have finished a step at once; look again soon
 
     # --- phase A: ask the backend -----------------------------------------------------------
@@ -154,6 +165,13 @@ class Runner:
             since=step.started_at,
         )
 
+    def _orphaned(self, step: BackfillStep, now: datetime) -> bool:
+        """Claimed by a process that died before the backend answered (or by this one before
+        a restart): nobody else is submitting it."""
+        if step.id in self._in_flight:
+            return False
+        return step.updated_at < self._booted or now - step.updated_at > ORPHAN_AFTER
+
     def _needs_submit(self, step: BackfillStep, now: datetime) -> bool:
         state = step.executor_state or {}
         if state.get("started") or step.id in self._in_flight:
@@ -161,8 +179,7 @@ class Runner:
         retry_at = state.get("retry_at")
         if isinstance(retry_at, str):
             return datetime.fromisoformat(retry_at) <= now
-        # Claimed by a process that died before the backend answered (or by this one, earlier).
-        return step.updated_at < self._booted or now - step.updated_at > ORPHAN_AFTER
+        return self._orphaned(step, now)
 
     async def _observe(self, request: BackfillRequest, cancelled: bool) -> _Pass:
         seen = _Pass()
@@ -171,31 +188,47 @@ class Runner:
             if step.state not in ACTIVE:
                 continue
             work = self._work(request, step, cancelling=cancelled)
-            started = bool(work.state.get("started"))
-            if cancelled and not started and step.id not in self._in_flight:
-                seen.polled[step.id] = Progress(Counts(), done=True, ok=False)
-                continue
-            if not started:
-                if self._needs_submit(step, now):
+            if not work.state.get("started"):
+                if cancelled and ("retry_at" in work.state or self._orphaned(step, now)):
+                    # Nothing was started, and nobody is starting it right now.
+                    seen.polled[step.id] = Progress(Counts(), done=True, ok=False)
+                elif not cancelled and self._needs_submit(step, now):
                     seen.resubmit.append(step.id)
                 continue
-            try:
-                if cancelled and not work.state.get("cancel_sent"):
-                    new_state = await self.backend.cancel(work)
-                    merged = {**work.state, **(new_state or {}), "cancel_sent": True}
-                    seen.cancel_states[step.id] = merged
-                    work = replace(work, state=merged)
-                result = await self.backend.poll(work)
-            except Exception as exc:
-                logger.warning("cannot follow %s of %s: %s", step.dag_id, request.id, exc)
+            result = await self._follow(request, work, seen)
+            if result is None:
                 continue
-            if result.lost and not cancelled:
+            if result.lost and cancelled:
+                result = Progress(result.counts, done=True, ok=False, message="interrupted")
+            elif result.lost:
                 seen.resubmit.append(step.id)
                 lost_state = {**work.state, **(result.state or {}), "started": False}
                 seen.cancel_states[step.id] = lost_state
                 continue
             seen.polled[step.id] = result
         return seen
+
+    async def _follow(
+        self, request: BackfillRequest, work: StepWork, seen: _Pass
+    ) -> Progress | None:
+        """Cancel (once) if the request was cancelled, then poll; None if the backend could not
+        be asked this time."""
+        if work.cancelling and not work.state.get("cancel_sent"):
+            try:
+                new_state = await self.backend.cancel(work)
+            except Exception as exc:
+                logger.warning("cannot cancel %s of %s: %s", work.dag.dag_id, request.id, exc)
+            else:
+                merged = {**work.state, **(new_state or {}), "cancel_sent": True}
+                seen.cancel_states[work.step_id] = merged
+                work = replace(work, state=merged)
+        try:
+            return await self.backend.poll(work)
+        except StepRejected as exc:  # e.g. the DAG was paused or deleted between chunks
+            return Progress(Counts.from_json(None), done=True, ok=False, message=str(exc))
+        except Exception as exc:
+            logger.warning("cannot follow %s of %s: %s", work.dag.dag_id, request.id, exc)
+            return None
 
     # --- phase B: record ----------------------------------------------------------------
 
@@ -358,11 +391,14 @@ class Runner:
 
     # --- phase C: submit ------------------------------------------------------------------
 
-    async def _submit(self, request_id: str, step_id: str) -> None:
+    async def _submit(self, request_id: str, step_id: str) -> bool:
+        """Submit one claimed step; True if the backend took it."""
         request = await self._load(request_id)
         step = next((s for s in request.steps if s.id == step_id), None) if request else None
-        if request is None or step is None or step.state != StepState.SUBMITTED:
-            return
+        if request is None or step is None or step.state not in ACTIVE:
+            return False
+        if request.state != RequestState.RUNNING:
+            return False
         work = self._work(request, step, cancelling=False)
         self._in_flight.add(step_id)
         try:
@@ -372,17 +408,17 @@ class Runner:
             await self._note(
                 step_id, {**work.state, "retry_at": retry.isoformat()}, message=str(exc)
             )
-            return
+            return False
         except StepRejected as exc:
             await self._reject(request_id, step, str(exc))
-            return
+            return False
         except Exception as exc:  # unreachable or confused backend: try again later
             logger.warning("submitting %s of %s failed: %s", step.dag_id, request_id, exc)
             retry = self.clock() + timedelta(seconds=self.settings.poll_interval_s)
             await self._note(
                 step_id, {**work.state, "retry_at": retry.isoformat()}, message=f"will retry: {exc}"
             )
-            return
+            return False
         finally:
             self._in_flight.discard(step_id)
         merged = {**work.state, **state, "started": True}
@@ -395,6 +431,7 @@ class Runner:
                 handle=str(merged.get("handle", "")) or None,
                 clear_message=True,
             )
+        return True
 
     async def _note(self, step_id: str, state: dict[str, object], *, message: str) -> None:
         async with self.sessions.begin() as session:

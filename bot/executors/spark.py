@@ -13,6 +13,7 @@ import logging
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,12 @@ from bot.domain.progress import Counts
 from bot.executors.backends import Finding, Progress, State, StepWork
 
 logger = logging.getLogger(__name__)
+# A run another process reports on every poll is alive; silent this long, it died with it.
+HEARTBEAT_TIMEOUT = timedelta(seconds=60)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
 
 
 @dataclass
@@ -133,10 +140,10 @@ class SparkBackend:
 
     async def poll(self, work: StepWork) -> Progress:
         run = self._runs.get(work.step_id)
-        if run is None:  # not running in this process: interrupted by a restart
+        if run is None:
             done = list(work.state.get("done", ()))
             counts = Counts(queued=len(work.intervals) - len(done), succeeded=len(done))
-            return Progress(counts, lost=True)
+            return Progress(counts, lost=self._lost(work.state))
         total = len(run.intervals)
         finished = run.task is not None and run.task.done()
         failed = 1 if run.failed else 0
@@ -147,13 +154,20 @@ class SparkBackend:
             succeeded=len(run.done),
             failed=failed,
         )
-        state: State = {"boot": self.boot, "done": sorted(run.done)}
+        state: State = {"boot": self.boot, "done": sorted(run.done), "seen": _now().isoformat()}
         if not finished:
             return Progress(counts, state=state)
         self._runs.pop(work.step_id, None)
         ok = not run.failed and len(run.done) == total
         message = run.failed or (None if ok else "cancelled before every interval ran")
         return Progress(counts, done=True, ok=ok, message=message, state=state)
+
+    def _lost(self, state: Mapping[str, Any]) -> bool:
+        """Not running here. Ours (this process) or silent for a while: the process that ran
+        it is gone (a restart). Another live process still reports it every poll."""
+        if state.get("boot") == self.boot or not isinstance(state.get("seen"), str):
+            return True
+        return _now() - datetime.fromisoformat(state["seen"]) > HEARTBEAT_TIMEOUT
 
     async def cancel(self, work: StepWork) -> State | None:
         run = self._runs.get(work.step_id)

@@ -48,6 +48,10 @@ STATE_WORDS = {
 }
 
 
+class _Busy(Exception):
+    """Rolls the approval back: another backfill reruns some of the same intervals."""
+
+
 @dataclass(frozen=True)
 class Reply:
     """What the person who acted sees (ephemeral)."""
@@ -143,10 +147,19 @@ class BackfillService:
             note = f"could not check this DAG with {self.executor.name}: {exc}"
             return (PlanNote(plan.root.dag_id, note[:300], blocking=False),)
 
-    async def _busy(self, steps: Sequence[PlanStep], *, exclude: str | None = None) -> str | None:
+    async def _busy(
+        self,
+        steps: Sequence[PlanStep],
+        *,
+        exclude: str | None = None,
+        session: AsyncSession | None = None,
+    ) -> str | None:
         """Why the plan must wait: another backfill already reruns one of its DAG intervals."""
         wanted = [(s.dag.namespace, s.dag.dag_id, s.intervals) for s in steps]
-        async with self.sessions() as session:
+        if session is None:
+            async with self.sessions() as own:
+                found = await execution.overlapping(own, wanted, exclude=exclude)
+        else:
             found = await execution.overlapping(session, wanted, exclude=exclude)
         if not found:
             return None
@@ -177,11 +190,10 @@ class BackfillService:
         plan = plan_from_json(request.plan)
         if plan.blocked:
             return Reply(messages.refusal("This plan cannot run as it is; see its preview."))
-        busy = await self._busy(plan.steps, exclude=request.id)
-        if busy:
-            return await self._refuse(user, "approval.refused", busy, request_id=request.id)
         try:
             async with self.sessions.begin() as session:
+                # Two overlapping approvals at once: the second waits here, then sees the first.
+                await execution.lock_dags(session, [s.dag.dag_id for s in plan.steps])
                 approved = await repository.transition_request(
                     session,
                     request.id,
@@ -189,7 +201,12 @@ class BackfillService:
                     to=RequestState.APPROVED,
                     actor=user,
                 )
+                busy = await self._busy(plan.steps, exclude=request.id, session=session)
+                if busy:
+                    raise _Busy(busy)
                 await self._owe_approval_messages(session, approved)
+        except _Busy as exc:
+            return await self._refuse(user, "approval.refused", str(exc), request_id=request.id)
         except repository.InvalidTransition:
             fresh = await self._load(request_id)
             return Reply(messages.action_result(self._unchanged(fresh or request)))

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, or_, select, update
+from sqlalchemy import and_, or_, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.domain.model import Interval
@@ -100,6 +100,20 @@ async def progress_posted(
         .values(progress_digest=digest, progress_posted_at=at)
         .execution_options(synchronize_session=False)
     )
+
+
+async def lock_dags(session: AsyncSession, dag_ids: Iterable[str]) -> None:
+    """Serialize, until this transaction ends, decisions about backfills of these DAGs.
+
+    PostgreSQL: transaction-level advisory locks, taken in a fixed order (no deadlock). SQLite
+    allows one writer at a time, and the caller's first UPDATE already waits for it.
+    """
+    if session.get_bind().dialect.name != "postgresql":
+        return
+    for dag_id in sorted(set(dag_ids)):
+        await session.execute(
+            text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": f"backfill:{dag_id}"}
+        )
 
 
 @dataclass(frozen=True)

@@ -80,6 +80,21 @@ async def due(session: AsyncSession, *, now: datetime, limit: int = 50) -> list[
     return found
 
 
+async def newer_status_update(session: AsyncSession, message: OutboxMessage) -> bool:
+    """Whether a later edit of the same status message is owed (this one is then stale)."""
+    newer = await session.scalar(
+        select(OutboxMessage.id)
+        .where(
+            OutboxMessage.request_id == message.request_id,
+            OutboxMessage.role == OutboxRole.STATUS_UPDATE,
+            OutboxMessage.state == OutboxState.PENDING,
+            OutboxMessage.id > message.id,
+        )
+        .limit(1)
+    )
+    return newer is not None
+
+
 async def status_ts(session: AsyncSession, request_id: str) -> tuple[str | None, str | None]:
     """(channel, ts) of a request's status message, if it was posted."""
     row = (
@@ -102,7 +117,9 @@ async def claim(session: AsyncSession, message: OutboxMessage, *, lease_s: float
             OutboxMessage.state == OutboxState.PENDING,
             OutboxMessage.next_attempt_at == message.next_attempt_at,
         )
-        .values(next_attempt_at=now + timedelta(seconds=lease_s), updated_at=now)
+        # The error of a claimed row is stale; "waiting for the parent" must not let later
+        # messages overtake it while it is being sent.
+        .values(next_attempt_at=now + timedelta(seconds=lease_s), updated_at=now, error=None)
         .execution_options(synchronize_session=False)
     )
     assert isinstance(result, CursorResult)

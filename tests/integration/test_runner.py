@@ -1,0 +1,218 @@
+"""The step runner against a scripted backend, on SQLite and PostgreSQL: the recovery paths that
+a real Airflow or Spark makes hard to provoke on cue (a run lost in a restart, a rejection while
+polling, a busy DAG, a cancel of work that never started)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+import pytest
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from bot.config import Execution
+from bot.domain.model import DagRef
+from bot.domain.progress import Counts
+from bot.executors.backends import Busy, Finding, Progress, State, StepRejected, StepWork
+from bot.executors.runner import Runner
+from bot.store import repository
+from bot.store.db import make_engine, session_factory, upgrade
+from bot.store.models import BackfillRequest, RequestState, utcnow
+
+DAY = {"start": "2021-06-04T00:00:00Z", "end": "2021-06-05T00:00:00Z"}
+PLAN = {
+    "dag_id": "a",
+    "namespace": "ns",
+    "start": DAY["start"],
+    "end": DAY["end"],
+    "steps": [
+        {"dag_id": "a", "namespace": "ns", "intervals": [DAY], "upstream": []},
+        {"dag_id": "b", "namespace": "ns", "intervals": [DAY], "upstream": ["a"]},
+    ],
+}
+
+
+@dataclass
+class Scripted:
+    """A backend whose answers the test sets per DAG: what `poll` says, what `submit` raises."""
+
+    name: str = "scripted"
+    polls: dict[str, list[Progress]] = field(default_factory=dict)
+    submit_errors: dict[str, list[Exception]] = field(default_factory=dict)
+    submitted: list[str] = field(default_factory=list)
+    cancelled: list[str] = field(default_factory=list)
+
+    async def check(self, dags: Sequence[DagRef]) -> dict[DagRef, Finding]:
+        return {}
+
+    async def submit(self, work: StepWork) -> State:
+        errors = self.submit_errors.get(work.dag.dag_id)
+        if errors:
+            raise errors.pop(0)
+        self.submitted.append(work.dag.dag_id)
+        return {"handle": f"run of {work.dag.dag_id}"}
+
+    async def poll(self, work: StepWork) -> Progress:
+        script = self.polls.get(work.dag.dag_id) or [Progress(Counts(succeeded=1), True, True)]
+        return script.pop(0) if len(script) > 1 else script[0]
+
+    async def cancel(self, work: StepWork) -> State | None:
+        self.cancelled.append(work.dag.dag_id)
+        return None
+
+    def link(self, work: StepWork) -> str | None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+
+RUNNING = Progress(Counts(running=1))
+DONE = Progress(Counts(succeeded=1), done=True, ok=True)
+
+
+@pytest.fixture
+async def sessions(database_url: str) -> AsyncIterator[async_sessionmaker[AsyncSession]]:
+    upgrade(database_url)
+    engine = make_engine(database_url)
+    yield session_factory(engine)
+    await engine.dispose()
+
+
+async def running_request(sessions: async_sessionmaker[AsyncSession], runner: Runner) -> str:
+    async with sessions.begin() as session:
+        request = await repository.create_request(session, plan=PLAN, requester="U1", channel="C1")
+        await repository.transition_request(
+            session, request.id, expected={"previewed"}, to="approved", actor="U2"
+        )
+        await runner.start(session, await repository.get_request(session, request.id))
+        return request.id
+
+
+async def load(sessions: async_sessionmaker[AsyncSession], request_id: str) -> BackfillRequest:
+    async with sessions() as session:
+        return await repository.get_request(session, request_id)
+
+
+def states(request: BackfillRequest) -> dict[str, str]:
+    return {s.dag_id: s.state for s in request.steps}
+
+
+def fast() -> Execution:
+    return Execution(poll_interval_s=0.01, conflict_retry_s=0.01)
+
+
+async def test_steps_run_in_order_and_the_request_succeeds(
+    sessions: async_sessionmaker[AsyncSession],
+) -> None:
+    backend = Scripted(polls={"a": [RUNNING, DONE]})
+    runner = Runner(sessions, backend, fast())
+    request_id = await running_request(sessions, runner)
+    await runner.advance(request_id)
+    assert backend.submitted == ["a"]  # b waits for a
+    await runner.advance(request_id)
+    assert states(await load(sessions, request_id))["a"] == "running"
+    for _ in range(3):
+        await runner.advance(request_id)
+    request = await load(sessions, request_id)
+    assert backend.submitted == ["a", "b"]
+    assert request.state == RequestState.SUCCEEDED
+    assert request.finished_at is not None
+
+
+async def test_a_run_lost_in_a_restart_is_submitted_again_by_the_next_process(
+    sessions: async_sessionmaker[AsyncSession],
+) -> None:
+    first = Scripted(polls={"a": [RUNNING]})
+    runner = Runner(sessions, first, fast())
+    request_id = await running_request(sessions, runner)
+    await runner.advance(request_id)
+    await runner.advance(request_id)
+    assert states(await load(sessions, request_id))["a"] == "running"
+
+    # a new process: its backend no longer has the run (local Spark died with the old one)
+    second = Scripted(polls={"a": [Progress(Counts(queued=1), lost=True), DONE]})
+    restarted = Runner(sessions, second, fast())
+    for _ in range(4):
+        await restarted.advance(request_id)
+    assert second.submitted == ["a", "b"]
+    assert (await load(sessions, request_id)).state == RequestState.SUCCEEDED
+
+
+async def test_a_lost_run_of_a_cancelled_request_ends_it(
+    sessions: async_sessionmaker[AsyncSession],
+) -> None:
+    backend = Scripted(polls={"a": [RUNNING]})
+    runner = Runner(sessions, backend, fast())
+    request_id = await running_request(sessions, runner)
+    await runner.advance(request_id)
+    async with sessions.begin() as session:
+        await repository.transition_request(
+            session, request_id, expected={"running"}, to="cancelled", actor="U2"
+        )
+    backend.polls["a"] = [Progress(Counts(queued=1), lost=True)]
+    await runner.advance(request_id)
+    request = await load(sessions, request_id)
+    assert states(request) == {"a": "cancelled", "b": "skipped"}
+    assert request.finished_at is not None
+    assert backend.cancelled == ["a"]
+
+
+async def test_a_rejection_while_polling_fails_the_step_and_skips_downstream(
+    sessions: async_sessionmaker[AsyncSession],
+) -> None:
+    backend = Scripted()
+    runner = Runner(sessions, backend, fast())
+    request_id = await running_request(sessions, runner)
+    await runner.advance(request_id)
+
+    async def paused(work: StepWork) -> Progress:
+        raise StepRejected("a is paused in Airflow")
+
+    backend.poll = paused  # type: ignore[method-assign]
+    await runner.advance(request_id)
+    request = await load(sessions, request_id)
+    assert states(request) == {"a": "failed", "b": "skipped"}
+    assert request.state == RequestState.FAILED
+    assert request.steps[0].message == "a is paused in Airflow"
+
+
+async def test_a_busy_dag_is_retried_and_a_rejected_submit_fails(
+    sessions: async_sessionmaker[AsyncSession],
+) -> None:
+    backend = Scripted(submit_errors={"a": [Busy("backfill 7 of a is running")]})
+    runner = Runner(sessions, backend, fast())
+    request_id = await running_request(sessions, runner)
+    await runner.advance(request_id)
+    step = (await load(sessions, request_id)).steps[0]
+    assert step.state == "submitted"
+    assert step.message == "backfill 7 of a is running"
+    await runner.advance(request_id)
+    assert backend.submitted == ["a"]
+
+    other = Scripted(submit_errors={"a": [StepRejected("no DAG a in Airflow")]})
+    runner = Runner(sessions, other, fast())
+    rejected = await running_request(sessions, runner)
+    await runner.advance(rejected)
+    assert states(await load(sessions, rejected)) == {"a": "failed", "b": "skipped"}
+
+
+async def test_cancelling_before_the_hand_off_ends_the_request_at_once(
+    sessions: async_sessionmaker[AsyncSession],
+) -> None:
+    runner = Runner(sessions, Scripted(), fast())
+    async with sessions.begin() as session:
+        request = await repository.create_request(session, plan=PLAN, requester="U1", channel="C1")
+        await repository.transition_request(
+            session, request.id, expected={"previewed"}, to="approved", actor="U2"
+        )
+    async with sessions.begin() as session:
+        cancelled = await repository.transition_request(
+            session, request.id, expected={"approved"}, to="cancelled", actor="U1"
+        )
+        await runner.cancel(session, cancelled)
+    request = await load(sessions, request.id)
+    assert states(request) == {"a": "skipped", "b": "skipped"}
+    assert request.finished_at is not None
+    assert request.finished_at - utcnow() < timedelta(seconds=5)
