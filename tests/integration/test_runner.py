@@ -182,12 +182,16 @@ async def test_a_busy_dag_is_retried_and_a_rejected_submit_fails(
     sessions: async_sessionmaker[AsyncSession],
 ) -> None:
     backend = Scripted(submit_errors={"a": [Busy("backfill 7 of a is running")]})
-    runner = Runner(sessions, backend, fast())
+    now = [utcnow()]
+    runner = Runner(sessions, backend, Execution(conflict_retry_s=30), clock=lambda: now[0])
     request_id = await running_request(sessions, runner)
     await runner.advance(request_id)
     step = (await load(sessions, request_id)).steps[0]
     assert step.state == "submitted"
     assert step.message == "backfill 7 of a is running"
+    await runner.advance(request_id)
+    assert backend.submitted == []  # not before conflict_retry_s
+    now[0] += timedelta(seconds=31)
     await runner.advance(request_id)
     assert backend.submitted == ["a"]
 
