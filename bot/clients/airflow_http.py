@@ -15,8 +15,7 @@ import json
 import logging
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Any, Literal
 from urllib.parse import quote
 
 import aiohttp
@@ -33,7 +32,14 @@ from bot.clients.airflow_models import (
     Parser,
     error_detail,
 )
-from bot.clients.http import DEFAULT_RETRY, USER_AGENT, RetryPolicy, describe, truncate
+from bot.clients.http import (
+    DEFAULT_RETRY,
+    USER_AGENT,
+    RetryPolicy,
+    SessionOwner,
+    describe,
+    truncate,
+)
 
 logger = logging.getLogger("bot.clients.airflow")
 
@@ -69,7 +75,7 @@ class Reply:
         self.parse = Parser(endpoint, status)
 
 
-class AirflowHttp:
+class AirflowHttp(SessionOwner):
     """Session, retries, auth hooks and error mapping; subclasses add the endpoints."""
 
     #: whether a refused credential can be renewed and the request re-sent (tokens can)
@@ -102,24 +108,6 @@ class AirflowHttp:
         self._owns_session = session is None
         self._closed = False
         self._headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
-
-    async def close(self) -> None:
-        """Close the HTTP session if this client created it."""
-        self._closed = True
-        if self._owns_session and self._session is not None:
-            await self._session.close()
-            self._session = None
 
     # --- hooks for the subclasses ----------------------------------------------------------
 

@@ -9,6 +9,8 @@ import random
 import re
 from dataclasses import dataclass
 from importlib import metadata
+from types import TracebackType
+from typing import Self
 
 import aiohttp
 
@@ -23,6 +25,33 @@ def _user_agent() -> str:
 
 
 USER_AGENT = _user_agent()
+
+
+class SessionOwner:
+    """An API client's aiohttp session: its own unless the caller passed one in (then the caller
+    closes it). Subclasses set `_session`, `_owns_session` and `_closed` in `__init__`."""
+
+    _session: aiohttp.ClientSession | None
+    _owns_session: bool
+    _closed: bool
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the HTTP session if this client created it."""
+        self._closed = True
+        if self._owns_session and self._session is not None:
+            await self._session.close()
+            self._session = None
 
 
 @dataclass(frozen=True)

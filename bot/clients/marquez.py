@@ -12,7 +12,6 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from types import TracebackType
 from typing import Any, Literal, cast
 from urllib.parse import quote
 
@@ -23,6 +22,7 @@ from bot.clients.http import (
     DEFAULT_RETRY,
     USER_AGENT,
     RetryPolicy,
+    SessionOwner,
     describe,
     error_message,
     truncate,
@@ -133,7 +133,7 @@ class _Reply:
         return cast(dict[str, Any], self.data)
 
 
-class MarquezClient:
+class MarquezClient(SessionOwner):
     """Reads jobs, runs and lineage from Marquez and posts OpenLineage events to it.
 
     Use as `async with MarquezClient(url) as marquez:`; a session passed in is left open.
@@ -167,24 +167,6 @@ class MarquezClient:
         self._headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
-
-    async def __aenter__(self) -> MarquezClient:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
-
-    async def close(self) -> None:
-        """Close the HTTP session if this client created it."""
-        self._closed = True
-        if self._owns_session and self._session is not None:
-            await self._session.close()
-            self._session = None
 
     async def list_namespaces(self) -> list[dict[str, Any]]:
         return await self._paged("/api/v1/namespaces", "namespaces")
