@@ -177,7 +177,10 @@ class OutboxSender:
         for row in later:
             if row.channel != first.channel:
                 continue
-            same_request = row.request_id == first.request_id
+            same_request = (row.request_id, row.incident_id) == (
+                first.request_id,
+                first.incident_id,
+            )
             if same_request and row.role == OutboxRole.STATUS_UPDATE:
                 continue  # an edit of the parent does not change the thread's order
             if row.role != OutboxRole.THREAD or not same_request:
@@ -206,7 +209,8 @@ class OutboxSender:
         else:
             logger.error("giving up on outbox message %s: %s", row.id, outcome.error)
             await outbox.mark_failed(session, row, error=outcome.error)
-            if row.role == OutboxRole.STATUS and outcome.error.split(" ")[0] in CHANNEL_ERRORS:
+            closed = outcome.error.split(" ")[0] in CHANNEL_ERRORS
+            if row.role == OutboxRole.STATUS and row.request_id and closed:
                 await self._tell_requester(session, row)
 
     async def _tell_requester(self, session: AsyncSession, row: OutboxMessage) -> None:
@@ -224,10 +228,9 @@ class OutboxSender:
 
     async def _thread_parent(self, row: OutboxMessage) -> tuple[str | None, bool]:
         """(ts, ready): the status message's ts, or whether to wait for it to be posted."""
-        assert row.request_id is not None
         async with self.sessions() as session:
-            _, ts = await outbox.status_ts(session, row.request_id)
-            state = await outbox.status_post_state(session, row.request_id)
+            ts = await outbox.parent_ts(session, row)
+            state = await outbox.parent_post_state(session, row)
         if state == OutboxState.PENDING:
             return None, False  # a (new) status message is on its way: it is the parent
         # Without any status message, a reply stands on its own.

@@ -258,6 +258,10 @@ class OutboxMessage(Base):
     request_id: Mapped[str | None] = mapped_column(
         String(32), ForeignKey("backfill_requests.id", ondelete="SET NULL")
     )
+    # An incident alert plays the part of a request's status message for its own rows.
+    incident_id: Mapped[str | None] = mapped_column(
+        String(32), ForeignKey("incidents.id", ondelete="SET NULL", use_alter=True)
+    )
     payload: Mapped[dict[str, Any]] = mapped_column(JSON)
     state: Mapped[str] = mapped_column(String(16), default=OutboxState.PENDING.value)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
@@ -273,4 +277,5 @@ class OutboxMessage(Base):
         CheckConstraint(_one_of("method", OUTBOX_METHODS), name="method"),
         Index("ix_outbox_state_next_attempt_at", "state", "next_attempt_at"),
         Index("ix_outbox_request_id", "request_id"),
+        Index("ix_outbox_incident_id", "incident_id"),
     )

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import CursorResult, select, update
+from sqlalchemy import ColumnElement, CursorResult, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.store.models import (
@@ -18,6 +18,7 @@ from bot.store.models import (
     OutboxState,
     utcnow,
 )
+from bot.store.watch_models import Incident
 
 
 async def enqueue(
@@ -29,10 +30,12 @@ async def enqueue(
     role: OutboxRole = OutboxRole.PLAIN,
     request_id: str | None = None,
     user: str | None = None,
+    incident_id: str | None = None,
 ) -> OutboxMessage:
     """Owe Slack one message. `payload` holds the method's arguments besides channel/ts/user."""
-    if role in (OutboxRole.STATUS, OutboxRole.THREAD, OutboxRole.STATUS_UPDATE) and not request_id:
-        raise ValueError(f"an outbox message with role {role} needs a request_id")
+    parented = (OutboxRole.STATUS, OutboxRole.THREAD, OutboxRole.STATUS_UPDATE)
+    if role in parented and not (request_id or incident_id):
+        raise ValueError(f"an outbox message with role {role} needs a request_id or incident_id")
     if method == "chat.postEphemeral" and not user:
         raise ValueError("an ephemeral message needs the user who sees it")
     message = OutboxMessage(
@@ -41,6 +44,7 @@ async def enqueue(
         method=method,
         role=role.value,
         request_id=request_id,
+        incident_id=incident_id,
         user=user,
     )
     session.add(message)
@@ -85,7 +89,7 @@ async def newer_status_update(session: AsyncSession, message: OutboxMessage) -> 
     newer = await session.scalar(
         select(OutboxMessage.id)
         .where(
-            OutboxMessage.request_id == message.request_id,
+            _same_parent(message),
             OutboxMessage.role == OutboxRole.STATUS_UPDATE,
             OutboxMessage.state == OutboxState.PENDING,
             OutboxMessage.id > message.id,
@@ -93,6 +97,12 @@ async def newer_status_update(session: AsyncSession, message: OutboxMessage) -> 
         .limit(1)
     )
     return newer is not None
+
+
+def _same_parent(message: OutboxMessage) -> ColumnElement[bool]:
+    if message.incident_id:
+        return OutboxMessage.incident_id == message.incident_id
+    return OutboxMessage.request_id == message.request_id
 
 
 async def status_ts(session: AsyncSession, request_id: str) -> tuple[str | None, str | None]:
@@ -105,6 +115,27 @@ async def status_ts(session: AsyncSession, request_id: str) -> tuple[str | None,
         )
     ).one_or_none()
     return (row[0], row[1]) if row else (None, None)
+
+
+async def parent_ts(session: AsyncSession, message: OutboxMessage) -> str | None:
+    """The ts of the message this row replies under or edits: a request's status message or
+    an incident's alert (None until it is posted)."""
+    if message.incident_id:
+        return await session.scalar(
+            select(Incident.alert_ts).where(Incident.id == message.incident_id)
+        )
+    assert message.request_id is not None
+    return (await status_ts(session, message.request_id))[1]
+
+
+async def parent_post_state(session: AsyncSession, message: OutboxMessage) -> str | None:
+    """State of the latest row that posts this row's parent (None if it never had one)."""
+    return await session.scalar(
+        select(OutboxMessage.state)
+        .where(_same_parent(message), OutboxMessage.role == OutboxRole.STATUS)
+        .order_by(OutboxMessage.id.desc())
+        .limit(1)
+    )
 
 
 async def claim(session: AsyncSession, message: OutboxMessage, *, lease_s: float) -> bool:
@@ -134,7 +165,13 @@ async def mark_sent(session: AsyncSession, message: OutboxMessage, *, ts: str | 
         .where(OutboxMessage.id == message.id)
         .values(state=OutboxState.SENT.value, posted_ts=ts, updated_at=now, error=None)
     )
-    if message.role == OutboxRole.STATUS and message.request_id and ts:
+    if message.role == OutboxRole.STATUS and message.incident_id and ts:
+        await session.execute(
+            update(Incident)
+            .where(Incident.id == message.incident_id)
+            .values(alert_ts=ts, channel=message.channel, updated_at=now)
+        )
+    elif message.role == OutboxRole.STATUS and message.request_id and ts:
         await session.execute(
             update(BackfillRequest)
             .where(BackfillRequest.id == message.request_id)
@@ -175,13 +212,3 @@ async def pending_count(session: AsyncSession) -> int:
         select(OutboxMessage.id).where(OutboxMessage.state == OutboxState.PENDING)
     )
     return len(list(rows))
-
-
-async def status_post_state(session: AsyncSession, request_id: str) -> str | None:
-    """State of the latest status-message row of a request (None if it never had one)."""
-    return await session.scalar(
-        select(OutboxMessage.state)
-        .where(OutboxMessage.request_id == request_id, OutboxMessage.role == OutboxRole.STATUS)
-        .order_by(OutboxMessage.id.desc())
-        .limit(1)
-    )

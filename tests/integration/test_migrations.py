@@ -27,7 +27,15 @@ from bot.store import (
 
 T = TypeVar("T")
 
-TABLES = {"backfill_requests", "backfill_steps", "audit_log", "outbox"}
+TABLES = {
+    "backfill_requests",
+    "backfill_steps",
+    "audit_log",
+    "outbox",
+    "run_events",
+    "watch_cursors",
+    "incidents",
+}
 INDEXES = {
     "backfill_requests": {
         "ix_backfill_requests_state_created_at",
@@ -83,7 +91,7 @@ async def test_upgrade_creates_tables_indexes_and_constraints(database_url: str)
     schema = await on_connection(database_url, describe)
 
     assert schema["tables"] == TABLES
-    assert schema["version"] == "0003"
+    assert schema["version"] == "0004"
     for table, names in INDEXES.items():
         assert names <= schema["indexes"][table]
     assert schema["checks"] == {
@@ -95,7 +103,10 @@ async def test_upgrade_creates_tables_indexes_and_constraints(database_url: str)
     assert schema["fks"] == {
         "backfill_steps": {("fk_backfill_steps_request_id_backfill_requests", "CASCADE")},
         "audit_log": {("fk_audit_log_request_id_backfill_requests", "SET NULL")},
-        "outbox": {("fk_outbox_request_id_backfill_requests", "SET NULL")},
+        "outbox": {
+            ("fk_outbox_request_id_backfill_requests", "SET NULL"),
+            ("fk_outbox_incident_id_incidents", "SET NULL"),
+        },
     }
 
 

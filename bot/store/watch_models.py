@@ -1,0 +1,106 @@
+"""What the watcher owes before it acts: the run events it has seen (from Marquez or pushed to
+the bot), where its Marquez poll stands, and the incidents it opened from failed runs."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import JSON, CheckConstraint, ForeignKey, Index, Integer, String, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column
+
+from bot.store.models import Base, UTCDateTime, _one_of, new_id, utcnow
+
+
+class EventSource(StrEnum):
+    MARQUEZ = "marquez"  # read by the poller from GET /api/v1/events/lineage
+    RECEIVER = "receiver"  # pushed to the bot's POST /api/v1/lineage
+
+
+class RunEvent(Base):
+    """One OpenLineage run event, once: (run id, event type, event time) is its identity, so the
+    same event from Marquez and from the receiver, or read twice across a poll overlap, is one
+    row. `dag_*` is the DAG the run belongs to (a task's parent, else the job itself)."""
+
+    __tablename__ = "run_events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(String(64))
+    event_type: Mapped[str] = mapped_column(String(16))
+    event_time: Mapped[datetime] = mapped_column(UTCDateTime())
+    namespace: Mapped[str] = mapped_column(String(1024))
+    job_name: Mapped[str] = mapped_column(String(1024))
+    dag_namespace: Mapped[str] = mapped_column(String(1024))
+    dag_id: Mapped[str] = mapped_column(String(1024))
+    nominal_start: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    nominal_end: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    error_message: Mapped[str | None] = mapped_column(String(2000))
+    source: Mapped[str] = mapped_column(String(16))
+    received_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    processed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+    __table_args__ = (
+        UniqueConstraint("run_id", "event_type", "event_time"),
+        CheckConstraint(_one_of("source", EventSource), name="source"),
+        Index("ix_run_events_processed_at_id", "processed_at", "id"),
+        Index("ix_run_events_dag_id_nominal_start", "dag_id", "nominal_start"),
+    )
+
+
+class WatchCursor(Base):
+    """Where a poll of an event feed stands, and whether the feed was reachable last time."""
+
+    __tablename__ = "watch_cursors"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    position: Mapped[datetime] = mapped_column(UTCDateTime())
+    reachable: Mapped[bool] = mapped_column(default=True)
+    failures: Mapped[int] = mapped_column(Integer, default=0)
+    last_error: Mapped[str | None] = mapped_column(String(500))
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class IncidentState(StrEnum):
+    OPEN = "open"
+    RESOLVED = "resolved"
+
+
+class Incident(Base):
+    """A failed DAG run (tasks roll up to their DAG) for one interval, or a failure grouped
+    under an open incident upstream of it (`root_id`). The alert is a Slack message whose ts is
+    recorded once posted; repeats and grouped failures update it and reply in its thread."""
+
+    __tablename__ = "incidents"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    namespace: Mapped[str] = mapped_column(String(1024))
+    dag_id: Mapped[str] = mapped_column(String(1024))
+    interval_key: Mapped[str] = mapped_column(String(64))
+    """ISO start of the failed run's nominal interval ('' when the run had none)."""
+    interval_start: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    interval_end: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    state: Mapped[str] = mapped_column(String(16), default=IncidentState.OPEN.value)
+    root_id: Mapped[str | None] = mapped_column(
+        String(32), ForeignKey("incidents.id", ondelete="SET NULL")
+    )
+    failures: Mapped[int] = mapped_column(Integer, default=1)
+    grouped: Mapped[int] = mapped_column(Integer, default=0)
+    """Failures downstream that joined this incident instead of alerting on their own."""
+    error_message: Mapped[str | None] = mapped_column(String(2000))
+    impact: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    channel: Mapped[str | None] = mapped_column(String(64))
+    alert_ts: Mapped[str | None] = mapped_column(String(32))
+    snoozed_until: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    backfill_request_id: Mapped[str | None] = mapped_column(
+        String(32), ForeignKey("backfill_requests.id", ondelete="SET NULL")
+    )
+    opened_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    resolved_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+    __table_args__ = (
+        UniqueConstraint("namespace", "dag_id", "interval_key"),
+        CheckConstraint(_one_of("state", IncidentState), name="state"),
+        Index("ix_incidents_state_opened_at", "state", "opened_at"),
+    )
