@@ -31,6 +31,7 @@ from bot.executors.runner import Runner
 from bot.executors.spark import SparkBackend
 from bot.services.access import SlackGroups
 from bot.services.backfills import BackfillService
+from bot.services.incidents import IncidentService
 from bot.services.planning import Planner
 from bot.settings import Settings
 from bot.store.db import make_engine, session_factory, upgrade
@@ -80,7 +81,15 @@ def build_services(settings: Settings, config: BotConfig, slack: AsyncWebClient)
         groups=SlackGroups(slack),
         wake_sender=sender.wake,
     )
-    return Services(settings, config, engine, sessions, slack, sender, backfills, runner)
+    incidents = IncidentService(
+        sessions,
+        config,
+        planners,
+        marquez_web_url=config.watch.marquez_web_url or settings.marquez_url,
+        backfills=backfills,
+        wake_sender=sender.wake,
+    )
+    return Services(settings, config, engine, sessions, slack, sender, backfills, incidents, runner)
 
 
 def build_backend(settings: Settings, config: BotConfig) -> Backend | None:
@@ -168,6 +177,7 @@ def create_web_app(bolt: AsyncApp, services: Services) -> web.Application:
             asyncio.create_task(services.sender.run_forever(), name="outbox-sender"),
             asyncio.create_task(resume_forever(), name="resume-approved"),
         ]
+        tasks.append(asyncio.create_task(services.incidents.run_forever(), name="incidents"))
         if services.runner is not None:
             # Its first pass reconciles every backfill a previous process left running.
             tasks.append(asyncio.create_task(services.runner.run_forever(), name="step-runner"))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -159,6 +159,26 @@ class Execution(_Strict):
     spark: SparkExecution = SparkExecution()
 
 
+class Watch(_Strict):
+    """The watcher: where run events come from and where alerts go."""
+
+    poll: bool = True
+    """Poll Marquez's GET /api/v1/events/lineage (the receiver works either way)."""
+    poll_interval_s: float = Field(default=30.0, ge=0.05, le=3600)
+    overlap_s: float = Field(default=300.0, ge=0, le=86400)
+    """Each poll re-reads this far before its cursor: late events carry old eventTimes."""
+    start_from: datetime | None = None
+    """Where the first poll starts (ISO time); default: `lookback_s` before the bot started."""
+    lookback_s: float = Field(default=3600.0, ge=0)
+    page_size: int = Field(default=100, ge=1, le=1000)
+    ops_channel: str | None = None
+    """Where "Marquez unreachable" / "recovered" notices go (none: logged only)."""
+    alert_channel: str | None = None
+    """Where alerts for DAGs that no team with a channel owns go (none: not alerted)."""
+    marquez_web_url: str | None = None
+    """Marquez's web UI, for "Open in Marquez" links (default: MARQUEZ_URL)."""
+
+
 class BotConfig(_Strict):
     """The whole BOT_CONFIG file. Every section is optional; an empty file is valid."""
 
@@ -170,6 +190,7 @@ class BotConfig(_Strict):
     sla: tuple[SlaRule, ...] = ()
     limits: Limits = Limits()
     execution: Execution = Execution()
+    watch: Watch = Watch()
 
     @model_validator(mode="after")
     def _references(self) -> BotConfig:

@@ -40,6 +40,7 @@ class Settings(BaseSettings):
     airflow_username: str | None = None
     airflow_password: SecretStr | None = None
     spark_master: str | None = None
+    openlineage_api_key: SecretStr | None = None
     bot_executor: Literal["auto", "airflow", "spark", "manual"] = "auto"
 
     @property
@@ -89,6 +90,7 @@ class Settings(BaseSettings):
         "airflow_username",
         "airflow_password",
         "spark_master",
+        "openlineage_api_key",
         mode="before",
     )
     @classmethod

@@ -16,6 +16,10 @@ class ActionId(StrEnum):
     APPROVE = "backfill.approve"
     CANCEL = "backfill.cancel"
     SHOW_PLAN = "backfill.show_plan"
+    INCIDENT_BACKFILL = "incident.backfill"
+    INCIDENT_SNOOZE_1H = "incident.snooze_1h"
+    INCIDENT_SNOOZE_24H = "incident.snooze_24h"
+    INCIDENT_MARQUEZ = "incident.open_marquez"
 
 
 class BlockId(StrEnum):
@@ -24,6 +28,7 @@ class BlockId(StrEnum):
     PLAN_ACTIONS = "backfill.plan.actions"
     PLAN_MORE = "backfill.plan.more"
     STATUS_ACTIONS = "backfill.status.actions"
+    INCIDENT_ACTIONS = "incident.actions"
 
 
 class ViewCallbackId(StrEnum):

@@ -1,10 +1,12 @@
-"""Buttons: Approve, Cancel, Show full plan. Each carries only a request id; the service
-reloads the request and re-checks the clicker on every click."""
+"""Buttons: Approve, Cancel, Show full plan (a request id each), and an incident alert's
+Backfill, Snooze and Open in Marquez (an incident id each). Services reload what the id names
+on every click."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
@@ -53,6 +55,25 @@ def register(app: AsyncApp, services: Services) -> None:
     async def cancel(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
         await ack()
         await decide(services.backfills.cancel, body, respond)
+
+    @app.action(ActionId.INCIDENT_BACKFILL)
+    async def incident_backfill(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
+        await ack()
+        await decide(services.incidents.backfill, body, respond)
+
+    @app.action(ActionId.INCIDENT_SNOOZE_1H)
+    async def snooze_hour(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
+        await ack()
+        await decide(partial(services.incidents.snooze, hours=1), body, respond)
+
+    @app.action(ActionId.INCIDENT_SNOOZE_24H)
+    async def snooze_day(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
+        await ack()
+        await decide(partial(services.incidents.snooze, hours=24), body, respond)
+
+    @app.action(ActionId.INCIDENT_MARQUEZ)
+    async def open_marquez(ack: AsyncAck) -> None:
+        await ack()  # a link button: Slack opens the URL, the bot only acknowledges
 
     @app.action(ActionId.SHOW_PLAN)
     async def show_plan(

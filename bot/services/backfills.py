@@ -58,6 +58,8 @@ class Reply:
 
     payload: Payload
     changed: bool = False
+    request_id: str | None = None
+    """The request a preview created."""
 
 
 class BackfillService:
@@ -136,7 +138,11 @@ class BackfillService:
                 request_id=row.id,
             )
         self.wake_sender()
-        return Reply(messages.action_result(f"Plan {row.id} posted for approval."), changed=True)
+        return Reply(
+            messages.action_result(f"Plan {row.id} posted for approval."),
+            changed=True,
+            request_id=row.id,
+        )
 
     async def _check(self, plan: Plan) -> tuple[PlanNote, ...]:
         """The executor's notes on the plan's DAGs; a failed check is a note, not a refusal."""

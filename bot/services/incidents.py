@@ -1,0 +1,432 @@
+"""Incidents from stored run events: a failed DAG run (tasks roll up to their DAG) opens an
+incident and owes its alert; a failure downstream of an open incident joins it; a repeat edits
+the alert; a later success of the same DAG and interval resolves it.
+
+Events are handled in the order they were stored, each in one transaction with what it owes
+Slack (outbox rows) and its `processed_at`, so a crash loses nothing and repeats nothing. The
+impact (downstream DAGs, reports, owners) is read from Marquez once, when an incident opens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from urllib.parse import quote
+
+from sqlalchemy import select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from bot import messages, messages_watch
+from bot.clients.marquez import MarquezError
+from bot.config import BotConfig
+from bot.domain.commands import PlanCommand
+from bot.domain.model import DagRef
+from bot.render import impact_view
+from bot.services.backfills import BackfillService, PlannerFactory, Reply
+from bot.services.catalog import AmbiguousDag, TaskNotDag, UnknownDag
+from bot.store import outbox
+from bot.store.models import OutboxRole, utcnow
+from bot.store.watch_models import Incident, IncidentState, RunEvent
+
+logger = logging.getLogger(__name__)
+
+FAILED = frozenset({"FAIL", "ABORT"})
+BATCH = 500
+
+
+@dataclass
+class _Batch:
+    """What one processing pass grouped under each root, for one thread reply per root."""
+
+    grouped: dict[str, list[str]] = field(default_factory=dict)
+
+
+def interval_text(incident: Incident) -> str:
+    start, end = incident.interval_start, incident.interval_end
+    if start is None:
+        return "an unknown interval"
+    if end is None or (end - start == timedelta(days=1) and start.hour == 0):
+        return start.date().isoformat()
+    return f"{start:%Y-%m-%d %H:%M} → {end:%Y-%m-%d %H:%M}"
+
+
+class IncidentService:
+    def __init__(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        config: BotConfig,
+        planners: PlannerFactory,
+        *,
+        marquez_web_url: str,
+        backfills: BackfillService | None = None,
+        wake_sender: Callable[[], None] = lambda: None,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.sessions = sessions
+        self.config = config
+        self.planners = planners
+        self.marquez_web_url = marquez_web_url.rstrip("/")
+        self.backfills = backfills
+        self.wake_sender = wake_sender
+        self.clock = clock
+        self._wakeup = asyncio.Event()
+
+    def wake(self) -> None:
+        self._wakeup.set()
+
+    async def run_forever(self, *, idle_s: float = 5.0) -> None:
+        while True:
+            try:
+                while await self.process():
+                    pass
+            except Exception:
+                logger.exception("incident pass failed; retrying")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wakeup.wait(), idle_s)
+            self._wakeup.clear()
+
+    # --- processing -----------------------------------------------------------------------
+
+    async def process(self) -> int:
+        """Handle stored events not handled yet, oldest first; returns how many."""
+        async with self.sessions() as session:
+            rows = list(
+                await session.scalars(
+                    select(RunEvent)
+                    .where(RunEvent.processed_at.is_(None))
+                    .order_by(RunEvent.id)
+                    .limit(BATCH)
+                )
+            )
+        batch = _Batch()
+        for row in rows:
+            if row.event_type in FAILED:
+                await self._failure(row, batch)
+            elif row.event_type == "COMPLETE":
+                await self._success(row)
+            else:
+                async with self.sessions.begin() as session:
+                    await self._done(session, row)
+        await self._grouped_replies(batch)
+        if rows:
+            self.wake_sender()
+        return len(rows)
+
+    async def _done(self, session: AsyncSession, row: RunEvent) -> None:
+        await session.execute(
+            update(RunEvent).where(RunEvent.id == row.id).values(processed_at=self.clock())
+        )
+
+    async def _find(self, session: AsyncSession, row: RunEvent) -> Incident | None:
+        return await session.scalar(
+            select(Incident).where(
+                Incident.namespace == row.dag_namespace,
+                Incident.dag_id == row.dag_id,
+                Incident.interval_key == _key(row),
+            )
+        )
+
+    async def _root_for(self, session: AsyncSession, row: RunEvent) -> Incident | None:
+        """The open incident upstream of this DAG, if any (its root cause)."""
+        candidates = await session.scalars(
+            select(Incident)
+            .where(Incident.state == IncidentState.OPEN, Incident.root_id.is_(None))
+            .order_by(Incident.opened_at)
+        )
+        for incident in candidates:
+            downstream = incident.impact.get("downstream", [])
+            if any(
+                d["dag_id"] == row.dag_id and d["namespace"] == row.dag_namespace
+                for d in downstream
+            ):
+                return incident
+        return None
+
+    async def _failure(self, row: RunEvent, batch: _Batch) -> None:
+        async with self.sessions.begin() as session:
+            existing = await self._find(session, row)
+            if existing is not None:
+                await self._repeat(session, existing, row)
+                await self._done(session, row)
+                return
+            root = await self._root_for(session, row)
+            if root is not None:
+                await self._join(session, root, row)
+                await self._done(session, row)
+                batch.grouped.setdefault(root.id, []).append(row.dag_id)
+                return
+        impact = await self._impact(row)  # network: outside any transaction
+        try:
+            async with self.sessions.begin() as session:
+                incident = _new_incident(row, impact)
+                session.add(incident)
+                await session.flush()
+                await self._owe_alert(session, incident, new=True)
+                await self._done(session, row)
+        except IntegrityError:  # another process opened it first: this is a repeat
+            async with self.sessions.begin() as session:
+                existing = await self._find(session, row)
+                if existing is not None:
+                    await self._repeat(session, existing, row)
+                await self._done(session, row)
+
+    async def _impact(self, row: RunEvent) -> dict[str, object]:
+        try:
+            async with self.planners() as planner:
+                impact = await planner.impact(row.dag_id, row.dag_namespace)
+        except (UnknownDag, AmbiguousDag, TaskNotDag, MarquezError) as exc:
+            logger.warning("no impact for %s: %s", row.dag_id, exc)
+            return {"error": str(exc)[:300], "downstream": [], "datasets": [], "reports": []}
+        return impact_view(impact)
+
+    async def _repeat(self, session: AsyncSession, incident: Incident, row: RunEvent) -> None:
+        reopened = incident.state == IncidentState.RESOLVED
+        if row.job_name == row.dag_id or reopened:
+            incident.failures += 1  # task events of the same DAG run are not new failures
+        incident.error_message = row.error_message or incident.error_message
+        incident.state = IncidentState.OPEN
+        incident.resolved_at = None
+        incident.updated_at = self.clock()
+        await session.flush()
+        if incident.root_id is None and not self._snoozed(incident):
+            await self._owe_alert(session, incident)
+            if reopened:
+                await self._owe_reply(session, incident, "It failed again after it had resolved.")
+
+    async def _join(self, session: AsyncSession, root: Incident, row: RunEvent) -> None:
+        child = _new_incident(row, {})
+        child.root_id = root.id
+        session.add(child)
+        root.grouped += 1
+        root.updated_at = self.clock()
+        await session.flush()
+        if not self._snoozed(root):
+            await self._owe_alert(session, root)
+
+    async def _grouped_replies(self, batch: _Batch) -> None:
+        for root_id, dags in batch.grouped.items():
+            async with self.sessions.begin() as session:
+                root = await session.get(Incident, root_id)
+                if root is None or self._snoozed(root):
+                    continue
+                names = sorted(set(dags))
+                text = (
+                    f"{len(dags)} failure(s) downstream joined this incident: "
+                    + ", ".join(f"`{n}`" for n in names[:20])
+                    + (f" and {len(names) - 20} more" if len(names) > 20 else "")
+                )
+                await self._owe_reply(session, root, text)
+
+    async def _success(self, row: RunEvent) -> None:
+        async with self.sessions.begin() as session:
+            incident = await self._find(session, row)
+            if (
+                incident is not None
+                and incident.state == IncidentState.OPEN
+                and row.job_name == row.dag_id  # the DAG run, not one task of it
+            ):
+                incident.state = IncidentState.RESOLVED
+                incident.resolved_at = self.clock()
+                incident.updated_at = incident.resolved_at
+                await session.flush()
+                target = incident if incident.root_id is None else None
+                if target is not None:
+                    await self._owe_alert(session, target)
+                    by = (
+                        f" (backfill {incident.backfill_request_id})"
+                        if incident.backfill_request_id
+                        else ""
+                    )
+                    await self._owe_reply(
+                        session,
+                        target,
+                        f"Resolved: `{row.dag_id}` succeeded for {interval_text(incident)}{by}.",
+                    )
+            await self._done(session, row)
+
+    # --- Slack ----------------------------------------------------------------------------
+
+    def _snoozed(self, incident: Incident) -> bool:
+        return incident.snoozed_until is not None and incident.snoozed_until > self.clock()
+
+    async def _owe_alert(
+        self, session: AsyncSession, incident: Incident, *, new: bool = False
+    ) -> None:
+        channel = incident.channel or self._channel_for(incident)
+        if channel is None:
+            logger.warning("no channel for the incident of %s: not alerted", incident.dag_id)
+            return
+        incident.channel = channel
+        payload = messages_watch.alert(await self._view(session, incident))
+        await outbox.enqueue(
+            session,
+            channel=channel,
+            payload=payload,
+            method="chat.postMessage" if new else "chat.update",
+            role=OutboxRole.STATUS if new else OutboxRole.STATUS_UPDATE,
+            incident_id=incident.id,
+        )
+
+    async def _owe_reply(self, session: AsyncSession, incident: Incident, text: str) -> None:
+        if incident.channel is None:
+            return
+        await outbox.enqueue(
+            session,
+            channel=incident.channel,
+            payload=messages_watch.reply(text),
+            role=OutboxRole.THREAD,
+            incident_id=incident.id,
+        )
+
+    def _channel_for(self, incident: Incident) -> str | None:
+        teams = list(self.config.owners_of(_ref(incident)))
+        teams += [
+            t.removeprefix("team:") for t in incident.impact.get("root_owners", "").split(", ")
+        ]
+        for name in teams:
+            team = self.config.team(name)
+            if team is not None and team.channel:
+                return team.channel
+        return self.config.watch.alert_channel
+
+    def _mentions(self, incident: Incident) -> tuple[str, ...]:
+        owners = set(self.config.owners_of(_ref(incident)))
+        found: list[str] = []
+        for name in incident.impact.get("teams", []):
+            team = self.config.team(name)
+            if team is None or name in owners:
+                continue
+            found += [f"<!subteam^{g}>" for g in team.user_groups] or [
+                f"<@{m}>" for m in team.members
+            ]
+        return tuple(dict.fromkeys(found))
+
+    async def _view(self, session: AsyncSession, incident: Incident) -> messages_watch.AlertView:
+        grouped = list(
+            await session.scalars(
+                select(Incident.dag_id)
+                .where(Incident.root_id == incident.id)
+                .group_by(Incident.dag_id)
+                .order_by(Incident.dag_id)
+                .limit(50)
+            )
+        )
+        return messages_watch.AlertView(
+            incident_id=incident.id,
+            namespace=incident.namespace,
+            dag_id=incident.dag_id,
+            interval=interval_text(incident),
+            open=incident.state == IncidentState.OPEN,
+            failures=incident.failures,
+            error=incident.error_message,
+            impact=incident.impact,
+            mentions=self._mentions(incident),
+            grouped=incident.grouped,
+            grouped_dags=list(dict.fromkeys(grouped)),
+            backfill=incident.backfill_request_id,
+            snoozed_until=incident.snoozed_until,
+            snoozed_by=None,
+            marquez_url=self._marquez_link(incident),
+        )
+
+    def _marquez_link(self, incident: Incident) -> str:
+        return (
+            f"{self.marquez_web_url}/lineage/job/{quote(incident.namespace, safe='')}/"
+            f"{quote(incident.dag_id, safe='')}"
+        )
+
+    # --- buttons --------------------------------------------------------------------------
+
+    async def snooze(self, incident_id: str, *, user: str, hours: int) -> Reply:
+        async with self.sessions.begin() as session:
+            incident = await session.get(Incident, incident_id)
+            if incident is None:
+                return Reply(messages.action_result("This incident no longer exists."))
+            if incident.state != IncidentState.OPEN:
+                return Reply(messages.action_result("This incident is resolved already."))
+            incident.snoozed_until = self.clock() + timedelta(hours=hours)
+            incident.updated_at = self.clock()
+            await session.flush()
+            await self._owe_alert(session, incident)
+            await self._owe_reply(
+                session, incident, f"<@{user}> snoozed this incident for {hours} h."
+            )
+        self.wake_sender()
+        return Reply(messages.action_result(f"Snoozed for {hours} h."), changed=True)
+
+    async def backfill(self, incident_id: str, *, user: str) -> Reply:
+        """The alert's Backfill button: the plan preview for the failed DAG and interval, in
+        the alert's channel (then the usual approval), linked to the incident."""
+        async with self.sessions() as session:
+            incident = await session.get(Incident, incident_id)
+        if incident is None or self.backfills is None:
+            return Reply(messages.action_result("This incident no longer exists."))
+        if incident.interval_start is None:
+            return Reply(
+                messages.refusal(
+                    "The failed run reported no interval, so the range to backfill is unknown.",
+                    hint=f"Type /backfill {incident.dag_id} START..END with the days to redo.",
+                )
+            )
+        command = PlanCommand(
+            dag=incident.dag_id, range_text=backfill_range(incident), namespace=incident.namespace
+        )
+        reply = await self.backfills.preview(command, user=user, channel=incident.channel or user)
+        if reply.request_id is not None:
+            await self.link_backfill(incident_id, reply.request_id, user=user)
+        return reply
+
+    async def link_backfill(self, incident_id: str, request_id: str, *, user: str) -> None:
+        async with self.sessions.begin() as session:
+            incident = await session.get(Incident, incident_id)
+            if incident is None:
+                return
+            incident.backfill_request_id = request_id
+            incident.updated_at = self.clock()
+            await session.flush()
+            await self._owe_alert(session, incident)
+            await self._owe_reply(
+                session,
+                incident,
+                f"<@{user}> asked for backfill `{request_id}`; its plan is in the channel.",
+            )
+        self.wake_sender()
+
+
+def backfill_range(incident: Incident) -> str:
+    """The failed run's days as `/backfill` takes them (inclusive)."""
+    assert incident.interval_start is not None
+    first = incident.interval_start.date()
+    end = incident.interval_end or incident.interval_start
+    last = (end - timedelta(microseconds=1)).date() if end > incident.interval_start else first
+    return first.isoformat() if last == first else f"{first.isoformat()}..{last.isoformat()}"
+
+
+def _key(row: RunEvent) -> str:
+    return row.nominal_start.isoformat() if row.nominal_start else ""
+
+
+def _ref(incident: Incident) -> DagRef:
+    return DagRef(incident.namespace, incident.dag_id)
+
+
+def _new_incident(row: RunEvent, impact: dict[str, object]) -> Incident:
+    return Incident(
+        namespace=row.dag_namespace,
+        dag_id=row.dag_id,
+        interval_key=_key(row),
+        interval_start=row.nominal_start,
+        interval_end=row.nominal_end,
+        state=IncidentState.OPEN,
+        failures=1,
+        grouped=0,
+        error_message=row.error_message,
+        impact=impact,
+        opened_at=utcnow(),
+        updated_at=utcnow(),
+    )

@@ -1,0 +1,211 @@
+"""Failed runs become incidents: one alert in the owning team's channel with the impact from
+Marquez, a working Backfill button, repeats and downstream storms folded into that alert, and
+resolution when the DAG succeeds again. Events are stored as the receiver and the poller store
+them; the incident processor and everything after it run for real."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from e2e_support import OWNER, Bot, buttons, eventually, running_bot
+from sqlalchemy import select
+
+from bot.config import parse_config
+from bot.services.incidents import IncidentService
+from bot.slack_ids import ActionId
+from bot.standins.marquez import StandInServer
+from bot.store.models import BackfillRequest
+from bot.store.watch_models import EventSource, Incident, RunEvent
+
+ORDERS, ANALYTICS, LOGISTICS = "C0ORDERS01", "C0ANALYT01", "C0LOGIST01"
+CONFIG = {
+    "teams": [
+        {"name": "orders", "channel": ORDERS, "members": [OWNER]},
+        {"name": "logistics", "channel": LOGISTICS, "members": ["U0BOB00001"]},
+        {"name": "analytics", "channel": ANALYTICS, "user_groups": ["S0ANALYTIC"]},
+    ],
+    "ownership": [
+        {"pattern": "example.etl_orders*", "team": "orders"},
+        {"pattern": "example.*delivery*", "team": "logistics"},
+        {"pattern": "reporting::*", "team": "analytics"},
+    ],
+    "reports": [
+        {
+            "name": "Weekly delivery times",
+            "team": "logistics",
+            "datasets": ["food_delivery::public.top_delivery_times"],
+        },
+        {"name": "Weekly KPIs", "team": "analytics", "datasets": ["reporting::kpis.weekly"]},
+    ],
+    "watch": {"marquez_web_url": "http://marquez.example.com:3000"},
+}
+DAY = datetime(2021, 6, 4, tzinfo=UTC)
+
+
+@pytest.fixture
+async def bot(tmp_path: Path, food_delivery_marquez: StandInServer) -> AsyncIterator[Bot]:
+    database = f"sqlite:///{tmp_path / 'bot.db'}"
+    async with running_bot(database, food_delivery_marquez, parse_config(CONFIG)) as running:
+        yield running
+
+
+async def store(bot: Bot, *events: RunEvent) -> None:
+    async with bot.services.sessions.begin() as session:
+        session.add_all(events)
+    while await bot.services.incidents.process():
+        pass
+    await bot.settle()
+
+
+def event(
+    dag: str, kind: str = "FAIL", *, day: datetime = DAY, job: str | None = None, error: str = ""
+) -> RunEvent:
+    return RunEvent(
+        run_id=str(uuid.uuid4()),
+        event_type=kind,
+        event_time=day + timedelta(days=1, hours=1),
+        namespace="food_delivery",
+        job_name=job or dag,
+        dag_namespace="food_delivery",
+        dag_id=dag,
+        nominal_start=day,
+        nominal_end=day + timedelta(days=1),
+        error_message=error or None,
+        source=EventSource.RECEIVER,
+    )
+
+
+def shown(message: Any) -> str:
+    return message.text + json.dumps(message.blocks)
+
+
+async def test_a_failure_alerts_the_owning_team_with_its_impact(bot: Bot) -> None:
+    await store(bot, event("example.etl_orders", job="example.etl_orders.load", error="disk full"))
+
+    [alert] = bot.slack.state.messages(ORDERS)
+    text = shown(alert)
+    assert "example.etl_orders" in text
+    assert "2021-06-04" in text
+    assert "disk full" in text
+    for dag in ("example.etl_orders_7_days", "example.etl_delivery_7_days"):
+        assert dag in text
+    assert "Weekly delivery times (logistics)" in text
+    assert "Weekly KPIs (analytics)" in text
+    assert "<!subteam^S0ANALYTIC>" in text
+    assert set(buttons(alert)) == {
+        ActionId.INCIDENT_BACKFILL,
+        ActionId.INCIDENT_SNOOZE_1H,
+        ActionId.INCIDENT_SNOOZE_24H,
+        ActionId.INCIDENT_MARQUEZ,
+    }
+    link = buttons(alert)[ActionId.INCIDENT_MARQUEZ]["url"]
+    assert link == "http://marquez.example.com:3000/lineage/job/food_delivery/example.etl_orders"
+    assert bot.slack.state.messages(ANALYTICS) == []  # mentioned, not spammed
+
+
+async def test_the_backfill_button_leads_to_an_approved_request(bot: Bot) -> None:
+    await store(bot, event("example.etl_orders"))
+    [alert] = bot.slack.state.messages(ORDERS)
+    incident_id = buttons(alert)[ActionId.INCIDENT_BACKFILL]["value"]
+    await bot.slack.click(
+        channel_id=ORDERS,
+        message_ts=alert.ts,
+        action_id=ActionId.INCIDENT_BACKFILL,
+        user_id=OWNER,
+        value=incident_id,
+    )
+    preview = (await eventually(lambda: bot.slack.state.messages(ORDERS)[1:], timeout_s=30))[0]
+    assert "example.etl_orders 2021-06-04" in preview.text or "2021-06-04" in shown(preview)
+    request_id = buttons(preview)[ActionId.APPROVE]["value"]
+    await bot.slack.click(
+        channel_id=ORDERS, message_ts=preview.ts, action_id=ActionId.APPROVE, user_id=OWNER
+    )
+
+    async def approved() -> bool:
+        async with bot.services.sessions() as session:
+            request = await session.get(BackfillRequest, request_id)
+            return request is not None and request.state == "approved"
+
+    await eventually(approved)
+    await bot.settle()
+    alert = bot.slack.state.find_message(ORDERS, alert.ts)
+    assert f"Backfill `{request_id}` requested" in shown(alert)
+    replies = bot.slack.state.thread(ORDERS, alert.ts)
+    assert any(request_id in shown(r) for r in replies)
+
+
+async def test_repeats_update_the_alert_and_a_success_resolves_it(bot: Bot) -> None:
+    await store(bot, event("example.etl_orders"))
+    await store(bot, event("example.etl_orders", error="still broken"))
+    [alert] = bot.slack.state.messages(ORDERS)
+    assert "failed 2 times" in shown(alert)
+    assert "still broken" in shown(alert)
+
+    await store(bot, event("example.etl_orders", "COMPLETE"))
+    [alert] = bot.slack.state.messages(ORDERS)
+    assert "now resolved" in shown(alert)
+    assert ActionId.INCIDENT_BACKFILL not in buttons(alert)
+    assert any("Resolved" in shown(r) for r in bot.slack.state.thread(ORDERS, alert.ts))
+
+
+async def test_a_success_of_one_task_does_not_resolve_the_dag(bot: Bot) -> None:
+    await store(bot, event("example.etl_orders"))
+    await store(bot, event("example.etl_orders", "COMPLETE", job="example.etl_orders.load"))
+    async with bot.services.sessions() as session:
+        [incident] = list(await session.scalars(select(Incident)))
+    assert incident.state == "open"
+
+
+async def test_a_storm_of_200_downstream_failures_is_one_alert(bot: Bot) -> None:
+    await store(bot, event("example.etl_orders"))
+    downstream = ["example.etl_orders_7_days", "example.etl_delivery_7_days"]
+    storm = [event(downstream[n % 2], day=DAY + timedelta(days=n)) for n in range(200)]
+    await store(bot, *storm)
+
+    assert len(bot.slack.state.messages(ORDERS)) == 1
+    assert bot.slack.state.messages(LOGISTICS) == []
+    [alert] = bot.slack.state.messages(ORDERS)
+    assert "200 downstream failures joined" in shown(alert)
+    replies = bot.slack.state.thread(ORDERS, alert.ts)
+    assert 1 <= len(replies) <= 2
+    updates = [c for c in bot.slack.state.calls if c.method == "chat.update"]
+    assert len(updates) <= 5  # superseded edits are never sent
+
+
+async def test_a_restarted_processor_alerts_nothing_twice(bot: Bot) -> None:
+    await store(bot, event("example.etl_orders"))
+    fresh = IncidentService(
+        bot.services.sessions,
+        bot.services.config,
+        bot.services.backfills.planners,
+        marquez_web_url="http://marquez",
+    )
+    assert await fresh.process() == 0
+    await bot.settle()
+    assert len(bot.slack.state.messages(ORDERS)) == 1
+
+
+async def test_snooze_quiets_repeats_until_it_ends(bot: Bot) -> None:
+    await store(bot, event("example.etl_orders"))
+    [alert] = bot.slack.state.messages(ORDERS)
+    incident_id = buttons(alert)[ActionId.INCIDENT_SNOOZE_1H]["value"]
+    await bot.slack.click(
+        channel_id=ORDERS,
+        message_ts=alert.ts,
+        action_id=ActionId.INCIDENT_SNOOZE_1H,
+        user_id=OWNER,
+        value=incident_id,
+    )
+    await eventually(
+        lambda: "Snoozed until" in shown(bot.slack.state.find_message(ORDERS, alert.ts))
+    )
+    await bot.settle()
+    edits = len([c for c in bot.slack.state.calls if c.method == "chat.update"])
+    await store(bot, event("example.etl_orders", error="again"))
+    assert len([c for c in bot.slack.state.calls if c.method == "chat.update"]) == edits
