@@ -103,16 +103,25 @@ class ScheduleRule(_Strict):
 
 
 class SlaRule(_Strict):
-    """A DAG run is late when it has not succeeded `deadline` after its data interval ends."""
+    """A DAG run is late when it has not succeeded `deadline` after its data interval ends
+    (`deadline: 6h` on a daily DAG: done by 06:00 UTC the next day), or when it has been running
+    longer than `max_duration`."""
 
     pattern: str = Field(min_length=1)
-    deadline: Duration
+    deadline: Duration | None = None
+    max_duration: Duration | None = None
     notify: tuple[str, ...] = ()
 
-    @field_validator("deadline", mode="before")
+    @field_validator("deadline", "max_duration", mode="before")
     @classmethod
-    def _duration(cls, value: Any) -> timedelta:
-        return parse_duration(value)
+    def _duration(cls, value: Any) -> timedelta | None:
+        return None if value is None else parse_duration(value)
+
+    @model_validator(mode="after")
+    def _something(self) -> SlaRule:
+        if self.deadline is None and self.max_duration is None:
+            raise ValueError("an SLA rule needs a deadline, a max_duration, or both")
+        return self
 
 
 class Limits(_Strict):
@@ -222,6 +231,9 @@ class BotConfig(_Strict):
             (s for s in self.schedules if matches(s.pattern, dag.namespace, dag.dag_id)), None
         )
         return rule.cron if rule else None
+
+    def sla_for(self, dag: DagRef) -> SlaRule | None:
+        return next((r for r in self.sla if matches(r.pattern, dag.namespace, dag.dag_id)), None)
 
     def reports_reading(self, datasets: Iterable[DatasetRef]) -> list[tuple[Report, DatasetRef]]:
         """Each report that reads one of the datasets, with the first such dataset."""

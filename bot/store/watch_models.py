@@ -104,3 +104,23 @@ class Incident(Base):
         CheckConstraint(_one_of("state", IncidentState), name="state"),
         Index("ix_incidents_state_opened_at", "state", "opened_at"),
     )
+
+
+class SlaMiss(Base):
+    """A late, missing or overlong run of a DAG for one interval, notified once."""
+
+    __tablename__ = "sla_misses"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    namespace: Mapped[str] = mapped_column(String(1024))
+    dag_id: Mapped[str] = mapped_column(String(1024))
+    interval_key: Mapped[str] = mapped_column(String(64))
+    kind: Mapped[str] = mapped_column(String(16))
+    due: Mapped[datetime] = mapped_column(UTCDateTime())
+    reason: Mapped[str] = mapped_column(String(500))
+    detected_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+    __table_args__ = (
+        UniqueConstraint("namespace", "dag_id", "interval_key", "kind"),
+        Index("ix_sla_misses_detected_at", "detected_at"),
+    )

@@ -1,4 +1,5 @@
-"""The watcher: run events seen, the Marquez poll cursor, incidents and their outbox rows.
+"""The watcher: run events seen, the Marquez poll cursor, incidents and their outbox rows,
+SLA misses notified.
 
 Revision ID: 0004
 Revises: 0003
@@ -99,6 +100,26 @@ def upgrade() -> None:
         ),
     )
     op.create_index("ix_incidents_state_opened_at", "incidents", ["state", "opened_at"])
+    op.create_table(
+        "sla_misses",
+        sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
+        sa.Column("namespace", sa.String(length=1024), nullable=False),
+        sa.Column("dag_id", sa.String(length=1024), nullable=False),
+        sa.Column("interval_key", sa.String(length=64), nullable=False),
+        sa.Column("kind", sa.String(length=16), nullable=False),
+        sa.Column("due", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("reason", sa.String(length=500), nullable=False),
+        sa.Column("detected_at", sa.DateTime(timezone=True), nullable=False),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_sla_misses")),
+        sa.UniqueConstraint(
+            "namespace",
+            "dag_id",
+            "interval_key",
+            "kind",
+            name=op.f("uq_sla_misses_namespace_dag_id_interval_key_kind"),
+        ),
+    )
+    op.create_index("ix_sla_misses_detected_at", "sla_misses", ["detected_at"])
     with op.batch_alter_table("outbox") as batch:
         batch.add_column(sa.Column("incident_id", sa.String(length=32), nullable=True))
         batch.create_foreign_key(
@@ -117,6 +138,7 @@ def downgrade() -> None:
         batch.drop_index("ix_outbox_incident_id")
         batch.drop_constraint("fk_outbox_incident_id_incidents", type_="foreignkey")
         batch.drop_column("incident_id")
+    op.drop_table("sla_misses")
     op.drop_table("incidents")
     op.drop_table("watch_cursors")
     op.drop_table("run_events")

@@ -35,6 +35,7 @@ TABLES = {
     "run_events",
     "watch_cursors",
     "incidents",
+    "sla_misses",
 }
 INDEXES = {
     "backfill_requests": {

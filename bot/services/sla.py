@@ -1,0 +1,187 @@
+"""SLA misses: the stored run events of each DAG (DAG-level, with nominal times) are the run
+history; `bot.domain.sla` decides lateness from it, the DAG's rule and the clock. Each miss is
+notified once per DAG, interval and kind: to the owning team (and the rule's `notify` teams),
+and to the teams whose reports read what the DAG feeds, which will be late too."""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from bot import messages_watch
+from bot.clients.marquez import MarquezError
+from bot.config import BotConfig
+from bot.domain.model import DagRef, Interval
+from bot.domain.sla import Miss, RunFacts, misses
+from bot.services.backfills import PlannerFactory
+from bot.services.catalog import AmbiguousDag, TaskNotDag, UnknownDag
+from bot.store import outbox
+from bot.store.models import utcnow
+from bot.store.watch_models import RunEvent, SlaMiss
+
+logger = logging.getLogger(__name__)
+HISTORY = timedelta(days=30)
+TERMINAL = {"COMPLETE": True, "FAIL": False, "ABORT": False}
+
+
+@dataclass
+class _Run:
+    interval: Interval
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    succeeded: bool = False
+
+
+def history(events: list[RunEvent]) -> dict[DagRef, list[RunFacts]]:
+    """DAG runs from DAG-level events (a task's events describe a part of the run)."""
+    runs: dict[tuple[DagRef, str], _Run] = {}
+    for event in events:
+        if event.job_name != event.dag_id or event.nominal_start is None:
+            continue
+        interval = Interval(event.nominal_start, event.nominal_end or event.nominal_start)
+        key = (DagRef(event.dag_namespace, event.dag_id), event.run_id)
+        run = runs.setdefault(key, _Run(interval))
+        if event.event_type == "START":
+            run.started_at = event.event_time
+        elif event.event_type in TERMINAL:
+            run.finished_at = event.event_time
+            run.succeeded = TERMINAL[event.event_type]
+    found: dict[DagRef, list[RunFacts]] = defaultdict(list)
+    for (dag, _), run in runs.items():
+        found[dag].append(RunFacts(run.interval, run.started_at, run.finished_at, run.succeeded))
+    return dict(found)
+
+
+def _when(interval: Interval) -> str:
+    if interval.end - interval.start == timedelta(days=1) and interval.start.hour == 0:
+        return interval.start.date().isoformat()
+    return f"{interval.start:%Y-%m-%d %H:%M} → {interval.end:%Y-%m-%d %H:%M}"
+
+
+class SlaService:
+    def __init__(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        config: BotConfig,
+        planners: PlannerFactory,
+        *,
+        wake_sender: Callable[[], None] = lambda: None,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.sessions = sessions
+        self.config = config
+        self.planners = planners
+        self.wake_sender = wake_sender
+        self.clock = clock
+
+    async def check(self) -> int:
+        """Find and notify new misses as of now; returns how many were notified."""
+        now = self.clock()
+        async with self.sessions() as session:
+            events = list(
+                await session.scalars(
+                    select(RunEvent)
+                    .where(RunEvent.event_time >= now - HISTORY)
+                    .order_by(RunEvent.id)
+                )
+            )
+        notified = 0
+        for dag, runs in history(events).items():
+            rule = self.config.sla_for(dag)
+            found = misses(
+                runs,
+                now=now,
+                deadline=rule.deadline if rule else None,
+                max_duration=rule.max_duration if rule else None,
+            )
+            for miss in found:
+                if await self._notify(dag, miss, rule.notify if rule else ()):
+                    notified += 1
+        if notified:
+            self.wake_sender()
+        return notified
+
+    async def _known(self, dag: DagRef, miss: Miss) -> bool:
+        async with self.sessions() as session:
+            return (
+                await session.scalar(
+                    select(SlaMiss.id).where(
+                        SlaMiss.namespace == dag.namespace,
+                        SlaMiss.dag_id == dag.dag_id,
+                        SlaMiss.interval_key == miss.interval.start.isoformat(),
+                        SlaMiss.kind == miss.kind,
+                    )
+                )
+            ) is not None
+
+    async def _reports(self, dag: DagRef) -> list[tuple[str, str]]:
+        """(report name, team) of the reports fed by this DAG or anything downstream of it."""
+        try:
+            async with self.planners() as planner:
+                impact = await planner.impact(dag.dag_id, dag.namespace)
+        except (UnknownDag, AmbiguousDag, TaskNotDag, MarquezError) as exc:
+            logger.warning("no impact for the late %s: %s", dag.dag_id, exc)
+            return []
+        return [(hit.report.name, hit.report.team or "") for hit in impact.reports]
+
+    def _channel(self, team_name: str) -> str | None:
+        team = self.config.team(team_name)
+        return team.channel if team is not None else None
+
+    async def _notify(self, dag: DagRef, miss: Miss, notify: tuple[str, ...]) -> bool:
+        if await self._known(dag, miss):
+            return False
+        reports = await self._reports(dag)  # network: outside the transaction
+        what = {
+            "missing": "has no run yet",
+            "late": "has not succeeded yet",
+            "too_long": "is running too long",
+        }[miss.kind]
+        due = miss.due.strftime("%Y-%m-%d %H:%M UTC")
+        owners = list(self.config.owners_of(dag)) + list(notify)
+        channels = [c for c in (self._channel(t) for t in owners) if c]
+        if not channels and self.config.watch.alert_channel:
+            channels = [self.config.watch.alert_channel]
+        late = f":hourglass: `{dag.dag_id}` {what} for {_when(miss.interval)} (due {due}): "
+        late += miss.reason + "."
+        by_team: dict[str, list[str]] = defaultdict(list)
+        for name, team in reports:
+            channel = self._channel(team)
+            if channel:
+                by_team[channel].append(name)
+        try:
+            async with self.sessions.begin() as session:
+                session.add(
+                    SlaMiss(
+                        namespace=dag.namespace,
+                        dag_id=dag.dag_id,
+                        interval_key=miss.interval.start.isoformat(),
+                        kind=miss.kind,
+                        due=miss.due,
+                        reason=miss.reason[:500],
+                        detected_at=self.clock(),
+                    )
+                )
+                await session.flush()
+                for channel in dict.fromkeys(channels):
+                    await outbox.enqueue(
+                        session, channel=channel, payload=messages_watch.reply(late)
+                    )
+                for channel, names in by_team.items():
+                    text = (
+                        f":hourglass: {', '.join(f'*{n}*' for n in names)} will be late: "
+                        f"`{dag.dag_id}` upstream of it {what} for {_when(miss.interval)}."
+                    )
+                    await outbox.enqueue(
+                        session, channel=channel, payload=messages_watch.reply(text)
+                    )
+        except IntegrityError:  # another process notified it first
+            return False
+        return True

@@ -1,0 +1,100 @@
+"""SLA misses on a fixed clock: a missing run past its deadline notifies the owning team and the
+rule's teams once, and tells the teams whose reports read downstream data that they will be late."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from e2e_support import Bot, running_bot
+from test_incidents import ANALYTICS, CONFIG, LOGISTICS, ORDERS
+
+from bot.config import parse_config
+from bot.services.sla import SlaService
+from bot.standins.marquez import StandInServer
+from bot.store.watch_models import EventSource, RunEvent
+
+T0 = datetime(2021, 6, 1, tzinfo=UTC)
+DAY = timedelta(days=1)
+
+
+@pytest.fixture
+async def bot(tmp_path: Path, food_delivery_marquez: StandInServer) -> AsyncIterator[Bot]:
+    config = {
+        **CONFIG,
+        "sla": [{"pattern": "example.etl_orders", "deadline": "2h", "notify": ["analytics"]}],
+    }
+    database = f"sqlite:///{tmp_path / 'bot.db'}"
+    async with running_bot(database, food_delivery_marquez, parse_config(config)) as running:
+        yield running
+
+
+def dag_run(dag: str, n: int, *, finished: bool = True) -> list[RunEvent]:
+    start, end = T0 + n * DAY, T0 + (n + 1) * DAY
+    run_id = str(uuid.uuid4())
+
+    def one(kind: str, at: datetime) -> RunEvent:
+        return RunEvent(
+            run_id=run_id, event_type=kind, event_time=at, namespace="food_delivery",
+            job_name=dag, dag_namespace="food_delivery", dag_id=dag, nominal_start=start,
+            nominal_end=end, source=EventSource.MARQUEZ,
+        )  # fmt: skip
+
+    events = [one("START", end + timedelta(minutes=5))]
+    if finished:
+        events.append(one("COMPLETE", end + timedelta(minutes=50)))
+    return events
+
+
+def service(bot: Bot, now: datetime) -> SlaService:
+    return SlaService(
+        bot.services.sessions,
+        bot.services.config,
+        bot.services.backfills.planners,
+        wake_sender=bot.services.sender.wake,
+        clock=lambda: now,
+    )
+
+
+def texts(bot: Bot, channel: str) -> list[str]:
+    return [m.text + json.dumps(m.blocks) for m in bot.slack.state.messages(channel)]
+
+
+async def test_a_missing_run_past_its_deadline_is_notified_once(bot: Bot) -> None:
+    async with bot.services.sessions.begin() as session:
+        for n in range(7):  # runs for 06-01..06-07; nothing for 06-08
+            session.add_all(dag_run("example.etl_orders", n))
+    due = T0 + 8 * DAY + timedelta(hours=2)
+
+    assert await service(bot, due - timedelta(minutes=1)).check() == 0
+    assert await service(bot, due + timedelta(minutes=1)).check() == 1
+    assert await service(bot, due + timedelta(minutes=30)).check() == 0  # once per interval
+    await bot.settle()
+
+    [orders] = texts(bot, ORDERS)
+    assert "example.etl_orders" in orders
+    assert "has no run yet for 2021-06-08" in orders
+    assert "due 2021-06-09 02:00 UTC" in orders
+    analytics = texts(bot, ANALYTICS)
+    assert any("has no run yet" in t for t in analytics)  # the rule's notify team
+    assert any("*Weekly KPIs* will be late" in t for t in analytics)  # a report they own
+    [logistics] = texts(bot, LOGISTICS)
+    assert "*Weekly delivery times* will be late" in logistics
+
+
+async def test_without_a_rule_lateness_is_learned_from_history(bot: Bot) -> None:
+    async with bot.services.sessions.begin() as session:
+        for n in range(7):
+            session.add_all(dag_run("example.etl_orders_7_days", n))
+        session.add_all(dag_run("example.etl_orders_7_days", 7, finished=False))
+    end = T0 + 8 * DAY
+    assert await service(bot, end + timedelta(minutes=40)).check() == 0
+    assert await service(bot, end + timedelta(hours=4)).check() == 1
+    await bot.settle()
+    [notice] = texts(bot, ORDERS)
+    assert "has not succeeded yet" in notice
+    assert "usually finish within" in notice
