@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 import handlers.actions
 import handlers.commands
+import handlers.home
 from bot.app_services import Services
 from bot.clients.marquez import MarquezClient
 from bot.clients.slack_sender import OutboxSender
@@ -31,6 +32,7 @@ from bot.executors.runner import Runner
 from bot.executors.spark import SparkBackend
 from bot.services.access import SlackGroups
 from bot.services.backfills import BackfillService
+from bot.services.home import HomeService
 from bot.services.incidents import IncidentService
 from bot.services.planning import Planner
 from bot.settings import Settings
@@ -73,12 +75,13 @@ def build_services(settings: Settings, config: BotConfig, slack: AsyncWebClient)
             yield Planner(client, config, default_namespace=settings.marquez_namespace)
 
     runner = build_runner(settings, config, sessions, wake_sender=sender.wake)
+    groups = SlackGroups(slack)
     backfills = BackfillService(
         sessions=sessions,
         config=config,
         planners=planners,
         executor=runner or ManualExecutor(),
-        groups=SlackGroups(slack),
+        groups=groups,
         wake_sender=sender.wake,
     )
     incidents = IncidentService(
@@ -89,7 +92,10 @@ def build_services(settings: Settings, config: BotConfig, slack: AsyncWebClient)
         backfills=backfills,
         wake_sender=sender.wake,
     )
-    return Services(settings, config, engine, sessions, slack, sender, backfills, incidents, runner)
+    home = HomeService(sessions, config, groups)
+    return Services(
+        settings, config, engine, sessions, slack, sender, backfills, incidents, home, runner
+    )
 
 
 def build_backend(settings: Settings, config: BotConfig) -> Backend | None:
@@ -147,6 +153,7 @@ def create_bolt_app(services: Services) -> AsyncApp:
     )
     handlers.commands.register(app, services)
     handlers.actions.register(app, services)
+    handlers.home.register(app, services)
     return app
 
 

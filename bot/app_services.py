@@ -11,6 +11,7 @@ from bot.clients.slack_sender import OutboxSender
 from bot.config import BotConfig
 from bot.executors.runner import Runner
 from bot.services.backfills import BackfillService
+from bot.services.home import HomeService
 from bot.services.incidents import IncidentService
 from bot.settings import Settings
 
@@ -25,5 +26,6 @@ class Services:
     sender: OutboxSender
     backfills: BackfillService
     incidents: IncidentService
+    home: HomeService
     runner: Runner | None = None
     """The step runner, unless backfills are run by hand (BOT_EXECUTOR=manual)."""

@@ -63,20 +63,21 @@ def check_message(payload: Mapping[str, Any]) -> None:
 
 
 def check_view(view: Mapping[str, Any]) -> None:
-    """Raise SlackLimitError if a modal view breaks Slack's limits."""
+    """Raise SlackLimitError if a modal or Home tab view breaks Slack's limits."""
     problems: list[str] = []
-    if view.get("type") != "modal":
-        problems.append("type: must be 'modal'")
+    kind = view.get("type")
+    if kind not in ("modal", "home"):
+        problems.append("type: must be 'modal' or 'home'")
     for key in ("title", "close", "submit"):
         if key in view:
             _at_most(problems, f"{key}.text", len(_text(view[key])), VIEW_TEXT)
-    if not _text(view.get("title")):
+    if kind == "modal" and not _text(view.get("title")):
         problems.append("title: a modal needs a title")
     _at_most(problems, "callback_id", len(view.get("callback_id", "")), ID_LENGTH)
     _at_most(problems, "private_metadata", len(view.get("private_metadata", "")), PRIVATE_METADATA)
     blocks = view.get("blocks", [])
     if not isinstance(blocks, list) or not blocks:
-        raise SlackLimitError([*problems, "blocks: a modal needs 1 to 100 blocks"])
+        raise SlackLimitError([*problems, "blocks: a view needs 1 to 100 blocks"])
     _at_most(problems, "blocks", len(blocks), VIEW_BLOCKS, unit="blocks")
     _check_blocks(problems, blocks)
     try:

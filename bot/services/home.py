@@ -1,0 +1,135 @@
+"""The App Home tab: open incidents, running backfills and recent SLA misses for the DAGs the
+viewing user's teams own (teams by membership or user group, from BOT_CONFIG)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from bot import messages
+from bot.config import BotConfig
+from bot.domain.model import DagRef
+from bot.render import environment
+from bot.services.access import GroupDirectory
+from bot.slack_limits import check_view
+from bot.store.models import BackfillRequest, RequestState, utcnow
+from bot.store.watch_models import Incident, IncidentState, SlaMiss
+
+ROWS = 15  # per section; Slack allows 100 blocks in a Home view
+RECENT = timedelta(days=7)
+
+
+class HomeService:
+    def __init__(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        config: BotConfig,
+        groups: GroupDirectory,
+        *,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.sessions = sessions
+        self.config = config
+        self.groups = groups
+        self.clock = clock
+
+    async def teams_of(self, user: str) -> list[str]:
+        found = []
+        for team in self.config.teams:
+            if user in team.members:
+                found.append(team.name)
+                continue
+            for group in team.user_groups:
+                if user in await self.groups.members(group):
+                    found.append(team.name)
+                    break
+        return found
+
+    def _ours(self, teams: list[str], namespace: str, dag_id: str) -> bool:
+        return bool(set(self.config.owners_of(DagRef(namespace, dag_id))) & set(teams))
+
+    async def view(self, user: str) -> dict[str, Any]:
+        teams = await self.teams_of(user)
+        since = self.clock() - RECENT
+        async with self.sessions() as session:
+            incidents = [
+                i
+                for i in await session.scalars(
+                    select(Incident)
+                    .where(Incident.state == IncidentState.OPEN, Incident.root_id.is_(None))
+                    .order_by(Incident.opened_at.desc())
+                    .limit(500)
+                )
+                if self._ours(teams, i.namespace, i.dag_id)
+            ]
+            requests = [
+                r
+                for r in await session.scalars(
+                    select(BackfillRequest)
+                    .where(BackfillRequest.state.in_([RequestState.APPROVED, RequestState.RUNNING]))
+                    .order_by(BackfillRequest.created_at.desc())
+                    .limit(500)
+                )
+                if r.requester == user or self._ours(teams, r.root_namespace, r.root_dag)
+            ]
+            missed = [
+                m
+                for m in await session.scalars(
+                    select(SlaMiss)
+                    .where(SlaMiss.detected_at >= since)
+                    .order_by(SlaMiss.detected_at.desc())
+                    .limit(500)
+                )
+                if self._ours(teams, m.namespace, m.dag_id)
+            ]
+        esc = messages.escape_mrkdwn
+        sections = [
+            {
+                "title": f"Open incidents ({len(incidents)})",
+                "empty": "No open incidents.",
+                "lines": [
+                    f":rotating_light: `{esc(i.dag_id)}` failed for "
+                    f"{esc(i.interval_key[:10] or 'an unknown interval')}"
+                    + (f" · {i.grouped} downstream joined" if i.grouped else "")
+                    + (f" · backfill `{i.backfill_request_id}`" if i.backfill_request_id else "")
+                    for i in incidents[:ROWS]
+                ],
+            },
+            {
+                "title": f"Running backfills ({len(requests)})",
+                "empty": "No backfill is running.",
+                "lines": [
+                    f":arrows_counterclockwise: `{esc(r.root_dag)}` "
+                    f"{r.start_date.isoformat()}..{r.end_date.isoformat()} · {r.state} · "
+                    f"{messages.plural(len(r.steps), 'DAG')} · `{r.id}`"
+                    for r in requests[:ROWS]
+                ],
+            },
+            {
+                "title": f"SLA misses, last 7 days ({len(missed)})",
+                "empty": "No SLA misses.",
+                "lines": [
+                    f":hourglass: `{esc(m.dag_id)}` {m.kind.replace('_', ' ')} for "
+                    f"{esc(m.interval_key[:10])} (due {m.due:%Y-%m-%d %H:%M} UTC)"
+                    for m in missed[:ROWS]
+                ],
+            },
+        ]
+        teams_line = (
+            "Your teams: " + esc(", ".join(teams))
+            if teams
+            else "You are in no team of BOT_CONFIG, so nothing is filtered for you yet."
+        )
+        text = (
+            environment()
+            .get_template("watch/home.json.j2")
+            .render(sections=sections, teams_line=teams_line)
+        )
+        view: dict[str, Any] = json.loads(text)
+        check_view(view)
+        return view
