@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from aiohttp import web
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
@@ -30,16 +31,20 @@ from bot.executors.backends import Backend
 from bot.executors.manual import ManualExecutor
 from bot.executors.runner import Runner
 from bot.executors.spark import SparkBackend
+from bot.receiver import add_receiver
 from bot.services.access import SlackGroups
 from bot.services.backfills import BackfillService
 from bot.services.home import HomeService
 from bot.services.incidents import IncidentService
 from bot.services.planning import Planner
+from bot.services.poller import MarquezPoller
+from bot.services.sla import SlaService
 from bot.settings import Settings
 from bot.store.db import make_engine, session_factory, upgrade
 
 logger = logging.getLogger(__name__)
 RESUME_EVERY_S = 30.0
+SLA_CHECK_S = 60.0
 
 
 class SetupError(ValueError):
@@ -93,9 +98,18 @@ def build_services(settings: Settings, config: BotConfig, slack: AsyncWebClient)
         wake_sender=sender.wake,
     )
     home = HomeService(sessions, config, groups)
+
+    def marquez() -> MarquezClient:
+        return MarquezClient(
+            settings.marquez_url, api_key=key, timeout_s=settings.marquez_timeout_s
+        )
+
+    poller = MarquezPoller(sessions, marquez, config.watch, on_stored=incidents.wake)
+    sla = SlaService(sessions, config, planners, wake_sender=sender.wake)
     return Services(
-        settings, config, engine, sessions, slack, sender, backfills, incidents, home, runner
-    )
+        settings, config, engine, sessions, slack, sender, backfills, incidents, home, poller,
+        sla, runner,
+    )  # fmt: skip
 
 
 def build_backend(settings: Settings, config: BotConfig) -> Backend | None:
@@ -185,10 +199,22 @@ def create_web_app(bolt: AsyncApp, services: Services) -> web.Application:
             asyncio.create_task(resume_forever(), name="resume-approved"),
         ]
         tasks.append(asyncio.create_task(services.incidents.run_forever(), name="incidents"))
+        scheduler = AsyncIOScheduler(timezone="UTC")
+        services.poller.schedule(scheduler)
+        scheduler.add_job(
+            services.sla.check,
+            "interval",
+            seconds=SLA_CHECK_S,
+            id="sla-check",
+            max_instances=1,
+            coalesce=True,
+        )
+        scheduler.start()
         if services.runner is not None:
             # Its first pass reconciles every backfill a previous process left running.
             tasks.append(asyncio.create_task(services.runner.run_forever(), name="step-runner"))
         yield
+        scheduler.shutdown(wait=False)
         for task in tasks:
             task.cancel()
         for task in tasks:
@@ -203,6 +229,13 @@ def create_web_app(bolt: AsyncApp, services: Services) -> web.Application:
         # Without a secret (Socket Mode) nothing could tell Slack's requests from forgeries.
         app.router.add_post("/slack/events", slack_events)
     app.router.add_get("/healthz", healthz)
+    key = services.settings.openlineage_api_key
+    add_receiver(
+        app,
+        sessions=services.sessions,
+        api_key=key.get_secret_value() if key else None,
+        on_stored=services.incidents.wake,
+    )
     app.cleanup_ctx.append(background)
     return app
 

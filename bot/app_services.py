@@ -13,6 +13,8 @@ from bot.executors.runner import Runner
 from bot.services.backfills import BackfillService
 from bot.services.home import HomeService
 from bot.services.incidents import IncidentService
+from bot.services.poller import MarquezPoller
+from bot.services.sla import SlaService
 from bot.settings import Settings
 
 
@@ -27,5 +29,7 @@ class Services:
     backfills: BackfillService
     incidents: IncidentService
     home: HomeService
+    poller: MarquezPoller
+    sla: SlaService
     runner: Runner | None = None
     """The step runner, unless backfills are run by hand (BOT_EXECUTOR=manual)."""

@@ -1,0 +1,310 @@
+"""Run events in: OpenLineage parsing on real events (Marquez's samples, the food_delivery seed,
+the example pipeline's history), and storage without duplicates on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from bot.services.ingest import (
+    ERROR_MAX,
+    NAME_MAX,
+    InvalidEvent,
+    ParsedEvent,
+    parse_run_event,
+    store_events,
+)
+from bot.standins.food_delivery import food_delivery_events
+from bot.store import make_engine, session_factory, upgrade
+from bot.store.watch_models import EventSource, RunEvent
+from pipeline.food_delivery.lineage import history_events
+
+Sessions = async_sessionmaker[AsyncSession]
+OPEN_LINEAGE = Path(__file__).resolve().parents[2].parent / "shared/fixtures/marquez/open_lineage"
+RUN = "0b7a7a8e-9f4c-4d2b-8a44-3d9e5c1f0a11"
+
+
+def minimal(**changes: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "eventType": "FAIL",
+        "eventTime": "2024-03-01T10:00:00.000Z",
+        "run": {"runId": RUN},
+        "job": {"namespace": "food_delivery", "name": "example.etl_orders"},
+        "producer": "https://example.com/tests",
+        "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
+    }
+    body.update(changes)
+    return body
+
+
+def parsed(body: Any) -> ParsedEvent:
+    event = parse_run_event(body)
+    assert event is not None
+    return event
+
+
+# -- parsing ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", sorted(OPEN_LINEAGE.glob("*.json")), ids=lambda p: p.stem)
+def test_marquez_samples_parse_or_are_skipped_by_kind(path: Path) -> None:
+    body = json.loads(path.read_text())
+    event = parse_run_event(body)
+    if path.stem in ("event_dataset_event", "event_job_event"):
+        assert event is None
+        return
+    assert event is not None
+    assert event.run_id == body["run"]["runId"]
+    assert event.event_time.tzinfo is UTC
+    assert event.event_type == body.get("eventType", "OTHER")
+
+
+def test_a_task_rolls_up_to_the_dag_named_by_its_parent_facet() -> None:
+    event = parsed(json.loads((OPEN_LINEAGE / "event_full.json").read_text()))
+    assert (event.job_name, event.dag_id) == ("myjob.mytask", "myjob")
+    assert event.nominal_start == datetime(2020, 12, 17, 3, 0, 0, 1000, tzinfo=UTC)
+    assert event.nominal_end == datetime(2020, 12, 17, 4, 0, 0, 1000, tzinfo=UTC)
+
+
+def test_every_seed_event_parses_and_its_failures_carry_the_error() -> None:
+    events = [parsed(body) for body in food_delivery_events()]
+    failures = [e for e in events if e.event_type == "FAIL"]
+    assert len(failures) == 3
+    assert {e.dag_id for e in failures} == {"example.etl_orders"}
+    assert all(e.error_message == 'relation "tmp_orders" does not exist' for e in failures)
+    tasks = {(e.job_name, e.dag_id) for e in events if e.job_name != e.dag_id}
+    assert ("example.etl_delivery_7_days.extract", "example.etl_delivery_7_days") in tasks
+    assert len({e.key for e in events}) == len(events)
+
+
+def test_pipeline_history_fail_has_dag_interval_and_error() -> None:
+    bodies = history_events(date(2021, 6, 1), date(2021, 6, 3), fail_dates=[date(2021, 6, 2)])
+    failures = [parsed(b) for b in bodies if b["eventType"] == "FAIL"]
+    task = next(e for e in failures if e.job_name == "example.etl_orders.spark_job")
+    dag = next(e for e in failures if e.job_name == "example.etl_orders")
+    for event in (task, dag):
+        assert (event.dag_namespace, event.dag_id) == ("food_delivery", "example.etl_orders")
+        assert event.nominal_start == datetime(2021, 6, 2, tzinfo=UTC)
+        assert event.nominal_end == datetime(2021, 6, 3, tzinfo=UTC)
+        assert event.error_message is not None
+        assert event.error_message.startswith('relation "tmp_orders" does not exist')
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("2024-03-01T10:00:00Z", datetime(2024, 3, 1, 10, tzinfo=UTC)),
+        ("2024-03-01T12:00:00+02:00", datetime(2024, 3, 1, 10, tzinfo=UTC)),
+        ("2024-03-01T05:30-0430", datetime(2024, 3, 1, 10, tzinfo=UTC)),
+        ("2024-03-01T10:00:00.123456789Z", datetime(2024, 3, 1, 10, 0, 0, 123456, tzinfo=UTC)),
+        # Marquez reads a time without a zone as UTC; refusing it would lose what Marquez keeps.
+        ("2024-03-01T10:00:00.5", datetime(2024, 3, 1, 10, 0, 0, 500000, tzinfo=UTC)),
+    ],
+)
+def test_event_times_are_utc_instants(raw: str, expected: datetime) -> None:
+    assert parsed(minimal(eventTime=raw)).event_time == expected
+
+
+@pytest.mark.parametrize(
+    ("changes", "reason"),
+    [
+        ({"eventTime": None}, "eventTime is required"),
+        ({"eventTime": "2021-11-03"}, "eventTime is not an ISO-8601 date-time"),
+        ({"eventTime": "2021-02-30T00:00:00Z"}, "eventTime is not a valid date-time"),
+        ({"eventTime": 1700000000}, "eventTime must be an ISO-8601 date-time string"),
+        ({"eventType": "fail"}, "eventType must be one of ABORT, COMPLETE, FAIL"),
+        ({"eventType": "RESUME"}, "eventType must be one of"),
+        ({"run": {"runId": "run-42"}}, "run.runId must be a UUID, got 'run-42'"),
+        ({"run": {}}, "run.runId is required"),
+        ({"run": "x"}, "run must be an object"),
+        ({"job": {"namespace": "ns"}}, "job.name is required"),
+        ({"job": {"namespace": "ns", "name": " "}}, "job.name must be a non-empty string"),
+        ({"job": {"namespace": "ns", "name": "a\x00b"}}, "job.name contains a NUL"),
+        ({"job": {"namespace": "ns", "name": "\ud800"}}, "job.name contains a NUL"),
+        ({"job": {"namespace": "ns", "name": "x" * (NAME_MAX + 1)}}, "job.name is longer"),
+        ({"run": {"runId": RUN, "facets": []}}, "run.facets must be an object"),
+        (
+            {"run": {"runId": RUN, "facets": {"parent": {"run": {"runId": RUN}}}}},
+            "run.facets.parent.job must be an object",
+        ),
+        (
+            {"run": {"runId": RUN, "facets": {"nominalTime": {"nominalEndTime": "x"}}}},
+            "run.facets.nominalTime.nominalStartTime is required",
+        ),
+        (
+            {"run": {"runId": RUN, "facets": {"nominalTime": {"nominalStartTime": "soon"}}}},
+            "run.facets.nominalTime.nominalStartTime is not an ISO-8601 date-time",
+        ),
+    ],
+)
+def test_malformed_run_events_say_why(changes: dict[str, Any], reason: str) -> None:
+    with pytest.raises(InvalidEvent, match="^" + reason.replace("(", r"\(")):
+        parse_run_event(minimal(**changes))
+
+
+def test_every_problem_is_reported_at_once() -> None:
+    with pytest.raises(InvalidEvent) as raised:
+        parse_run_event({"eventType": "BOOM", "job": {}})
+    assert str(raised.value) == (
+        "eventTime is required; eventType must be one of ABORT, COMPLETE, FAIL, OTHER, "
+        "RUNNING, START; run is required; job.namespace is required; job.name is required"
+    )
+
+
+@pytest.mark.parametrize("body", [[minimal()], "event", 42, None])
+def test_anything_but_an_object_is_not_an_event(body: Any) -> None:
+    with pytest.raises(InvalidEvent, match="must be a JSON object"):
+        parse_run_event(body)
+
+
+@pytest.mark.parametrize(
+    "schema_url",
+    [
+        "https://openlineage.io/spec/2-0-2/OpenLineage.json#/definitions/DatasetEvent",
+        "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/JobEvent",
+    ],
+)
+def test_dataset_and_job_events_are_valid_but_not_stored(schema_url: str) -> None:
+    assert parse_run_event({"schemaURL": schema_url}) is None
+
+
+def test_missing_event_type_is_other_and_run_ids_are_canonical() -> None:
+    body = minimal(run={"runId": RUN.upper()})
+    del body["eventType"]
+    event = parsed(body)
+    assert (event.event_type, event.run_id) == ("OTHER", RUN)
+
+
+def test_old_airflow_parent_named_like_the_task_rolls_up_to_the_prefix() -> None:
+    parent = {"run": {"runId": RUN}, "job": {"namespace": "af", "name": "dag.x.task"}}
+    body = minimal(
+        job={"namespace": "af", "name": "dag.x.task"},
+        run={"runId": RUN, "facets": {"parent": parent}},
+    )
+    assert parsed(body).dag_id == "dag.x"
+
+
+def test_airflow_root_facet_does_not_replace_the_direct_parent() -> None:
+    parent = {
+        "run": {"runId": RUN},
+        "job": {"namespace": "af", "name": "etl_dag"},
+        "root": {"run": {"runId": RUN}, "job": {"namespace": "af", "name": "outer_dag"}},
+    }
+    event = parsed(minimal(run={"runId": RUN, "facets": {"parent": parent}}))
+    assert (event.dag_namespace, event.dag_id) == ("af", "etl_dag")
+
+
+def test_job_namespaces_are_rewritten_as_marquez_does() -> None:
+    parent = {"run": {"runId": RUN}, "job": {"namespace": "my dags", "name": "d"}}
+    body = minimal(
+        job={"namespace": "my dags", "name": "d.t"},
+        run={"runId": RUN, "facets": {"parent": parent}},
+    )
+    event = parsed(body)
+    assert (event.namespace, event.dag_namespace) == ("my_dags", "my_dags")
+
+
+def test_error_messages_are_clipped_and_cleaned_never_refused() -> None:
+    def with_error(facet: Any) -> ParsedEvent:
+        return parsed(minimal(run={"runId": RUN, "facets": {"errorMessage": facet}}))
+
+    long = with_error({"message": "x" * 5000}).error_message
+    assert long is not None
+    assert len(long) == ERROR_MAX
+    assert long.endswith("…")
+    assert with_error({"message": "bad\x00 \ud800byte"}).error_message == "bad ?byte"
+    assert with_error({"message": 42}).error_message is None
+    assert with_error("oops").error_message is None
+
+
+# -- storage ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def sessions(database_url: str) -> AsyncIterator[Sessions]:
+    upgrade(database_url)
+    engine = make_engine(database_url)
+    try:
+        yield session_factory(engine)
+    finally:
+        await engine.dispose()
+
+
+async def store(sessions: Sessions, events: list[ParsedEvent], source: EventSource) -> int:
+    async with sessions.begin() as session:
+        return await store_events(session, events, source=source)
+
+
+async def rows(sessions: Sessions) -> list[RunEvent]:
+    async with sessions() as session:
+        return list(await session.scalars(select(RunEvent).order_by(RunEvent.id)))
+
+
+async def test_seed_events_are_stored_once_whatever_the_source(sessions: Sessions) -> None:
+    events = [parsed(body) for body in food_delivery_events()]
+    assert await store(sessions, events, EventSource.RECEIVER) == len(events)
+    assert await store(sessions, events, EventSource.MARQUEZ) == 0
+    assert await store(sessions, events[:5] + events[:5], EventSource.MARQUEZ) == 0
+    stored = await rows(sessions)
+    assert len(stored) == len(events)
+    assert {r.source for r in stored} == {"receiver"}
+    assert all(r.processed_at is None for r in stored)
+
+
+async def test_events_without_an_interval_take_their_runs(sessions: Sessions) -> None:
+    seed = [parsed(body) for body in food_delivery_events()]
+    fail = next(e for e in seed if e.event_type == "FAIL")
+    start = next(e for e in seed if e.run_id == fail.run_id and e.event_type == "START")
+    assert (fail.nominal_start, start.nominal_start) == (None, datetime(2021, 6, 4, tzinfo=UTC))
+    other = parsed(minimal())  # a run nobody told the interval of
+    assert await store(sessions, [start], EventSource.MARQUEZ) == 1
+    assert await store(sessions, [fail, other], EventSource.RECEIVER) == 2
+    stored = {r.event_type: r for r in await rows(sessions) if r.run_id == fail.run_id}
+    assert (stored["FAIL"].nominal_start, stored["FAIL"].nominal_end) == (
+        start.nominal_start,
+        start.nominal_end,
+    )
+    assert all(r.nominal_start is None for r in await rows(sessions) if r.run_id == RUN)
+    assert await store(sessions, seed, EventSource.MARQUEZ) == len(seed) - 2
+    seed_runs = {e.run_id for e in seed}
+    assert all(r.nominal_start for r in await rows(sessions) if r.run_id in seed_runs)
+
+
+async def test_stored_rows_keep_every_field_and_instant(sessions: Sessions) -> None:
+    bodies = history_events(date(2021, 6, 2), date(2021, 6, 2), fail_dates=[date(2021, 6, 2)])
+    fail = next(parsed(b) for b in bodies if b["eventType"] == "FAIL")
+    received = datetime(2024, 1, 1, 12, tzinfo=UTC)
+    async with sessions.begin() as session:
+        await store_events(session, [fail], source=EventSource.MARQUEZ, received_at=received)
+    (row,) = await rows(sessions)
+    assert ParsedEvent(
+        row.run_id, row.event_type, row.event_time, row.namespace, row.job_name,
+        row.dag_namespace, row.dag_id, row.nominal_start, row.nominal_end, row.error_message,
+    ) == fail  # fmt: skip
+    assert (row.source, row.received_at) == ("marquez", received)
+
+    # One instant spelled in two zones is one event; a microsecond later is another.
+    utc = parsed(minimal(eventTime="2024-03-01T10:00:00.000Z"))
+    paris = parsed(minimal(eventTime="2024-03-01T11:00:00+01:00"))
+    later = parsed(minimal(eventTime="2024-03-01T10:00:00.000001Z"))
+    complete = parsed(minimal(eventType="COMPLETE"))
+    assert await store(sessions, [utc], EventSource.RECEIVER) == 1
+    assert await store(sessions, [paris, later, complete], EventSource.MARQUEZ) == 2
+
+
+async def test_large_batches_are_counted_exactly(sessions: Sessions) -> None:
+    base = parsed(minimal())
+    start = base.event_time
+    events = [replace(base, event_time=start + timedelta(seconds=n)) for n in range(1200)]
+    assert await store(sessions, events[:700], EventSource.MARQUEZ) == 700
+    assert await store(sessions, events, EventSource.MARQUEZ) == 500
+    async with sessions() as session:
+        assert await session.scalar(select(func.count()).select_from(RunEvent)) == 1200
