@@ -255,6 +255,12 @@ def _rate_key(method: str, args: Mapping[str, Any]) -> tuple[tuple[str, str], Ra
 async def api(request: web.Request) -> web.Response:
     standin = request.app[STANDIN]
     method = request.match_info["method"]
+    fault = standin.state.injected_fault(method)
+    if fault is not None:
+        error = "ratelimited" if fault == 429 else "internal_error"
+        headers = {"Retry-After": "1"} if fault == 429 else {}
+        standin.state.calls.append(ApiCall(method, request.method, fault, error))
+        return web.json_response({"ok": False, "error": error}, status=fault, headers=headers)
     status, headers, body = 200, {}, await _call(standin, request, method)
     if body.get("error") == "ratelimited":
         status, headers = 429, {"Retry-After": str(body.pop("retry_after"))}

@@ -190,6 +190,8 @@ class SlackState:
         self.triggers: dict[str, Trigger] = {}
         self.response_urls: dict[str, ResponseUrl] = {}
         self.calls: list[ApiCall] = []
+        self.fault_every = 0
+        self.fault_count = 0
         self._stacks: dict[str, list[str]] = {}  # root view id -> open view ids, bottom first
         self._last_ts = 0
         self.add_user(BOT_USER_ID, "backfill-bot", real_name="Backfill Bot", is_bot=True)
@@ -203,6 +205,20 @@ class SlackState:
         self.add_channel("C0BACKFILL", "backfill")
 
     # -- seeding ------------------------------------------------------------------------------
+
+    def fail_every(self, n: int) -> None:
+        """Answer every `n`-th chat.* call with a 429 or a 500 (alternately), before doing
+        anything: an unreliable Slack, to prove retries deliver each message exactly once."""
+        self.fault_every = n
+
+    def injected_fault(self, method: str) -> int | None:
+        """The HTTP status to fail this call with, if one is due."""
+        if not self.fault_every or not method.startswith("chat."):
+            return None
+        self.fault_count += 1
+        if self.fault_count % self.fault_every:
+            return None
+        return 429 if (self.fault_count // self.fault_every) % 2 else 500
 
     def add_user(
         self, user_id: str, name: str, *, real_name: str | None = None, is_bot: bool = False
