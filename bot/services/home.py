@@ -94,7 +94,7 @@ class HomeService:
                 "empty": "No open incidents.",
                 "lines": [
                     f":rotating_light: `{esc(i.dag_id)}` failed for "
-                    f"{esc(i.interval_key[:10] or 'an unknown interval')}"
+                    f"{esc(i.interval_key.removeprefix('day:')[:10])}"
                     + (f" · {i.grouped} downstream joined" if i.grouped else "")
                     + (f" · backfill `{i.backfill_request_id}`" if i.backfill_request_id else "")
                     for i in incidents[:ROWS]

@@ -408,7 +408,11 @@ def backfill_range(incident: Incident) -> str:
 
 
 def _key(row: RunEvent) -> str:
-    return row.nominal_start.isoformat() if row.nominal_start else ""
+    # Without a nominal interval, the day of the event stands for it: runs of other days must
+    # not merge into one incident, and a success later that day still resolves it.
+    if row.nominal_start is not None:
+        return row.nominal_start.isoformat()
+    return f"day:{row.event_time.date().isoformat()}"
 
 
 def _ref(incident: Incident) -> DagRef:

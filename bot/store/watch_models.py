@@ -77,7 +77,7 @@ class Incident(Base):
     namespace: Mapped[str] = mapped_column(String(1024))
     dag_id: Mapped[str] = mapped_column(String(1024))
     interval_key: Mapped[str] = mapped_column(String(64))
-    """ISO start of the failed run's nominal interval ('' when the run had none)."""
+    """ISO start of the failed run's nominal interval (`day:YYYY-MM-DD` of its event if none)."""
     interval_start: Mapped[datetime | None] = mapped_column(UTCDateTime())
     interval_end: Mapped[datetime | None] = mapped_column(UTCDateTime())
     state: Mapped[str] = mapped_column(String(16), default=IncidentState.OPEN.value)
