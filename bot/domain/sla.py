@@ -43,8 +43,9 @@ class Miss:
 
 def _period(runs: Sequence[RunFacts]) -> timedelta | None:
     starts = sorted({r.interval.start for r in runs})
-    gaps = [b - a for a, b in pairwise(starts) if b > a]
-    return min(gaps) if gaps else None
+    gaps = sorted(b - a for a, b in pairwise(starts) if b > a)
+    # The median gap: one off-schedule manual run must not halve the period.
+    return gaps[len(gaps) // 2] if gaps else None
 
 
 def expected_intervals(runs: Sequence[RunFacts], now: datetime) -> list[Interval]:

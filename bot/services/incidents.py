@@ -25,6 +25,7 @@ from bot import messages, messages_watch
 from bot.clients.marquez import MarquezError
 from bot.config import BotConfig
 from bot.domain.commands import PlanCommand
+from bot.domain.lineage import LineageCycleError
 from bot.domain.model import DagRef
 from bot.render import impact_view
 from bot.services.backfills import BackfillService, PlannerFactory, Reply
@@ -37,6 +38,9 @@ logger = logging.getLogger(__name__)
 
 FAILED = frozenset({"FAIL", "ABORT"})
 BATCH = 500
+MAX_TRIES = 3
+GROUP_SLACK = timedelta(days=7)  # a weekly DAG downstream reads the failed day in its week
+GROUP_RECENT = timedelta(days=1)
 
 
 @dataclass
@@ -75,6 +79,7 @@ class IncidentService:
         self.wake_sender = wake_sender
         self.clock = clock
         self._wakeup = asyncio.Event()
+        self._tries: dict[int, int] = {}
 
     def wake(self) -> None:
         self._wakeup.set()
@@ -93,7 +98,12 @@ class IncidentService:
     # --- processing -----------------------------------------------------------------------
 
     async def process(self) -> int:
-        """Handle stored events not handled yet, oldest first; returns how many."""
+        """Handle stored events not handled yet, oldest first; returns how many were looked at.
+
+        Each row is claimed inside the transaction that acts on it (a conditional UPDATE of its
+        `processed_at`), so two bot processes never handle one row twice. A row whose handling
+        keeps failing is set aside after a few tries rather than holding up every later one.
+        """
         async with self.sessions() as session:
             rows = list(
                 await session.scalars(
@@ -105,34 +115,50 @@ class IncidentService:
             )
         batch = _Batch()
         for row in rows:
-            if row.event_type in FAILED:
-                await self._failure(row, batch)
-            elif row.event_type == "COMPLETE":
-                await self._success(row)
-            else:
-                async with self.sessions.begin() as session:
-                    await self._done(session, row)
+            try:
+                if row.event_type in FAILED:
+                    await self._failure(row, batch)
+                elif row.event_type == "COMPLETE":
+                    await self._success(row)
+                else:
+                    async with self.sessions.begin() as session:
+                        await self._claim(session, row)
+            except Exception:
+                tries = self._tries[row.id] = self._tries.get(row.id, 0) + 1
+                logger.exception("handling run event %s failed (try %d)", row.id, tries)
+                if tries >= MAX_TRIES:
+                    async with self.sessions.begin() as session:
+                        await self._claim(session, row)
         await self._grouped_replies(batch)
         if rows:
             self.wake_sender()
         return len(rows)
 
-    async def _done(self, session: AsyncSession, row: RunEvent) -> None:
-        await session.execute(
-            update(RunEvent).where(RunEvent.id == row.id).values(processed_at=self.clock())
+    async def _claim(self, session: AsyncSession, row: RunEvent) -> bool:
+        """Take the row for this transaction; False if another worker handled it already."""
+        result = await session.execute(
+            update(RunEvent)
+            .where(RunEvent.id == row.id, RunEvent.processed_at.is_(None))
+            .values(processed_at=self.clock())
+            .execution_options(synchronize_session=False)
         )
+        return bool(getattr(result, "rowcount", 0))
 
     async def _find(self, session: AsyncSession, row: RunEvent) -> Incident | None:
         return await session.scalar(
-            select(Incident).where(
+            select(Incident)
+            .where(
                 Incident.namespace == row.dag_namespace,
                 Incident.dag_id == row.dag_id,
                 Incident.interval_key == _key(row),
             )
+            .with_for_update()
         )
 
     async def _root_for(self, session: AsyncSession, row: RunEvent) -> Incident | None:
-        """The open incident upstream of this DAG, if any (its root cause)."""
+        """The open incident upstream of this DAG whose failure explains this one: this DAG is
+        downstream of it and the intervals meet (a week's slack for weekly readers), or, for a
+        run without an interval, the root failed within the last day."""
         candidates = await session.scalars(
             select(Incident)
             .where(Incident.state == IncidentState.OPEN, Incident.root_id.is_(None))
@@ -140,60 +166,84 @@ class IncidentService:
         )
         for incident in candidates:
             downstream = incident.impact.get("downstream", [])
-            if any(
+            below = any(
                 d["dag_id"] == row.dag_id and d["namespace"] == row.dag_namespace
                 for d in downstream
-            ):
-                return incident
+            )
+            if below and self._explains(incident, row):
+                return await session.scalar(
+                    select(Incident).where(Incident.id == incident.id).with_for_update()
+                )
         return None
+
+    def _explains(self, root: Incident, row: RunEvent) -> bool:
+        if root.interval_start is not None and row.nominal_start is not None:
+            end = (root.interval_end or root.interval_start) + GROUP_SLACK
+            row_end = row.nominal_end or row.nominal_start
+            return row.nominal_start < end and row_end > root.interval_start
+        return self.clock() - root.opened_at < GROUP_RECENT
 
     async def _failure(self, row: RunEvent, batch: _Batch) -> None:
         async with self.sessions.begin() as session:
             existing = await self._find(session, row)
-            if existing is not None:
-                await self._repeat(session, existing, row)
-                await self._done(session, row)
-                return
-            root = await self._root_for(session, row)
-            if root is not None:
-                await self._join(session, root, row)
-                await self._done(session, row)
-                batch.grouped.setdefault(root.id, []).append(row.dag_id)
+            root = None if existing is not None else await self._root_for(session, row)
+            if existing is not None or root is not None:
+                if not await self._claim(session, row):
+                    return
+                if existing is not None:
+                    await self._repeat(session, existing, row, batch)
+                else:
+                    assert root is not None
+                    await self._join(session, root, row)
+                    batch.grouped.setdefault(root.id, []).append(row.dag_id)
                 return
         impact = await self._impact(row)  # network: outside any transaction
         try:
             async with self.sessions.begin() as session:
+                if not await self._claim(session, row):
+                    return
                 incident = _new_incident(row, impact)
                 session.add(incident)
                 await session.flush()
                 await self._owe_alert(session, incident, new=True)
-                await self._done(session, row)
         except IntegrityError:  # another process opened it first: this is a repeat
             async with self.sessions.begin() as session:
                 existing = await self._find(session, row)
-                if existing is not None:
-                    await self._repeat(session, existing, row)
-                await self._done(session, row)
+                if existing is not None and await self._claim(session, row):
+                    await self._repeat(session, existing, row, batch)
 
     async def _impact(self, row: RunEvent) -> dict[str, object]:
         try:
             async with self.planners() as planner:
                 impact = await planner.impact(row.dag_id, row.dag_namespace)
-        except (UnknownDag, AmbiguousDag, TaskNotDag, MarquezError) as exc:
+        except (UnknownDag, AmbiguousDag, TaskNotDag, MarquezError, LineageCycleError) as exc:
             logger.warning("no impact for %s: %s", row.dag_id, exc)
             return {"error": str(exc)[:300], "downstream": [], "datasets": [], "reports": []}
         return impact_view(impact)
 
-    async def _repeat(self, session: AsyncSession, incident: Incident, row: RunEvent) -> None:
+    async def _repeat(
+        self, session: AsyncSession, incident: Incident, row: RunEvent, batch: _Batch
+    ) -> None:
         reopened = incident.state == IncidentState.RESOLVED
+        if reopened and incident.failed_at and row.event_time <= incident.failed_at:
+            return  # an old failure arriving late (a restart's backlog) does not reopen it
         if row.job_name == row.dag_id or reopened:
             incident.failures += 1  # task events of the same DAG run are not new failures
         incident.error_message = row.error_message or incident.error_message
+        incident.failed_at = max(incident.failed_at or row.event_time, row.event_time)
         incident.state = IncidentState.OPEN
         incident.resolved_at = None
         incident.updated_at = self.clock()
         await session.flush()
-        if incident.root_id is None and not self._snoozed(incident):
+        if incident.root_id is not None:
+            root = await session.scalar(
+                select(Incident).where(Incident.id == incident.root_id).with_for_update()
+            )
+            if root is not None and root.state == IncidentState.OPEN:
+                await self._join_count(session, root)
+                batch.grouped.setdefault(root.id, []).append(row.dag_id)
+            return
+        if not self._snoozed(incident):
             await self._owe_alert(session, incident)
             if reopened:
                 await self._owe_reply(session, incident, "It failed again after it had resolved.")
@@ -202,7 +252,11 @@ class IncidentService:
         child = _new_incident(row, {})
         child.root_id = root.id
         session.add(child)
-        root.grouped += 1
+        await session.flush()
+        await self._join_count(session, root)
+
+    async def _join_count(self, session: AsyncSession, root: Incident) -> None:
+        root.grouped += 1  # the row is locked (FOR UPDATE) until this transaction ends
         root.updated_at = self.clock()
         await session.flush()
         if not self._snoozed(root):
@@ -225,29 +279,31 @@ class IncidentService:
     async def _success(self, row: RunEvent) -> None:
         async with self.sessions.begin() as session:
             incident = await self._find(session, row)
+            if not await self._claim(session, row):
+                return
             if (
-                incident is not None
-                and incident.state == IncidentState.OPEN
-                and row.job_name == row.dag_id  # the DAG run, not one task of it
+                incident is None
+                or incident.state != IncidentState.OPEN
+                or row.job_name != row.dag_id  # one task of the DAG run, not the run
+                or (incident.failed_at is not None and row.event_time <= incident.failed_at)
             ):
-                incident.state = IncidentState.RESOLVED
-                incident.resolved_at = self.clock()
-                incident.updated_at = incident.resolved_at
-                await session.flush()
-                target = incident if incident.root_id is None else None
-                if target is not None:
-                    await self._owe_alert(session, target)
-                    by = (
-                        f" (backfill {incident.backfill_request_id})"
-                        if incident.backfill_request_id
-                        else ""
-                    )
-                    await self._owe_reply(
-                        session,
-                        target,
-                        f"Resolved: `{row.dag_id}` succeeded for {interval_text(incident)}{by}.",
-                    )
-            await self._done(session, row)
+                return
+            incident.state = IncidentState.RESOLVED
+            incident.resolved_at = self.clock()
+            incident.updated_at = incident.resolved_at
+            await session.flush()
+            if incident.root_id is None:
+                await self._owe_alert(session, incident)
+                by = (
+                    f" (backfill {incident.backfill_request_id})"
+                    if incident.backfill_request_id
+                    else ""
+                )
+                await self._owe_reply(
+                    session,
+                    incident,
+                    f"Resolved: `{row.dag_id}` succeeded for {interval_text(incident)}{by}.",
+                )
 
     # --- Slack ----------------------------------------------------------------------------
 
@@ -430,6 +486,7 @@ def _new_incident(row: RunEvent, impact: dict[str, object]) -> Incident:
         failures=1,
         grouped=0,
         error_message=row.error_message,
+        failed_at=row.event_time,
         impact=impact,
         opened_at=utcnow(),
         updated_at=utcnow(),

@@ -88,7 +88,10 @@ class SlaService:
             events = list(
                 await session.scalars(
                     select(RunEvent)
-                    .where(RunEvent.event_time >= now - HISTORY)
+                    # DAG-level events only: a task's events describe part of a run
+                    .where(
+                        RunEvent.event_time >= now - HISTORY, RunEvent.job_name == RunEvent.dag_id
+                    )
                     .order_by(RunEvent.id)
                 )
             )
@@ -116,7 +119,6 @@ class SlaService:
                         SlaMiss.namespace == dag.namespace,
                         SlaMiss.dag_id == dag.dag_id,
                         SlaMiss.interval_key == miss.interval.start.isoformat(),
-                        SlaMiss.kind == miss.kind,
                     )
                 )
             ) is not None

@@ -45,6 +45,7 @@ class RunEvent(Base):
         CheckConstraint(_one_of("source", EventSource), name="source"),
         Index("ix_run_events_processed_at_id", "processed_at", "id"),
         Index("ix_run_events_dag_id_nominal_start", "dag_id", "nominal_start"),
+        Index("ix_run_events_event_time", "event_time"),
     )
 
 
@@ -88,6 +89,8 @@ class Incident(Base):
     grouped: Mapped[int] = mapped_column(Integer, default=0)
     """Failures downstream that joined this incident instead of alerting on their own."""
     error_message: Mapped[str | None] = mapped_column(String(2000))
+    failed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    """Event time of the latest failure: only a success after it resolves the incident."""
     impact: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     channel: Mapped[str | None] = mapped_column(String(64))
     alert_ts: Mapped[str | None] = mapped_column(String(32))
@@ -107,7 +110,8 @@ class Incident(Base):
 
 
 class SlaMiss(Base):
-    """A late, missing or overlong run of a DAG for one interval, notified once."""
+    """A late, missing or overlong run of a DAG for one interval, notified once (as what it
+    was first seen to be)."""
 
     __tablename__ = "sla_misses"
 
@@ -121,6 +125,6 @@ class SlaMiss(Base):
     detected_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
     __table_args__ = (
-        UniqueConstraint("namespace", "dag_id", "interval_key", "kind"),
+        UniqueConstraint("namespace", "dag_id", "interval_key"),
         Index("ix_sla_misses_detected_at", "detected_at"),
     )

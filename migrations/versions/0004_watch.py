@@ -47,6 +47,7 @@ def upgrade() -> None:
         "ix_run_events_processed_at_id", "run_events", ["processed_at", "id"], unique=False
     )
     op.create_index("ix_run_events_dag_id_nominal_start", "run_events", ["dag_id", "nominal_start"])
+    op.create_index("ix_run_events_event_time", "run_events", ["event_time"])
     op.create_table(
         "watch_cursors",
         sa.Column("name", sa.String(length=64), nullable=False),
@@ -70,6 +71,7 @@ def upgrade() -> None:
         sa.Column("failures", sa.Integer(), nullable=False),
         sa.Column("grouped", sa.Integer(), nullable=False),
         sa.Column("error_message", sa.String(length=2000), nullable=True),
+        sa.Column("failed_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("impact", sa.JSON(), nullable=False),
         sa.Column("channel", sa.String(length=64), nullable=True),
         sa.Column("alert_ts", sa.String(length=32), nullable=True),
@@ -115,8 +117,7 @@ def upgrade() -> None:
             "namespace",
             "dag_id",
             "interval_key",
-            "kind",
-            name=op.f("uq_sla_misses_namespace_dag_id_interval_key_kind"),
+            name=op.f("uq_sla_misses_namespace_dag_id_interval_key"),
         ),
     )
     op.create_index("ix_sla_misses_detected_at", "sla_misses", ["detected_at"])

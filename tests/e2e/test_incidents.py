@@ -5,6 +5,7 @@ them; the incident processor and everything after it run for real."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import uuid
 from collections.abc import AsyncIterator
@@ -46,6 +47,7 @@ CONFIG = {
     "watch": {"marquez_web_url": "http://marquez.example.com:3000"},
 }
 DAY = datetime(2021, 6, 4, tzinfo=UTC)
+SEQUENCE = itertools.count()
 
 
 @pytest.fixture
@@ -69,7 +71,8 @@ def event(
     return RunEvent(
         run_id=str(uuid.uuid4()),
         event_type=kind,
-        event_time=day + timedelta(days=1, hours=1),
+        # each event a second after the previous one, as a scheduler's runs would be
+        event_time=day + timedelta(days=1, hours=1, seconds=next(SEQUENCE)),
         namespace="food_delivery",
         job_name=job or dag,
         dag_namespace="food_delivery",
@@ -165,7 +168,8 @@ async def test_a_success_of_one_task_does_not_resolve_the_dag(bot: Bot) -> None:
 async def test_a_storm_of_200_downstream_failures_is_one_alert(bot: Bot) -> None:
     await store(bot, event("example.etl_orders"))
     downstream = ["example.etl_orders_7_days", "example.etl_delivery_7_days"]
-    storm = [event(downstream[n % 2], day=DAY + timedelta(days=n)) for n in range(200)]
+    # the days around the failed one, every downstream DAG, over and over (tasks, retries)
+    storm = [event(downstream[n % 2], day=DAY + timedelta(days=n % 5)) for n in range(200)]
     await store(bot, *storm)
 
     assert len(bot.slack.state.messages(ORDERS)) == 1
@@ -209,3 +213,10 @@ async def test_snooze_quiets_repeats_until_it_ends(bot: Bot) -> None:
     edits = len([c for c in bot.slack.state.calls if c.method == "chat.update"])
     await store(bot, event("example.etl_orders", error="again"))
     assert len([c for c in bot.slack.state.calls if c.method == "chat.update"]) == edits
+
+
+async def test_a_downstream_failure_weeks_later_alerts_on_its_own(bot: Bot) -> None:
+    await store(bot, event("example.etl_orders"))
+    later = DAY + timedelta(days=30)
+    await store(bot, event("example.etl_orders_7_days", day=later))
+    assert len(bot.slack.state.messages(ORDERS)) == 2
