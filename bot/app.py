@@ -171,6 +171,13 @@ def create_bolt_app(services: Services) -> AsyncApp:
     return app
 
 
+def _is_scheduler_job(task: asyncio.Task[object]) -> bool:
+    """A coroutine job APScheduler's AsyncIOExecutor is running (its tasks are unnamed, so
+    they are known by the coroutine they wrap)."""
+    coro = task.get_coro()
+    return getattr(coro, "__qualname__", "") == "run_coroutine_job"
+
+
 def create_web_app(bolt: AsyncApp, services: Services) -> web.Application:
     """`POST /slack/events` for commands, interactivity and events; `GET /healthz`."""
 
@@ -214,10 +221,14 @@ def create_web_app(bolt: AsyncApp, services: Services) -> web.Application:
             # Its first pass reconciles every backfill a previous process left running.
             tasks.append(asyncio.create_task(services.runner.run_forever(), name="step-runner"))
         yield
+        # Cancels the scheduler's running jobs; they and our tasks must end before the engine
+        # is disposed under them.
         scheduler.shutdown(wait=False)
         for task in tasks:
             task.cancel()
-        for task in tasks:
+        running = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        jobs = [t for t in running if _is_scheduler_job(t)]
+        for task in [*tasks, *jobs]:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         if services.runner is not None:
