@@ -45,6 +45,7 @@ from bot.store.db import make_engine, session_factory, upgrade
 logger = logging.getLogger(__name__)
 RESUME_EVERY_S = 30.0
 SLA_CHECK_S = 60.0
+STOP_TIMEOUT_S = 15.0
 
 
 class SetupError(ValueError):
@@ -189,15 +190,18 @@ def create_web_app(bolt: AsyncApp, services: Services) -> web.Application:
     async def healthz(_: web.Request) -> web.Response:
         return web.json_response({"ok": True})
 
+    stopping = asyncio.Event()
+
     async def resume_forever() -> None:
-        while True:
+        while not stopping.is_set():
             try:
                 resumed = await services.backfills.resume()
                 if resumed:
                     logger.info("handed %d approved backfill(s) to the executor", resumed)
             except Exception:  # the next round tries again
                 logger.exception("resuming approved backfills failed")
-            await asyncio.sleep(RESUME_EVERY_S)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stopping.wait(), RESUME_EVERY_S)
 
     async def background(app: web.Application) -> AsyncIterator[None]:
         await asyncio.to_thread(upgrade, services.settings.database_url)
@@ -221,16 +225,21 @@ def create_web_app(bolt: AsyncApp, services: Services) -> web.Application:
             # Its first pass reconciles every backfill a previous process left running.
             tasks.append(asyncio.create_task(services.runner.run_forever(), name="step-runner"))
         yield
-        # Cancels the scheduler's running jobs; they and our tasks must end before the engine
-        # is disposed under them.
-        scheduler.shutdown(wait=False)
-        for task in tasks:
+        # Stop gracefully: a task cancelled inside a transaction would leak its connection.
+        scheduler.pause()
+        stopping.set()
+        services.sender.stop()
+        services.incidents.stop()
+        if services.runner is not None:
+            services.runner.stop()
+        jobs = [t for t in asyncio.all_tasks() if _is_scheduler_job(t)]
+        _, late = await asyncio.wait([*tasks, *jobs], timeout=STOP_TIMEOUT_S)
+        for task in late:
             task.cancel()
-        running = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-        jobs = [t for t in running if _is_scheduler_job(t)]
-        for task in [*tasks, *jobs]:
+        for task in late:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        scheduler.shutdown(wait=False)
         if services.runner is not None:
             await services.runner.backend.close()
         await services.engine.dispose()

@@ -99,6 +99,7 @@ class OutboxSender:
         self.poll_s = poll_s
         self.lease_s = lease_s
         self._wake = asyncio.Event()
+        self._stopping = False
         self._pass = asyncio.Lock()  # one delivery pass at a time, or a message could go twice
         self._post_pace = Pace(*post_pace) if post_pace else None
         self._update_pace = Pace(*update_pace) if update_pace else None
@@ -107,7 +108,8 @@ class OutboxSender:
         self._wake.set()
 
     async def run_forever(self) -> None:
-        while True:
+        """Deliver until `stop()`: the pass under way finishes first."""
+        while not self._stopping:
             try:
                 await self.deliver_due()
             except Exception:  # a broken pass must not stop delivery for good
@@ -115,6 +117,10 @@ class OutboxSender:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=self.poll_s)
             self._wake.clear()
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._wake.set()
 
     async def drain(self, *, timeout_s: float = 30.0) -> None:
         """Deliver until nothing is pending (waiting out Retry-After), or raise TimeoutError."""

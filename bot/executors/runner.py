@@ -77,6 +77,7 @@ class Runner:
         self.clock = clock
         self._wakeup = asyncio.Event()
         self._in_flight: set[str] = set()
+        self._stopping = False
         self._booted = clock()
 
     @property
@@ -116,8 +117,13 @@ class Runner:
 
     # --- the loop ---------------------------------------------------------------------------
 
+    def stop(self) -> None:
+        """End `run_forever` after the pass under way (no step is left half-recorded)."""
+        self._stopping = True
+        self._wakeup.set()
+
     async def run_forever(self) -> None:
-        while True:
+        while not self._stopping:
             try:
                 await self.tick()
             except Exception:  # a bad pass must not stop every later one

@@ -80,14 +80,20 @@ class IncidentService:
         self.clock = clock
         self._wakeup = asyncio.Event()
         self._tries: dict[int, int] = {}
+        self._stopping = False
 
     def wake(self) -> None:
         self._wakeup.set()
 
+    def stop(self) -> None:
+        """End `run_forever` after the row under way."""
+        self._stopping = True
+        self._wakeup.set()
+
     async def run_forever(self, *, idle_s: float = 5.0) -> None:
-        while True:
+        while not self._stopping:
             try:
-                while await self.process():
+                while not self._stopping and await self.process():
                     pass
             except Exception:
                 logger.exception("incident pass failed; retrying")
@@ -115,6 +121,8 @@ class IncidentService:
             )
         batch = _Batch()
         for row in rows:
+            if self._stopping:
+                break
             try:
                 if row.event_type in FAILED:
                     await self._failure(row, batch)
