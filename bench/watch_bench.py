@@ -4,7 +4,9 @@ sees flapping failures, and how fast a failure POSTed to the OpenLineage receive
 1. A Marquez stand-in in its own process holds `--jobs` jobs and `--runs` runs (START plus
    COMPLETE or FAIL each, ingested straight into its state). Per idle cycle: HTTP requests, bot
    CPU (this process: HTTP client, parsing, database) and stand-in CPU, for one poll of
-   `GET /api/v1/events/lineage` and for one scan of `GET /api/v1/jobs?lastRunStates=FAILED`.
+   `GET /api/v1/events/lineage` without and with the late-event sweep (its whole 24 h window
+   counted), and for one scan of `GET /api/v1/jobs?lastRunStates=FAILED`; the sweep's first
+   poll, and polls that each find one FAIL reaching Marquez 1 to 23 h after its eventTime.
    Then `--flap-cycles` poll intervals in each of which `--flaps` jobs fail and succeed again
    (a new run) before the next poll: failures caught by each approach.
 2. `--events` FAIL events POSTed one by one to the receiver on a loopback aiohttp server:
@@ -154,12 +156,24 @@ async def compare(args: argparse.Namespace, url: str, pid: int, db_url: str) -> 
     engine = make_engine(db_url)
     sessions = session_factory(engine)
     clock = Clock(END + timedelta(minutes=1))
-    watch = Watch(poll_interval_s=INTERVAL_S, overlap_s=args.overlap, page_size=100)
+    # The sweep's poller starts an hour before its 24 h window, so all of it is swept.
+    start = clock.now - timedelta(seconds=Watch().late_window_s + 3600)
+    watch = Watch(poll_interval_s=INTERVAL_S, overlap_s=args.overlap, page_size=100,
+                  start_from=start)  # fmt: skip
+    plain_watch = Watch(
+        poll_interval_s=INTERVAL_S, overlap_s=args.overlap, page_size=100, late_window_s=0
+    )
     async with aiohttp.ClientSession(trace_configs=[trace]) as http:
         poller = MarquezPoller(
             sessions, lambda: MarquezClient(url, session=http), watch, clock=clock
         )
-        first = await poller.poll_once()  # the first poll reads lookback_s (1 h) back
+        plain = MarquezPoller(
+            sessions,
+            lambda: MarquezClient(url, session=http),
+            plain_watch,
+            clock=clock,
+            cursor_name="plain",
+        )
 
         async def cycle(work: Any) -> tuple[int, float, float, float, Any]:
             nonlocal requests
@@ -177,15 +191,48 @@ async def compare(args: argparse.Namespace, url: str, pid: int, db_url: str) -> 
                 jobs = await client.list_jobs(last_run_states=["FAILED"])
             return {job["name"] for job in jobs}
 
+        async def plain_poll() -> int:
+            clock.now += timedelta(seconds=INTERVAL_S)
+            return await plain.poll_once()
+
+        async def arrive_late(age: timedelta) -> None:
+            async with MarquezClient(url, session=http) as client:
+                body = run_events("job00000", str(uuid.uuid4()), clock.now - age, "FAIL")[1]
+                await client.emit(body)  # reaches Marquez now, `age` after its eventTime
+
+        first_plain = await plain.poll_once()  # reads lookback_s (1 h) back
+        first = await cycle(poller.poll_once)  # counts the window's buckets, reads 25 h
+        plains = [await cycle(plain_poll) for _ in range(args.cycles)]
         polls = [await cycle(poll) for _ in range(args.cycles)]
         scans = [await cycle(scan) for _ in range(args.cycles)]
+        ages = [timedelta(hours=h) for h in (1, 3, 6, 12, 23)]
+        lates = []
+        for age in ages:
+            await arrive_late(age)
+            lates.append(await cycle(poll))
+        assert all(row[4] == 1 for row in lates), [row[4] for row in lates]
+        idle = [await cycle(poll) for _ in range(args.cycles)]  # and idle again after
         print(f"\n1. Idle cycle against {args.jobs:,} jobs / {args.runs:,} runs (first poll "
-              f"stored {first} events of the last hour; overlap {args.overlap:g} s)")  # fmt: skip
-        for name, rows in (("events poll", polls), ("FAILED scan", scans)):
+              f"stored {first_plain} events of the last hour; overlap {args.overlap:g} s, "
+              f"late window {watch.late_window_s:g} s in {watch.late_bucket_s:g} s buckets, "
+              f"means of {args.cycles} cycles of {INTERVAL_S:g} s)")  # fmt: skip
+        for name, rows in (
+            ("events poll, no sweep", plains),
+            ("events poll + sweep", polls),
+            ("  again after finds", idle),
+            ("FAILED scan", scans),
+            ("sweep's first poll", [first]),
+            ("poll finding 1 late FAIL", lates),
+        ):
             reqs, bot, standin, wall = (statistics.mean(r[i] for r in rows) for i in range(4))
-            print(f"   {name:12} {reqs:6.1f} requests  bot CPU {bot * 1e3:7.1f} ms  "
-                  f"stand-in CPU {standin * 1e3:8.1f} ms  wall {wall * 1e3:8.1f} ms")  # fmt: skip
-        print(f"   (the scan lists {len(scans[-1][4])} jobs whose latest run failed)")
+            most = max(r[0] for r in rows)
+            print(f"   {name:24} {reqs:6.2f} requests (max {most:3d})  bot CPU "
+                  f"{bot * 1e3:7.1f} ms  stand-in CPU {standin * 1e3:8.1f} ms  "
+                  f"wall {wall * 1e3:8.1f} ms")  # fmt: skip
+        print(f"   (the sweep's first poll stored {first[4]} events of 25 h; the late FAILs "
+              f"were {', '.join(f'{a.total_seconds() / 3600:g} h' for a in ages)} late, "
+              f"each stored by the poll that followed; the scan lists {len(scans[-1][4])} "
+              f"jobs whose latest run failed)")  # fmt: skip
 
         caught_poll = caught_scan = 0
         rng = random.Random(3)

@@ -10,6 +10,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 
 from aiohttp import web
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
@@ -36,8 +37,12 @@ from bot.services.access import SlackGroups
 from bot.services.backfills import BackfillService
 from bot.services.home import HomeService
 from bot.services.incidents import IncidentService
-from bot.services.planning import Planner
+from bot.services.index_planner import IndexPlanner
+from bot.services.ingest import record_lineage
+from bot.services.lineage_index import LineageIndex
+from bot.services.planning import Planner, PlanSource
 from bot.services.poller import MarquezPoller
+from bot.services.reconcile import Reconciler
 from bot.services.sla import SlaService
 from bot.settings import Settings
 from bot.store.db import make_engine, session_factory, upgrade
@@ -73,11 +78,36 @@ def build_services(settings: Settings, config: BotConfig, slack: AsyncWebClient)
     )
     key = settings.marquez_api_key.get_secret_value() if settings.marquez_api_key else None
 
+    def marquez(page_size: int = 100) -> MarquezClient:
+        return MarquezClient(
+            settings.marquez_url,
+            api_key=key,
+            timeout_s=settings.marquez_timeout_s,
+            page_size=page_size,
+        )
+
+    index = LineageIndex(sessions) if config.index.enabled else None
+
+    reconciler = (
+        Reconciler(sessions, lambda: marquez(config.index.page_size), index, config.index)
+        if index is not None
+        else None
+    )
+
     @asynccontextmanager
-    async def planners() -> AsyncIterator[Planner]:
-        async with MarquezClient(
-            settings.marquez_url, api_key=key, timeout_s=settings.marquez_timeout_s
-        ) as client:
+    async def planners() -> AsyncIterator[PlanSource]:
+        # The local index once it holds a full reconcile with Marquez; until then (first start,
+        # Marquez down at start) the crawl, so no plan is made from less than Marquez knows.
+        if reconciler is not None and reconciler.index.freshness.full_reconcile_at is not None:
+            yield IndexPlanner(
+                reconciler.index,
+                config,
+                marquez,
+                default_namespace=settings.marquez_namespace,
+                refresh=reconciler.incremental,
+            )
+            return
+        async with marquez() as client:
             yield Planner(client, config, default_namespace=settings.marquez_namespace)
 
     runner = build_runner(settings, config, sessions, wake_sender=sender.wake)
@@ -100,16 +130,14 @@ def build_services(settings: Settings, config: BotConfig, slack: AsyncWebClient)
     )
     home = HomeService(sessions, config, groups)
 
-    def marquez() -> MarquezClient:
-        return MarquezClient(
-            settings.marquez_url, api_key=key, timeout_s=settings.marquez_timeout_s
-        )
-
-    poller = MarquezPoller(sessions, marquez, config.watch, on_stored=incidents.wake)
+    on_events = partial(record_lineage, sessions) if index is not None else None
+    poller = MarquezPoller(
+        sessions, marquez, config.watch, on_stored=incidents.wake, on_events=on_events
+    )
     sla = SlaService(sessions, config, planners, wake_sender=sender.wake)
     return Services(
         settings, config, engine, sessions, slack, sender, backfills, incidents, home, poller,
-        sla, runner,
+        sla, runner, reconciler,
     )  # fmt: skip
 
 
@@ -220,6 +248,18 @@ def create_web_app(bolt: AsyncApp, services: Services) -> web.Application:
             max_instances=1,
             coalesce=True,
         )
+        reconciler = services.reconciler
+        if reconciler is not None:
+            # The first full reconcile (or the stored index) makes the index ready to plan.
+            tasks.append(asyncio.create_task(reconciler.start(), name="lineage-index"))
+            for job, every in (
+                (reconciler.run_incremental, services.config.index.reconcile_interval_s),
+                (reconciler.run_full, services.config.index.full_reconcile_s),
+            ):
+                scheduler.add_job(
+                    job, "interval", seconds=every, max_instances=1, coalesce=True,
+                    id=f"lineage-{job.__name__}",
+                )  # fmt: skip
         scheduler.start()
         if services.runner is not None:
             # Its first pass reconciles every backfill a previous process left running.
@@ -255,6 +295,7 @@ def create_web_app(bolt: AsyncApp, services: Services) -> web.Application:
         sessions=services.sessions,
         api_key=key.get_secret_value() if key else None,
         on_stored=services.incidents.wake,
+        on_events=partial(record_lineage, services.sessions) if services.reconciler else None,
     )
     app.cleanup_ctx.append(background)
     return app

@@ -14,6 +14,7 @@ from bot.services.backfills import BackfillService
 from bot.services.home import HomeService
 from bot.services.incidents import IncidentService
 from bot.services.poller import MarquezPoller
+from bot.services.reconcile import Reconciler
 from bot.services.sla import SlaService
 from bot.settings import Settings
 
@@ -33,3 +34,5 @@ class Services:
     sla: SlaService
     runner: Runner | None = None
     """The step runner, unless backfills are run by hand (BOT_EXECUTOR=manual)."""
+    reconciler: Reconciler | None = None
+    """Keeps the local lineage index in step with Marquez (None: index disabled)."""

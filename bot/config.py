@@ -168,6 +168,10 @@ class Execution(_Strict):
     spark: SparkExecution = SparkExecution()
 
 
+MAX_LATE_BUCKETS = 288
+"""Buckets the late-event sweep keeps at most (24 h of 5-minute buckets)."""
+
+
 class Watch(_Strict):
     """The watcher: where run events come from and where alerts go."""
 
@@ -180,12 +184,49 @@ class Watch(_Strict):
     """Where the first poll starts (ISO time); default: `lookback_s` before the bot started."""
     lookback_s: float = Field(default=3600.0, ge=0)
     page_size: int = Field(default=100, ge=1, le=1000)
+    late_window_s: float = Field(default=86400.0, ge=0, le=30 * 86400)
+    """Events whose eventTime is up to this far behind the clock when they reach Marquez are
+    still caught (bot/services/late_sweep.py); 0 turns the late-event sweep off."""
+    late_bucket_s: float = Field(default=600.0, ge=60, le=86400)
+    """The sweep's bucket width: one count per bucket is kept; a changed bucket is re-read."""
     ops_channel: str | None = None
     """Where "Marquez unreachable" / "recovered" notices go (none: logged only)."""
     alert_channel: str | None = None
     """Where alerts for DAGs that no team with a channel owns go (none: not alerted)."""
     marquez_web_url: str | None = None
     """Marquez's web UI, for "Open in Marquez" links (default: MARQUEZ_URL)."""
+    impact_wait_s: float = Field(default=0.4, ge=0, le=60)
+    """How long an alert waits for its impact; past that it is posted and the impact edited in."""
+
+    @model_validator(mode="after")
+    def _bounded_sweep(self) -> Watch:
+        # Each bucket is one count request when it first closes (all at once on the first
+        # poll), which must fit in one poll.
+        buckets = self.late_window_s / self.late_bucket_s
+        if buckets > MAX_LATE_BUCKETS:
+            raise ValueError(
+                f"watch.late_window_s / watch.late_bucket_s is {buckets:.0f} buckets; at most "
+                f"{MAX_LATE_BUCKETS} are allowed: raise late_bucket_s to at least "
+                f"{self.late_window_s / MAX_LATE_BUCKETS:.0f}"
+            )
+        return self
+
+
+class IndexSettings(_Strict):
+    """The local lineage index `serve` plans from (the CLI always reads Marquez directly)."""
+
+    enabled: bool = True
+    """Plan, and compute impact, from the index; false: crawl Marquez per request."""
+    reconcile_interval_s: float = Field(default=300.0, ge=1, le=86400)
+    """Incremental reconcile: jobs Marquez updated since the last one."""
+    full_reconcile_s: float = Field(default=21600.0, ge=60)
+    """Full reconcile (every job; deleted jobs are found here only); also once at start."""
+    overlap_s: float = Field(default=300.0, ge=0, le=86400)
+    """An incremental read goes this far below the newest `updatedAt` it saw last time."""
+    history_days: int = Field(default=400, ge=1)
+    """DAG runs older than this are forgotten (schedules are learned from the newest 60)."""
+    page_size: int = Field(default=100, ge=1, le=1000)
+    """Jobs per `GET /api/v1/jobs` page while reconciling."""
 
 
 class BotConfig(_Strict):
@@ -200,6 +241,7 @@ class BotConfig(_Strict):
     limits: Limits = Limits()
     execution: Execution = Execution()
     watch: Watch = Watch()
+    index: IndexSettings = IndexSettings()
 
     @model_validator(mode="after")
     def _references(self) -> BotConfig:

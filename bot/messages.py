@@ -15,6 +15,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC
 from typing import Any
 
 from bot.domain.model import Interval
@@ -69,7 +70,7 @@ _STEP_URGENCY: Mapping[str, int] = {
 }
 _DONE_URGENCY = 4
 # Blocks of the preview and the status message around their step rows; rows fill the rest.
-_PREVIEW_FRAME, _STATUS_FRAME = 4, 5
+_PREVIEW_FRAME, _STATUS_FRAME = 6, 5
 
 
 def escape_mrkdwn(text: str) -> str:
@@ -317,6 +318,11 @@ def plan_preview(
         "dry_run": dry_run,
         "blocked": plan.blocked,
         "blockers": join_clipped([n.dag_id for n in plan.notes if n.blocking], LIST),
+        "lineage_as_of": (
+            plan.lineage_as_of.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+            if plan.lineage_as_of
+            else ""
+        ),
     }
     return _message("backfill/plan_preview.json.j2", view)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from bot import messages
@@ -15,6 +15,20 @@ from bot.slack_ids import ActionId, BlockId
 from bot.slack_limits import check_message
 
 _LISTED = 8  # DAGs or reports named in an alert before "and N more"
+
+
+def interval_words(start: datetime | None, end: datetime | None) -> str:
+    """A run's interval as a person says it: a day, a span, or one logical date."""
+    if start is None:
+        return "an unknown interval"
+    if end is not None and end == start:
+        # Airflow gives a manual or triggered run one logical date, not an interval.
+        return (
+            f"the run of {start:%Y-%m-%d %H:%M} UTC (one logical date: a manual or triggered run)"
+        )
+    if end is None or (end - start == timedelta(days=1) and start.hour == 0 and start.minute == 0):
+        return start.date().isoformat()
+    return f"{start:%Y-%m-%d %H:%M} → {end:%Y-%m-%d %H:%M}"
 
 
 @dataclass(frozen=True)
@@ -37,6 +51,8 @@ class AlertView:
     snoozed_until: datetime | None
     snoozed_by: str | None
     marquez_url: str
+    error_job: str | None = None
+    """The task or job whose failure `error` is, when it is not the DAG itself."""
 
 
 def _names(items: Sequence[str], noun: str) -> str:
@@ -51,7 +67,9 @@ def alert(view: AlertView) -> dict[str, Any]:
     impact = view.impact
     downstream = [d["dag_id"] for d in impact.get("downstream", [])]
     reports = [f"{r['name']} ({r['team']})" for r in impact.get("reports", [])]
-    if impact.get("error"):
+    if impact.get("pending"):
+        downstream_text = "being worked out…"
+    elif impact.get("error"):
         downstream_text = f"unknown ({impact['error']})"
     else:
         downstream_text = _names(downstream, "DAGs") if downstream else "nothing downstream"
@@ -65,6 +83,9 @@ def alert(view: AlertView) -> dict[str, Any]:
         "owners": messages.clip(impact.get("root_owners") or "no team", messages.LIST),
         "failures": view.failures,
         "error": messages.clip(view.error, 1500) if view.error else "",
+        "error_job": messages.clip(view.error_job, messages.NAME)
+        if view.error and view.error_job and view.error_job != view.dag_id
+        else "",
         "downstream": messages.clip(downstream_text, 1200),
         "reports": messages.clip(_names(reports, "reports"), 800),
         "datasets": str(len(impact.get("datasets", []))),

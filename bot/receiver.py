@@ -15,13 +15,13 @@ from __future__ import annotations
 import hmac
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from bot.services.ingest import InvalidEvent, parse_run_event, store_events
+from bot.services.ingest import InvalidEvent, ParsedEvent, parse_run_event, store_events
 from bot.store.watch_models import EventSource
 
 __all__ = ["MAX_BODY_BYTES", "PATH", "add_receiver"]
@@ -40,6 +40,7 @@ def add_receiver(
     sessions: async_sessionmaker[AsyncSession],
     api_key: str | None,
     on_stored: Callable[[], None],
+    on_events: Callable[[list[ParsedEvent]], Awaitable[None]] | None = None,
 ) -> None:
     """Register `POST /api/v1/lineage` on `app`.
 
@@ -75,9 +76,12 @@ def add_receiver(
             return _error(422, str(exc))
         if event is None:  # a dataset or job event: valid, but no run to watch
             return web.Response(status=201)
+        stored: list[ParsedEvent] = []
         try:
             async with sessions.begin() as session:
-                new = await store_events(session, [event], source=EventSource.RECEIVER)
+                new = await store_events(
+                    session, [event], source=EventSource.RECEIVER, resolved=stored
+                )
         except SQLAlchemyError:
             # Not the sender's fault: 503 makes OpenLineage's HTTP transport retry.
             logger.exception("storing a received run event failed")
@@ -87,6 +91,8 @@ def add_receiver(
                 on_stored()
             except Exception:  # the event is stored; the processor's next round finds it
                 logger.exception("waking the incident processor failed")
+        if new and on_events is not None:
+            await on_events(stored)  # after the commit: never at the event's expense
         return web.Response(status=201)
 
     app.router.add_post(PATH, receive)

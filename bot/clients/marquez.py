@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, cast
@@ -186,6 +186,24 @@ class MarquezClient(SessionOwner):
         path = "/api/v1/jobs" if namespace is None else f"/api/v1/namespaces/{_seg(namespace)}/jobs"
         states = [("lastRunStates", state) for state in last_run_states]
         return await self._paged(path, "jobs", states)
+
+    async def job_pages(self) -> AsyncIterator[list[dict[str, Any]]]:
+        """Every job of every namespace, one page at a time, most recently updated first
+        (`GET /api/v1/jobs`): a caller may stop early, and never holds the whole catalog."""
+        offset = 0
+        previous: list[dict[str, Any]] | None = None
+        while True:
+            query = [("limit", self._page_size), ("offset", offset)]
+            page = (await self._get("/api/v1/jobs", query)).objects("jobs")
+            if page and page == previous:
+                logger.warning("Marquez ignored offset on /api/v1/jobs; stopping at %d", offset)
+                return
+            if page:
+                yield page
+            if len(page) < self._page_size:
+                return
+            offset += len(page)
+            previous = page
 
     async def get_job(self, namespace: str, name: str) -> dict[str, Any]:
         reply = await self._get(f"/api/v1/namespaces/{_seg(namespace)}/jobs/{_seg(name)}")

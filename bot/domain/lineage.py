@@ -8,13 +8,17 @@ because a backfill reruns whole DAGs.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import heapq
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import networkx as nx
 
+from bot.domain.gc_pause import without_cyclic_gc
 from bot.domain.model import DagRef, DatasetRef
+from bot.domain.producers import dag_from_facets
 
 
 class LineageCycleError(ValueError):
@@ -30,13 +34,47 @@ class LineageCycleError(ValueError):
 
 
 def dag_of(job: Mapping[str, Any]) -> DagRef:
-    """The DAG a Marquez job belongs to: its parent job for a task, else the job itself."""
+    """The DAG a Marquez job belongs to: what its latest run's facets say (job type, Airflow
+    facets, `parent.root`: bot/domain/producers.py), else its parent job for a task, else the
+    job itself."""
     namespace = job.get("namespace") or (job.get("id") or {}).get("namespace")
     name = (job.get("id") or {}).get("name") or job.get("name")
     if not isinstance(namespace, str) or not isinstance(name, str):
         raise ValueError(f"job without namespace/name: {dict(job)!r:.200}")
+    run = job.get("latestRun")
+    run_facets = run.get("facets") if isinstance(run, Mapping) else None
+    job_facets = job.get("facets")
+    if isinstance(run_facets, Mapping):
+        # The run's own parent/root/Airflow facets: a Spark or dbt job under an Airflow task
+        # belongs to the task's DAG, which `parentJobName` (one level) cannot say.
+        found = dag_from_facets(
+            namespace, name, job_facets if isinstance(job_facets, Mapping) else {}, run_facets
+        )
+        if found is not None:
+            return DagRef(*found)
     parent = job.get("parentJobName")
     return DagRef(namespace, parent if isinstance(parent, str) and parent else name)
+
+
+def job_key(job: Mapping[str, Any]) -> tuple[str, str]:
+    """(namespace, name) of a Marquez job, as `dag_of` reads them."""
+    ref = dag_of({**job, "parentJobName": None, "latestRun": None})
+    return ref.namespace, ref.dag_id
+
+
+def top_dag(dag: DagRef, parent_of: Callable[[DagRef], DagRef | None], limit: int = 8) -> DagRef:
+    """Follow a job's DAG up while that DAG is itself another job's child: Marquez files a
+    Spark application under its Airflow task (`parentJobName` `dag.task`), and that task under
+    its DAG; dbt nests sql under model under `dbt run` under a task. Cycles and chains longer
+    than `limit` stop where they are."""
+    seen = {dag}
+    for _ in range(limit):
+        parent = parent_of(dag)
+        if parent is None or parent in seen:
+            return dag
+        seen.add(parent)
+        dag = parent
+    return dag
 
 
 def _dataset_ref(data: Mapping[str, Any], node_id: str) -> DatasetRef:
@@ -77,6 +115,14 @@ class LineageGraph:
 
     def rebuild(self) -> None:
         """Recompute the DAG-level graph and outputs from the job/dataset edges."""
+        jobs = self.jobs
+
+        def parent_of(dag: DagRef) -> DagRef | None:
+            above = jobs.get(f"job:{dag.namespace}:{dag.dag_id}")  # Marquez's node id
+            return above if above is not None and above != dag else None
+
+        # A job under a task (Spark, dbt) belongs to the task's DAG.
+        self.jobs = {node: top_dag(dag, parent_of) for node, dag in jobs.items()}
         producers: dict[str, set[DagRef]] = {}
         consumers: dict[str, set[DagRef]] = {}
         for origin, destination in self.edges:
@@ -116,41 +162,92 @@ class Affected:
 
     root: DagRef
     order: tuple[DagRef, ...]
-    upstream: Mapping[DagRef, tuple[DagRef, ...]]
+    keys: tuple[int, ...]
+    """A small non-negative integer per DAG of `order`, distinct within this result (the
+    DAG's rank in the graph, else its position)."""
+    upstreams: tuple[tuple[DagRef, ...], ...]
+    """Each DAG's upstream members in (dag id, namespace) order, position by position with
+    `order` (the root, first, has none)."""
+    parents: tuple[tuple[int, ...], ...]
+    """The same upstream members by key: the planner follows these, so a large plan hashes no
+    DAG ref per edge."""
 
     @property
     def downstream(self) -> tuple[DagRef, ...]:
         return self.order[1:]
+
+    @cached_property
+    def upstream(self) -> Mapping[DagRef, tuple[DagRef, ...]]:
+        """`upstreams` by DAG (built on first use: the planner does not need it)."""
+        return dict(zip(self.order, self.upstreams, strict=True))
 
 
 def _order_key(dag: DagRef) -> tuple[str, str]:
     return (dag.dag_id, dag.namespace)
 
 
+def descendants(dags: Any, root: DagRef, exclude: Iterable[DagRef] = ()) -> set[DagRef]:
+    """DAGs reachable from `root` (not itself) along out-edges, never through `exclude`.
+
+    Works on a networkx DiGraph and on a `DagGraph` alike (both expose `succ`).
+    """
+    excluded = set(exclude)
+    succ = dags.succ
+    found: set[DagRef] = set()
+    stack = [root]
+    while stack:
+        for child in succ[stack.pop()]:
+            if child not in found and child not in excluded and child != root:
+                found.add(child)
+                stack.append(child)
+    return found
+
+
+@without_cyclic_gc
 def affected_dags(
     dags: Any, root: DagRef, *, exclude: Iterable[DagRef] = (), only: bool = False
 ) -> Affected:
     """Root plus its descendants in the DAG graph, in topological order (ties by name).
 
     Excluded DAGs are removed before the walk: their data does not change, so DAGs that are
-    downstream only through them are not affected either.
+    downstream only through them are not affected either. The walk reads the graph in place
+    (no subgraph copy) and orders by integer rank when the graph has one (`DagGraph.rank`).
     """
-    excluded = set(exclude)
     if only or root not in dags:
-        return Affected(root, (root,), {root: ()})
-    graph = dags
-    if excluded:
-        graph = dags.copy()
-        graph.remove_nodes_from(excluded)
-    members = {root} | nx.descendants(graph, root)
-    sub = graph.subgraph(members).copy()  # a concrete copy: views are slow on large graphs
-    try:
-        order = tuple(nx.lexicographical_topological_sort(sub, key=_order_key))
-    except nx.NetworkXUnfeasible:
-        cycle = [edge[0] for edge in nx.find_cycle(sub)]
-        raise LineageCycleError(cycle) from None
-    upstream = {d: tuple(sorted(sub.predecessors(d), key=_order_key)) for d in order}
-    return Affected(root, order, upstream)
+        return Affected(root, (root,), (0,), ((),), ((),))
+    fast = getattr(dags, "walk", None)  # DagGraph: integer ids throughout
+    walked = fast(root, exclude) if fast is not None else None
+    if walked is not None:
+        return Affected(root, *walked)
+    members = {root} | descendants(dags, root, exclude)
+    succ, pred = dags.succ, dags.pred
+    key: Callable[[DagRef], Any] = _order_key
+    waiting = dict.fromkeys(members, 0)
+    for node in members:
+        for child in succ[node]:
+            if child in waiting:
+                waiting[child] += 1
+    ready = [(key(node), node) for node, count in waiting.items() if count == 0]
+    heapq.heapify(ready)
+    order: list[DagRef] = []
+    while ready:
+        node = heapq.heappop(ready)[1]
+        order.append(node)
+        for child in succ[node]:
+            if child in waiting:
+                waiting[child] -= 1
+                if waiting[child] == 0:
+                    heapq.heappush(ready, (key(child), child))
+    if len(order) < len(members):
+        sub = dags.subgraph(members).copy() if isinstance(dags, nx.DiGraph) else None
+        sub = sub if sub is not None else dags.to_networkx(members)
+        raise LineageCycleError([edge[0] for edge in nx.find_cycle(sub)])
+    position = {node: index for index, node in enumerate(order)}
+    upstreams = tuple(
+        tuple(sorted((p for p in pred[node] if p in waiting), key=key)) for node in order
+    )
+    parents = tuple(tuple(position[p] for p in ups) for ups in upstreams)
+    return Affected(root, tuple(order), tuple(range(len(order))), upstreams, parents)
 
 
 def facet_owners(jobs: Iterable[Mapping[str, Any]]) -> dict[DagRef, tuple[str, ...]]:
@@ -214,7 +311,7 @@ def _dataset_ids(items: Any, key: str | None = None) -> list[tuple[str, str]]:
     return found
 
 
-def _job_io(job: Mapping[str, Any]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+def job_io(job: Mapping[str, Any]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     inputs, outputs = _dataset_ids(job.get("inputs")), _dataset_ids(job.get("outputs"))
     if inputs or outputs:
         return inputs, outputs
@@ -241,7 +338,7 @@ def catalog_nodes(jobs: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
         except ValueError:
             continue
         job_id = f"job:{job['namespace']}:{job['name']}"
-        inputs, outputs = _job_io(job)
+        inputs, outputs = job_io(job)
         datasets.update(inputs)
         datasets.update(outputs)
         nodes.append(

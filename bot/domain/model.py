@@ -13,6 +13,16 @@ class DagRef:
     namespace: str
     dag_id: str
 
+    def __post_init__(self) -> None:
+        # DAG refs key every map the planner walks (100,000s of look-ups per plan): hash once.
+        object.__setattr__(self, "_hash", hash((self.namespace, self.dag_id)))
+
+    def __hash__(self) -> int:
+        return self._hash  # type: ignore[attr-defined,no-any-return]
+
+    def __reduce__(self) -> tuple[type[DagRef], tuple[str, str]]:
+        return (DagRef, (self.namespace, self.dag_id))  # the hash is per process: not pickled
+
     def __str__(self) -> str:
         return self.dag_id
 

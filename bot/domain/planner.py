@@ -9,24 +9,30 @@ read those days, not three daily runs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from functools import partial
+from itertools import repeat
+from typing import Any, NamedTuple, cast
 
-import networkx as nx
-
-from bot.domain.lineage import affected_dags
-from bot.domain.model import DagRef, DateRange, Interval, iso
-from bot.domain.schedule import Schedule, Unscheduled, intervals_for
+from bot.domain.gc_pause import without_cyclic_gc
+from bot.domain.lineage import Affected, affected_dags, descendants
+from bot.domain.model import DagRef, DateRange, Interval, iso, merge_intervals
+from bot.domain.schedule import Schedule, Unscheduled
 
 
 class PlanError(ValueError):
     """The plan cannot be made as asked (bad exclusion, too many DAGs)."""
 
 
-@dataclass(frozen=True)
-class PlanStep:
+class PlanStep(NamedTuple):
+    """One DAG of a plan: the intervals it reruns, after which DAGs, and who owns it.
+
+    A named tuple rather than a frozen dataclass: a large plan makes 45,000 of them, and a
+    tuple is built in one step where a frozen dataclass's `__init__` sets field after field.
+    """
+
     dag: DagRef
     intervals: tuple[Interval, ...]
     upstream: tuple[DagRef, ...]
@@ -65,6 +71,9 @@ class Plan:
     excluded: tuple[DagRef, ...] = ()
     only: bool = False
     notes: tuple[PlanNote, ...] = ()
+    lineage_as_of: datetime | None = None
+    """When the lineage planned from was last reconciled with Marquez (the local index's
+    freshness; None when it was read from Marquez for this plan)."""
 
     @property
     def blocked(self) -> bool:
@@ -86,6 +95,7 @@ class Plan:
             "excluded": [d.dag_id for d in self.excluded],
             "steps": [s.to_json() for s in self.steps],
             **({"notes": [n.to_json() for n in self.notes]} if self.notes else {}),
+            **({"lineage_as_of": iso(self.lineage_as_of)} if self.lineage_as_of else {}),
         }
 
 
@@ -121,6 +131,11 @@ def plan_from_json(data: Mapping[str, Any]) -> Plan:
         notes=tuple(
             PlanNote(n["dag_id"], n["text"], bool(n.get("blocking"))) for n in data.get("notes", ())
         ),
+        lineage_as_of=(
+            datetime.fromisoformat(data["lineage_as_of"].replace("Z", "+00:00"))
+            if isinstance(data.get("lineage_as_of"), str)
+            else None
+        ),
     )
 
 
@@ -130,7 +145,7 @@ def resolve_exclusions(dags: Any, root: DagRef, names: Iterable[str]) -> tuple[D
     if not wanted:
         return ()
     # Reachability, not order: excluding a DAG is how a user breaks a lineage cycle.
-    reachable = sorted(nx.descendants(dags, root)) if root in dags else []
+    reachable = sorted(descendants(dags, root)) if root in dags else []
     chosen: list[DagRef] = []
     for name in wanted:
         if name == root.dag_id:
@@ -153,6 +168,85 @@ def check_size(dag_count: int, max_dags: int) -> None:
         )
 
 
+class _Intervals:
+    """`intervals_for` memoized per (schedule, changed windows): downstream DAGs mostly share
+    one schedule and one rewritten window, so each distinct pair is computed once per plan,
+    and every step with it shares one interval tuple.
+
+    Schedules and results are numbered as they are met, so the memo is keyed by small
+    integers: no schedule or interval is hashed per DAG.
+    """
+
+    def __init__(self, window: Interval) -> None:
+        self.texts: list[str] = []  # describe() by schedule number
+        self.results: list[tuple[Interval, ...]] = [(window,)]  # 0: the requested window
+        self._slots: dict[int, int] = {}  # id(schedule object) → number of its value
+        self._schedules: list[Schedule] = []
+        self._by_value: dict[Schedule, int] = {}
+        self._found: dict[tuple[int, ...], int] = {}  # (schedule, changed results…) → result
+        # Equal results share the first one's object (not the window's: equal datetimes may
+        # still differ in `fold`, and a step shows the intervals its schedule produced).
+        self._numbers: dict[tuple[Interval, ...], int] = {}
+        self._alive: list[Schedule | None] = []  # keeps the ids in `_slots` valid
+        self._unscheduled = Unscheduled()
+
+    def numbers(self, schedules: list[Schedule | None]) -> list[int]:
+        """Each schedule's number (None: unscheduled); equal schedules share one."""
+        found = list(map(self._slots.get, map(id, schedules)))
+        if None in found:
+            for index, number in enumerate(found):
+                if number is None:
+                    found[index] = self._slot(schedules[index])
+        return cast(list[int], found)
+
+    def _slot(self, schedule: Schedule | None) -> int:
+        number = self._slots.get(id(schedule))
+        if number is not None:
+            return number
+        self._alive.append(schedule)
+        same = schedule or self._unscheduled
+        try:
+            number = self._by_value.setdefault(same, len(self._schedules))
+        except TypeError:  # an unhashable Schedule implementation shares nothing
+            number = len(self._schedules)
+        if number == len(self._schedules):
+            self._schedules.append(same)
+            self.texts.append(same.describe())
+        self._slots[id(schedule)] = number
+        return number
+
+    def follow(
+        self, numbers: list[int], keys: Sequence[int], parents: Sequence[tuple[int, ...]]
+    ) -> list[int]:
+        """The result number of each DAG in order: the root (no parents) reruns what covers
+        the window; every other DAG what covers the results of its parents."""
+        made = [0] * (max(keys) + 1)  # result number by DAG key (keys are small integers)
+        found, made_by = self._found, made.__getitem__
+        for number, key, above in zip(numbers, keys, parents, strict=True):
+            memo_key = (number, *map(made_by, above)) if above else (number, 0)
+            result = found.get(memo_key)
+            made[key] = self._compute(memo_key) if result is None else result
+        return list(map(made_by, keys))
+
+    def _compute(self, key: tuple[int, ...]) -> int:
+        schedule = self._schedules[key[0]]
+        changed = [i for number in key[1:] for i in self.results[number]]
+        result: set[Interval] = set()
+        for window in merge_intervals(changed):
+            result.update(schedule.intervals(window))
+        found = tuple(sorted(result))
+        number = self._numbers.setdefault(found, len(self.results))  # equal results: one
+        if number == len(self.results):
+            self.results.append(found)
+        self._found[key] = number
+        return number
+
+
+# Builds a PlanStep from a 5-tuple without a Python-level call (a plan may hold 45,000).
+_new_step = cast(Callable[[tuple[Any, ...]], PlanStep], partial(tuple.__new__, PlanStep))
+
+
+@without_cyclic_gc
 def make_plan(
     dags: Any,
     root: DagRef,
@@ -161,24 +255,27 @@ def make_plan(
     *,
     exclude: Iterable[DagRef] = (),
     only: bool = False,
-    owners: Callable[[DagRef], tuple[str, ...]] = lambda _: (),
+    owners: Callable[[DagRef], tuple[str, ...]] | None = None,
     max_dags: int | None = None,
+    affected: Affected | None = None,
 ) -> Plan:
-    """Plan a backfill of `root` over `date_range` and of everything downstream of it."""
+    """Plan a backfill of `root` over `date_range` and of everything downstream of it.
+
+    `affected` is `affected_dags(dags, root, exclude=…, only=…)` when the caller has it already.
+    """
     excluded = tuple(exclude)
-    affected = affected_dags(dags, root, exclude=excluded, only=only)
+    if affected is None:
+        affected = affected_dags(dags, root, exclude=excluded, only=only)
     if max_dags is not None:
         check_size(len(affected.order), max_dags)
-    rewritten: dict[DagRef, tuple[Interval, ...]] = {}
-    steps: list[PlanStep] = []
-    for dag in affected.order:
-        schedule = schedules.get(dag) or Unscheduled()
-        upstream = affected.upstream[dag]
-        if dag == root:
-            changed: list[Interval] = [date_range.as_interval()]
-        else:
-            changed = [i for u in upstream for i in rewritten[u]]
-        intervals = tuple(intervals_for(schedule, changed))
-        rewritten[dag] = intervals
-        steps.append(PlanStep(dag, intervals, upstream, schedule.describe(), owners(dag)))
-    return Plan(root, date_range, tuple(steps), excluded, only)
+    # The per-DAG work runs as C-level maps over the order (schedule look-up, step build);
+    # only the interval memo, which follows the order, is a Python loop.
+    order = affected.order
+    memo = _Intervals(date_range.as_interval())
+    numbers = memo.numbers(list(map(schedules.get, order)))
+    made = memo.follow(numbers, affected.keys, affected.parents)
+    intervals = map(memo.results.__getitem__, made)
+    texts = map(memo.texts.__getitem__, numbers)
+    teams = repeat(()) if owners is None else map(owners, order)
+    rows = zip(order, intervals, affected.upstreams, texts, teams, strict=False)
+    return Plan(root, date_range, tuple(map(_new_step, rows)), excluded, only)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
@@ -37,9 +37,9 @@ class Schedule(Protocol):
     def intervals(self, window: Interval) -> list[Interval]: ...
 
 
-def _guard(count: int, what: str) -> None:
-    if count > MAX_INTERVALS:
-        raise ScheduleError(f"{what} yields more than {MAX_INTERVALS} runs; narrow the range")
+def _guard(count: int, what: Callable[[], str]) -> None:
+    if count > MAX_INTERVALS:  # `what` is only described when it is needed
+        raise ScheduleError(f"{what()} yields more than {MAX_INTERVALS} runs; narrow the range")
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ class CronSchedule:
             candidate = Interval(tick.astimezone(UTC), following.astimezone(UTC))
             if candidate.overlaps(window):
                 found.append(candidate)
-            _guard(len(found), f"cron {self.expr}")
+            _guard(len(found), self.describe)
             tick = following
         return found
 
@@ -93,7 +93,7 @@ class PeriodicSchedule:
                 break
             if candidate.overlaps(window):
                 found.append(candidate)
-            _guard(len(found), self.describe())
+            _guard(len(found), self.describe)
             k += 1
         return found
 
@@ -169,7 +169,12 @@ def nominal_intervals(runs: Iterable[Mapping[str, Any]]) -> list[Interval]:
 
 def schedule_from_runs(runs: Iterable[Mapping[str, Any]]) -> Schedule:
     """Infer a periodic schedule from run history (the most common spacing of nominal starts)."""
-    known = nominal_intervals(runs)
+    return schedule_from_intervals(nominal_intervals(runs))
+
+
+def schedule_from_intervals(intervals: Iterable[Interval]) -> Schedule:
+    """`schedule_from_runs` over the distinct nominal intervals of the runs."""
+    known = sorted(set(intervals))
     starts = sorted({i.start for i in known})
     gaps = Counter(b - a for a, b in itertools.pairwise(starts) if b > a)
     lengths = Counter(i.end - i.start for i in known if i.end > i.start)

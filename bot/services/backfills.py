@@ -28,14 +28,14 @@ from bot.executors.base import Executor
 from bot.messages_progress import status_of
 from bot.services.access import GroupDirectory, may_approve
 from bot.services.catalog import AmbiguousDag, TaskNotDag, UnknownDag
-from bot.services.planning import Planner, PlanRequest
+from bot.services.planning import PlanRequest, PlanSource
 from bot.store import execution, guards, outbox, repository
 from bot.store.models import BackfillRequest, OutboxRole, RequestState
 
 logger = logging.getLogger(__name__)
 
 Payload = dict[str, Any]
-PlannerFactory = Callable[[], AbstractAsyncContextManager[Planner]]
+PlannerFactory = Callable[[], AbstractAsyncContextManager[PlanSource]]
 OPEN_STATES = {RequestState.PREVIEWED, RequestState.APPROVED, RequestState.RUNNING}
 ACTIVE_STATES = {RequestState.APPROVED, RequestState.RUNNING}
 STATE_WORDS = {

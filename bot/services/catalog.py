@@ -8,12 +8,12 @@ the closest names.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from bot.clients.marquez import MarquezClient
-from bot.domain.lineage import dag_of, facet_owners
+from bot.domain.lineage import dag_of, facet_owners, job_key, top_dag
 from bot.domain.model import DagRef
 
 
@@ -65,8 +65,30 @@ class Catalog:
     members: dict[DagRef, list[dict[str, Any]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        own = {(job_key(job)): dag_of(job) for job in self.jobs}
+        # Marquez creates the job a `parent` facet names (a Spark application, `dbt run`)
+        # without runs or datasets; it belongs where the jobs under it belong.
+        # Marquez gives a child only its parent's name: a parent is looked for in the child's
+        # own namespace, so a DAG of the same name elsewhere never takes its jobs.
+        below: dict[tuple[str, str], set[DagRef]] = {}
         for job in self.jobs:
-            self.members.setdefault(dag_of(job), []).append(job)
+            parent = job.get("parentJobName")
+            if isinstance(parent, str) and parent:
+                below.setdefault((job_key(job)[0], parent), set()).add(own[job_key(job)])
+        for job in self.jobs:
+            key = job_key(job)
+            homes = below.get(key, set()) - {DagRef(*key)}
+            run = job.get("latestRun")
+            reported = isinstance(run, Mapping) and bool(run.get("facets"))
+            if not reported and not _has_io(job) and len(homes) == 1:
+                own[key] = next(iter(homes))
+
+        def parent_of(dag: DagRef) -> DagRef | None:
+            above = own.get((dag.namespace, dag.dag_id))
+            return above if above is not None and above != dag else None
+
+        for job in self.jobs:
+            self.members.setdefault(top_dag(own[job_key(job)], parent_of), []).append(job)
 
     @property
     def dags(self) -> list[DagRef]:
@@ -88,26 +110,58 @@ class Catalog:
         self, name: str, *, namespace: str | None = None, default_namespace: str | None = None
     ) -> DagRef:
         """The DAG a user means by `name` (optionally pinned to a namespace)."""
-        name = name.strip()
-        if namespace:
-            ref = DagRef(namespace, name)
-            if ref in self.members:
-                return ref
-            in_ns = [d.dag_id for d in self.dags if d.namespace == namespace]
-            raise UnknownDag(name, _closest(name, in_ns), namespace)
-        hits = [d for d in self.dags if d.dag_id == name]
-        if default_namespace and DagRef(default_namespace, name) in hits:
-            return DagRef(default_namespace, name)
-        if len(hits) == 1:
-            return hits[0]
-        if len(hits) > 1:
-            raise AmbiguousDag(name, hits)
-        task = next(
-            (j for j in self.jobs if j.get("name") == name and j.get("parentJobName")), None
+
+        def task_dag(task: str) -> DagRef | None:
+            job = next(
+                (j for j in self.jobs if j.get("name") == task and j.get("parentJobName")), None
+            )
+            return dag_of(job) if job is not None else None
+
+        named = [d for d in self.dags if d.dag_id == name.strip()]
+        return resolve_among(
+            name,
+            named,
+            self.dags,
+            task_dag,
+            namespace=namespace,
+            default_namespace=default_namespace,
         )
-        if task is not None:
-            raise TaskNotDag(name, dag_of(task))
-        raise UnknownDag(name, _closest(name, [d.dag_id for d in self.dags]), None)
+
+
+def resolve_among(
+    name: str,
+    named: Sequence[DagRef],
+    every: Callable[[], Iterable[DagRef]] | Iterable[DagRef],
+    task_dag: Callable[[str], DagRef | None],
+    *,
+    namespace: str | None = None,
+    default_namespace: str | None = None,
+) -> DagRef:
+    """Name resolution shared by the Marquez catalog and the local index: `named` are the
+    known DAGs with this id (sorted), `every` all DAGs (only read to suggest close names),
+    `task_dag` the DAG of a task job of that name, if any."""
+    name = name.strip()
+
+    def all_dags() -> list[DagRef]:
+        return sorted(every() if callable(every) else every)
+
+    if namespace:
+        ref = DagRef(namespace, name)
+        if ref in named:
+            return ref
+        in_ns = [d.dag_id for d in all_dags() if d.namespace == namespace]
+        raise UnknownDag(name, _closest(name, in_ns), namespace)
+    hits = sorted(named)
+    if default_namespace and DagRef(default_namespace, name) in hits:
+        return DagRef(default_namespace, name)
+    if len(hits) == 1:
+        return hits[0]
+    if len(hits) > 1:
+        raise AmbiguousDag(name, hits)
+    task = task_dag(name)
+    if task is not None:
+        raise TaskNotDag(name, task)
+    raise UnknownDag(name, _closest(name, [d.dag_id for d in all_dags()]), None)
 
 
 def _closest(name: str, names: Iterable[str]) -> list[str]:

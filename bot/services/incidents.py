@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 from urllib.parse import quote
 
 from sqlalchemy import select, update
@@ -41,6 +42,9 @@ BATCH = 500
 MAX_TRIES = 3
 GROUP_SLACK = timedelta(days=7)  # a weekly DAG downstream reads the failed day in its week
 GROUP_RECENT = timedelta(days=1)
+_NO_IMPACT: dict[str, list[Any]] = {"downstream": [], "datasets": [], "reports": []}
+PENDING_IMPACT: dict[str, Any] = {"pending": True, **_NO_IMPACT}
+"""What an incident's impact is while the lineage index works it out."""
 
 
 @dataclass
@@ -51,12 +55,7 @@ class _Batch:
 
 
 def interval_text(incident: Incident) -> str:
-    start, end = incident.interval_start, incident.interval_end
-    if start is None:
-        return "an unknown interval"
-    if end is None or (end - start == timedelta(days=1) and start.hour == 0):
-        return start.date().isoformat()
-    return f"{start:%Y-%m-%d %H:%M} → {end:%Y-%m-%d %H:%M}"
+    return messages_watch.interval_words(incident.interval_start, incident.interval_end)
 
 
 class IncidentService:
@@ -81,14 +80,25 @@ class IncidentService:
         self._wakeup = asyncio.Event()
         self._tries: dict[int, int] = {}
         self._stopping = False
+        self._pending: dict[str, asyncio.Task[None]] = {}
+        """Impacts being worked out for alerts already posted, by incident id."""
+        self._recovered = False
 
     def wake(self) -> None:
         self._wakeup.set()
 
     def stop(self) -> None:
-        """End `run_forever` after the row under way."""
+        """End `run_forever` after the row under way; impacts still being worked out are
+        dropped (the next start works them out again)."""
         self._stopping = True
         self._wakeup.set()
+        for task in self._pending.values():
+            task.cancel()
+
+    async def settled(self) -> None:
+        """Wait for the impacts being worked out (tests and benchmarks)."""
+        while self._pending:
+            await asyncio.wait(list(self._pending.values()))
 
     async def run_forever(self, *, idle_s: float = 5.0) -> None:
         while not self._stopping:
@@ -100,6 +110,10 @@ class IncidentService:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wakeup.wait(), idle_s)
             self._wakeup.clear()
+        pending = list(self._pending.values())
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
 
     # --- processing -----------------------------------------------------------------------
 
@@ -110,6 +124,8 @@ class IncidentService:
         `processed_at`), so two bot processes never handle one row twice. A row whose handling
         keeps failing is set aside after a few tries rather than holding up every later one.
         """
+        if not self._recovered:
+            await self._recover_pending()
         async with self.sessions() as session:
             rows = list(
                 await session.scalars(
@@ -188,6 +204,8 @@ class IncidentService:
         if root.interval_start is not None and row.nominal_start is not None:
             end = (root.interval_end or root.interval_start) + GROUP_SLACK
             row_end = row.nominal_end or row.nominal_start
+            if row_end <= row.nominal_start:  # one logical date: a point, not an empty range
+                row_end = row.nominal_start + timedelta(microseconds=1)
             return row.nominal_start < end and row_end > root.interval_start
         return self.clock() - root.opened_at < GROUP_RECENT
 
@@ -205,28 +223,90 @@ class IncidentService:
                     await self._join(session, root, row)
                     batch.grouped.setdefault(root.id, []).append(row.dag_id)
                 return
-        impact = await self._impact(row)  # network: outside any transaction
+        # The impact comes from the lineage index (Marquez for a DAG it has not seen): the
+        # alert waits for it only briefly, then goes out and has the impact edited in.
+        task = asyncio.ensure_future(self._impact(row.dag_id, row.dag_namespace))
+        done, _ = await asyncio.wait({task}, timeout=self.config.watch.impact_wait_s)
+        impact = task.result() if done else dict(PENDING_IMPACT)
         try:
             async with self.sessions.begin() as session:
                 if not await self._claim(session, row):
+                    task.cancel()
                     return
                 incident = _new_incident(row, impact)
                 session.add(incident)
                 await session.flush()
                 await self._owe_alert(session, incident, new=True)
         except IntegrityError:  # another process opened it first: this is a repeat
+            task.cancel()
             async with self.sessions.begin() as session:
                 existing = await self._find(session, row)
                 if existing is not None and await self._claim(session, row):
                     await self._repeat(session, existing, row, batch)
+            return
+        if not done:
+            self.wake_sender()  # the alert now; its impact when it is known, without holding
+            self._follow(incident.id, task)  # up the rows after this one
 
-    async def _impact(self, row: RunEvent) -> dict[str, object]:
+    def _follow(self, incident_id: str, impact: asyncio.Future[dict[str, Any]]) -> None:
+        task = asyncio.create_task(self._impact_known(incident_id, impact))
+        self._pending[incident_id] = task
+        task.add_done_callback(lambda _: self._pending.pop(incident_id, None))
+
+    async def _recover_pending(self) -> None:
+        """Once per process: alerts a previous process posted without their impact (it
+        stopped first) get it worked out now."""
+        self._recovered = True
+        async with self.sessions() as session:
+            open_ = await session.scalars(
+                select(Incident).where(
+                    Incident.state == IncidentState.OPEN, Incident.root_id.is_(None)
+                )
+            )
+            waiting = [i for i in open_ if i.impact.get("pending") and i.id not in self._pending]
+        for incident in waiting:
+            future = asyncio.ensure_future(self._impact(incident.dag_id, incident.namespace))
+            self._follow(incident.id, future)
+
+    async def _impact_known(self, incident_id: str, task: asyncio.Future[dict[str, Any]]) -> None:
+        """Edit the impact into an alert posted without it, and tell the affected teams in its
+        thread (mentions added by an edit notify nobody)."""
+        try:
+            impact = await task
+        except Exception as exc:  # a pending alert must not stay pending
+            logger.exception("working out the impact of incident %s failed", incident_id)
+            impact = {"error": f"impact unavailable ({type(exc).__name__})", **_NO_IMPACT}
+        async with self.sessions.begin() as session:
+            incident = await session.scalar(
+                select(Incident).where(Incident.id == incident_id).with_for_update()
+            )
+            if incident is None:
+                return
+            incident.impact = impact
+            incident.updated_at = self.clock()
+            await session.flush()
+            await self._owe_alert(session, incident)
+            mentions = self._mentions(incident)
+            if mentions and not self._snoozed(incident):
+                downstream = len(impact.get("downstream", []))
+                await self._owe_reply(
+                    session,
+                    incident,
+                    f"Impact worked out: {messages.plural(downstream, 'downstream DAG')}. "
+                    f"Affects {' '.join(mentions)}",
+                )
+        self.wake_sender()
+
+    async def _impact(self, dag_id: str, namespace: str) -> dict[str, Any]:
         try:
             async with self.planners() as planner:
-                impact = await planner.impact(row.dag_id, row.dag_namespace)
+                impact = await planner.impact(dag_id, namespace)
         except (UnknownDag, AmbiguousDag, TaskNotDag, MarquezError, LineageCycleError) as exc:
-            logger.warning("no impact for %s: %s", row.dag_id, exc)
-            return {"error": str(exc)[:300], "downstream": [], "datasets": [], "reports": []}
+            logger.warning("no impact for %s: %s", dag_id, exc)
+            return {"error": str(exc)[:300], **_NO_IMPACT}
+        except Exception as exc:  # the alert goes out all the same, saying so
+            logger.exception("working out the impact of %s failed", dag_id)
+            return {"error": f"impact unavailable ({type(exc).__name__})", **_NO_IMPACT}
         return impact_view(impact)
 
     async def _repeat(
@@ -235,9 +315,19 @@ class IncidentService:
         reopened = incident.state == IncidentState.RESOLVED
         if reopened and incident.failed_at and row.event_time <= incident.failed_at:
             return  # an old failure arriving late (a restart's backlog) does not reopen it
-        if row.job_name == row.dag_id or reopened:
-            incident.failures += 1  # task events of the same DAG run are not new failures
-        incident.error_message = row.error_message or incident.error_message
+        same_run = row.dag_run_id is not None and row.dag_run_id == incident.dag_run_id
+        if reopened or (
+            not same_run if row.dag_run_id is not None else is_dag_level(row)
+        ):  # a task's FAIL and its DAG's FAIL for one DAG run are one failure
+            incident.failures += 1
+        if row.error_message and (
+            not same_run
+            or incident.error_message is None
+            or (incident.error_job == incident.dag_id and not is_dag_level(row))
+        ):  # in one DAG run the first real error is the cause; the DAG's summary comes last
+            incident.error_message = row.error_message
+            incident.error_job = row.job_name
+        incident.dag_run_id = row.dag_run_id or incident.dag_run_id
         incident.failed_at = max(incident.failed_at or row.event_time, row.event_time)
         incident.state = IncidentState.OPEN
         incident.resolved_at = None
@@ -292,7 +382,7 @@ class IncidentService:
             if (
                 incident is None
                 or incident.state != IncidentState.OPEN
-                or row.job_name != row.dag_id  # one task of the DAG run, not the run
+                or not is_dag_level(row)  # one task of the DAG run, not the run
                 or (incident.failed_at is not None and row.event_time <= incident.failed_at)
             ):
                 return
@@ -388,7 +478,8 @@ class IncidentService:
             open=incident.state == IncidentState.OPEN,
             failures=incident.failures,
             error=incident.error_message,
-            impact=incident.impact,
+            error_job=incident.error_job,
+            impact=self._with_owners(incident),
             mentions=self._mentions(incident),
             grouped=incident.grouped,
             grouped_dags=list(dict.fromkeys(grouped)),
@@ -397,6 +488,16 @@ class IncidentService:
             snoozed_by=None,
             marquez_url=self._marquez_link(incident),
         )
+
+    def _with_owners(self, incident: Incident) -> dict[str, Any]:
+        """The impact, naming BOT_CONFIG's owners when Marquez could not say (a DAG it does
+        not know yet, or Marquez down when the incident opened)."""
+        impact = incident.impact
+        known = impact.get("root_owners")
+        if known and known != "unknown":
+            return impact
+        owners = self.config.owners_of(_ref(incident))
+        return {**impact, "root_owners": ", ".join(owners)} if owners else impact
 
     def _marquez_link(self, incident: Incident) -> str:
         return (
@@ -479,11 +580,18 @@ def _key(row: RunEvent) -> str:
     return f"day:{row.event_time.date().isoformat()}"
 
 
+def is_dag_level(row: RunEvent) -> bool:
+    """The DAG run's own event, not one of a task or a job under it."""
+    return row.job_type == "DAG" or (
+        row.job_name == row.dag_id and row.namespace == row.dag_namespace
+    )
+
+
 def _ref(incident: Incident) -> DagRef:
     return DagRef(incident.namespace, incident.dag_id)
 
 
-def _new_incident(row: RunEvent, impact: dict[str, object]) -> Incident:
+def _new_incident(row: RunEvent, impact: dict[str, Any]) -> Incident:
     return Incident(
         namespace=row.dag_namespace,
         dag_id=row.dag_id,
@@ -494,6 +602,8 @@ def _new_incident(row: RunEvent, impact: dict[str, object]) -> Incident:
         failures=1,
         grouped=0,
         error_message=row.error_message,
+        error_job=row.job_name if row.error_message else None,
+        dag_run_id=row.dag_run_id,
         failed_at=row.event_time,
         impact=impact,
         opened_at=utcnow(),

@@ -1,4 +1,4 @@
-"""Run events in: OpenLineage parsing (pure) and storage without duplicates.
+"""Run events in: OpenLineage parsing (pure); storage is `bot/store/run_events.py`.
 
 Both sources of run events end here: the Marquez poller (`bot/services/poller.py`) and the
 OpenLineage receiver (`bot/receiver.py`). An event's identity is (run id, event type, event
@@ -14,20 +14,27 @@ no malformed event can make the database fail.
 
 from __future__ import annotations
 
+import logging
 import re
 import uuid
-from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, NoReturn, TypeVar
 
-from sqlalchemy import select
-from sqlalchemy.dialects.postgresql import insert as postgresql_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from bot.store.models import utcnow
-from bot.store.watch_models import EventSource, RunEvent
+from bot.domain.events import DatasetName, ParsedEvent
+from bot.domain.producers import (
+    Owner,
+    RunLink,
+    airflow_interval,
+    failed_tasks_message,
+    job_type_of,
+    owner_of,
+)
+from bot.store.lineage_index import record_events
+from bot.store.run_events import store_events
 
 __all__ = [
     "ERROR_MAX",
@@ -38,8 +45,11 @@ __all__ = [
     "event_kind",
     "parse_event_time",
     "parse_run_event",
+    "record_lineage",
     "store_events",
 ]
+
+logger = logging.getLogger(__name__)
 
 EVENT_TYPES = frozenset({"START", "RUNNING", "COMPLETE", "ABORT", "FAIL", "OTHER"})
 RUN_EVENT, DATASET_EVENT, JOB_EVENT = "RunEvent", "DatasetEvent", "JobEvent"
@@ -56,57 +66,23 @@ _TIMESTAMP = re.compile(
 # Marquez rewrites job namespaces on ingest (OpenLineageDao.formatNamespaceName); the jobs API,
 # where the incident processor looks DAGs up, knows them by the rewritten name.
 _NAMESPACE_SANITIZER = re.compile(r"[^a-z:/A-Z0-9\-_.@+]")
-_KIND_SUFFIXES = {
-    # OpenLineage 2.x schemas say `#/$defs/X`, 1.x `#/definitions/X`; Marquez checks only the
-    # latter, but a dataset or job event is never a run event whichever spec the producer used.
-    f"/{where}/{kind}": kind
-    for where in ("definitions", "$defs")
-    for kind in (DATASET_EVENT, JOB_EVENT)
-}
 
 
 _T = TypeVar("_T")
-_TABLE = RunEvent.__table__
-_LOOKUP = 500  # run ids per lookup of stored nominal intervals
+_DATASETS_MAX = 1000  # inputs/outputs kept per event
 
 
 class InvalidEvent(ValueError):
     """A run event the bot cannot use; the message is the reason a client sees (HTTP 422)."""
 
 
-@dataclass(frozen=True)
-class ParsedEvent:
-    """What the watcher keeps of one OpenLineage run event.
-
-    `dag_*` is the DAG the run belongs to: the `parent` run facet's job for a task, else the
-    job itself. Times are UTC-aware.
-    """
-
-    run_id: str
-    event_type: str
-    event_time: datetime
-    namespace: str
-    job_name: str
-    dag_namespace: str
-    dag_id: str
-    nominal_start: datetime | None = None
-    nominal_end: datetime | None = None
-    error_message: str | None = None
-
-    @property
-    def key(self) -> tuple[str, str, datetime]:
-        """The event's identity: (run id, event type, event time)."""
-        return (self.run_id, self.event_type, self.event_time)
-
-
 def event_kind(body: dict[str, Any]) -> str:
-    """RunEvent, DatasetEvent or JobEvent, by `schemaURL` (anything else is a RunEvent)."""
+    """RunEvent, DatasetEvent or JobEvent by the last path segment of `schemaURL`, as Marquez
+    decides: OpenLineage 1.x says `#/definitions/X`, 2.x `#/$defs/X`; anything else is a
+    RunEvent."""
     schema_url = body.get("schemaURL")
-    if isinstance(schema_url, str):
-        for suffix, kind in _KIND_SUFFIXES.items():
-            if schema_url.endswith(suffix):
-                return kind
-    return RUN_EVENT
+    last = schema_url.rsplit("/", 1)[-1] if isinstance(schema_url, str) else None
+    return last if last in (DATASET_EVENT, JOB_EVENT) else RUN_EVENT
 
 
 def parse_event_time(value: Any, where: str = "eventTime") -> datetime:
@@ -150,9 +126,12 @@ def parse_run_event(body: Any) -> ParsedEvent | None:
     )
     job_name = _check(problems, lambda: _name(job, "name", "job.")) if job is not None else None
     facets = _facets(problems, run) if run is not None else {}
-    dag = _check(problems, lambda: _parent_job(facets.get("parent"), job_name))
+    owner = _check(problems, lambda: _owner(facets, job, namespace, job_name, run_id))
     nominal = _check(problems, lambda: _nominal(facets.get("nominalTime")))
-    error = _check(problems, lambda: _error_message(facets.get("errorMessage")))
+    # Spark reports its error in `spark.exception`, everyone else in `errorMessage`.
+    error = _error_message(facets.get("errorMessage")) or _error_message(
+        facets.get("spark.exception")
+    )
     if (
         problems
         or event_time is None
@@ -161,96 +140,53 @@ def parse_run_event(body: Any) -> ParsedEvent | None:
         or namespace is None
         or job_name is None
         or nominal is None
+        or owner is None
     ):
         raise InvalidEvent("; ".join(problems))
-    namespace = _NAMESPACE_SANITIZER.sub("_", namespace)
-    dag_namespace, dag_id = dag if dag is not None else (namespace, job_name)
+    assert job is not None  # a problem was reported otherwise
+    if nominal[0] is None:
+        nominal = airflow_interval(facets)
     return ParsedEvent(
         run_id=run_id,
         event_type=event_type,
         event_time=event_time,
-        namespace=namespace,
+        namespace=_NAMESPACE_SANITIZER.sub("_", namespace),
         job_name=job_name,
-        dag_namespace=_NAMESPACE_SANITIZER.sub("_", dag_namespace),
-        dag_id=dag_id,
+        dag_namespace=_NAMESPACE_SANITIZER.sub("_", owner.namespace),
+        dag_id=owner.name,
         nominal_start=nominal[0],
         nominal_end=nominal[1],
-        error_message=error,
+        error_message=error or failed_tasks_message(facets.get("airflowState")),
+        dag_run_id=owner.run_id,
+        job_type=job_type_of(job),
+        inputs=_datasets(body.get("inputs")),
+        outputs=_datasets(body.get("outputs")),
+        parent_run_id=owner.parent_run_id,
     )
 
 
-async def store_events(
-    session: AsyncSession,
-    events: Iterable[ParsedEvent],
-    *,
-    source: EventSource,
-    received_at: datetime | None = None,
-) -> int:
-    """Insert the events not stored yet, in the caller's transaction; returns how many were new.
+async def record_lineage(
+    sessions: async_sessionmaker[AsyncSession], events: list[ParsedEvent]
+) -> None:
+    """What stored run events say (jobs, their DAGs, datasets, DAG run intervals) into the
+    local lineage index, in a transaction of its own after the events' commit.
 
-    `INSERT … ON CONFLICT (run_id, event_type, event_time) DO NOTHING` on both SQLite and
-    PostgreSQL: a duplicate is skipped by the unique constraint itself, so two writers (the
-    receiver and the poller, or two bot processes) racing on one event store it once.
-
-    The nominal interval is the run's, not the event's: Airflow and Marquez's samples send the
-    `nominalTime` facet on START only (Marquez keeps it for the run), so an event without it
-    takes its run's from the batch or from rows already stored — a FAIL row names its interval.
+    The index is a cache that the reconcile with Marquez keeps whole, while the events are
+    what the bot owes alerts for: a failure here is logged and never costs an event.
     """
-    unique: dict[tuple[str, str, datetime], ParsedEvent] = {}
-    for event in events:
-        unique.setdefault(event.key, event)
-    if not unique:
-        return 0
-    at = received_at or utcnow()
-    rows = [
-        {**asdict(event), "source": source.value, "received_at": at, "processed_at": None}
-        for event in await _with_run_intervals(session, list(unique.values()))
-    ]
-    dialect = session.get_bind().dialect.name
-    if dialect == "postgresql":
-        insert: Any = postgresql_insert
-    elif dialect == "sqlite":
-        insert = sqlite_insert
-    else:
-        raise ValueError(f"run events are stored on SQLite or PostgreSQL, not {dialect}")
-    # The Core table, not the ORM entity: no ORM bookkeeping for rows nobody loads. One
-    # compiled statement, sent as SQLAlchemy's batched "insertmanyvalues" (RETURNING counts
-    # the rows actually inserted; conflicting ones return nothing).
-    statement = (
-        insert(_TABLE)
-        .on_conflict_do_nothing(index_elements=["run_id", "event_type", "event_time"])
-        .returning(_TABLE.c.id)
-    )
-    return len((await session.execute(statement, rows)).all())
-
-
-# -- helpers ----------------------------------------------------------------------------------
-
-
-async def _with_run_intervals(
-    session: AsyncSession, events: list[ParsedEvent]
-) -> list[ParsedEvent]:
-    """`events`, those without a nominal interval given their run's where it is known."""
-    missing = {e.run_id for e in events if e.nominal_start is None}
-    if not missing:
-        return events
-    known = {e.run_id: (e.nominal_start, e.nominal_end) for e in events if e.nominal_start}
-    wanted = sorted(missing - known.keys())
-    for first in range(0, len(wanted), _LOOKUP):  # bounded IN lists (bind-parameter limits)
-        found = await session.execute(
-            select(_TABLE.c.run_id, _TABLE.c.nominal_start, _TABLE.c.nominal_end).where(
-                _TABLE.c.run_id.in_(wanted[first : first + _LOOKUP]),
-                _TABLE.c.nominal_start.is_not(None),
-            )
-        )
-        for run_id, start, end in found:
-            known.setdefault(run_id, (start, end))
-    return [
-        replace(e, nominal_start=known[e.run_id][0], nominal_end=known[e.run_id][1])
-        if e.nominal_start is None and e.run_id in known
-        else e
-        for e in events
-    ]
+    if not events:
+        return
+    for attempt in (1, 2):
+        try:
+            async with sessions.begin() as session:
+                await record_events(session, events)
+            return
+        except IntegrityError:  # another writer added the same new job first: once more
+            if attempt == 2:
+                logger.exception("recording %d run events in the lineage index failed", len(events))
+        except Exception:
+            logger.exception("recording %d run events in the lineage index failed", len(events))
+            return
 
 
 def _check(problems: list[str], read: Callable[[], _T]) -> _T | None:
@@ -318,24 +254,84 @@ def _name(owner: dict[str, Any], key: str, path: str) -> str:
     return value
 
 
-def _parent_job(facet: Any, job_name: str | None) -> tuple[str, str] | None:
-    """(namespace, name) of the parent facet's job, the DAG a task rolls up to.
+def _owner(
+    facets: dict[str, Any],
+    job: dict[str, Any] | None,
+    namespace: str | None,
+    job_name: str | None,
+    run_id: str | None,
+) -> Owner | None:
+    """The DAG and DAG run the event belongs to (`bot/domain/producers.py` has the rules).
 
-    Airflow's parent facet may also name a `root` (the DAG run of a nested run); the direct
-    parent is what Marquez files the task under, so it is what the bot rolls up to.
+    The `parent` facet is checked as the spec requires it (its job and run are required); a
+    malformed `root`, optional in the spec, is ignored rather than refused.
     """
+    parent = _link(facets.get("parent"), "run.facets.parent.", job_name, strict=True)
+    if job is None or namespace is None or job_name is None or run_id is None:
+        return None
+    root = None
+    if isinstance(facets.get("parent"), dict):
+        try:
+            root = _link(facets["parent"].get("root"), "run.facets.parent.root.", None)
+        except InvalidEvent:
+            root = None
+    return owner_of(
+        namespace=namespace,
+        name=job_name,
+        run_id=run_id,
+        job_type=job_type_of(job),
+        facets=facets,
+        parent=parent,
+        root=root,
+    )
+
+
+def _link(facet: Any, where: str, job_name: str | None, *, strict: bool = False) -> RunLink | None:
+    """A `parent` (or `parent.root`) reference: its job and, when well formed, its run id."""
     if facet is None:
         return None
     if not isinstance(facet, dict) or not isinstance(facet.get("job"), dict):
-        raise InvalidEvent("run.facets.parent.job must be an object")
+        raise InvalidEvent(f"{where}job must be an object")
     job = facet["job"]
-    namespace = _name(job, "namespace", "run.facets.parent.job.")
-    name = _name(job, "name", "run.facets.parent.job.")
+    namespace = _name(job, "namespace", f"{where}job.")
+    name = _name(job, "name", f"{where}job.")
     # Old Airflow integrations reported the parent under the task's own `dag.task` name;
     # Marquez then takes everything before the last dot (Utils.parseParentJobName).
     if name == job_name and "." in name:
         name = name[: name.rfind(".")]
-    return namespace, name
+    run = facet.get("run")
+    raw = run.get("runId") if isinstance(run, dict) else None
+    try:
+        run_id = str(uuid.UUID(raw)) if isinstance(raw, str) else None
+    except ValueError:
+        run_id = None
+    if strict and run_id is None and raw is not None and not isinstance(raw, str):
+        raise InvalidEvent(f"{where}run.runId must be a string")
+    return RunLink(namespace, name, run_id)
+
+
+def _datasets(value: Any) -> tuple[DatasetName, ...]:
+    """(namespace, name) of each well-formed dataset in `inputs`/`outputs`; others are skipped
+    (the watcher needs runs; a malformed dataset costs only a lineage edge)."""
+    if not isinstance(value, list):
+        return ()
+    found: list[DatasetName] = []
+    for item in value[:_DATASETS_MAX]:
+        if not isinstance(item, dict):
+            continue
+        namespace, name = item.get("namespace"), item.get("name")
+        if (
+            isinstance(namespace, str)
+            and isinstance(name, str)
+            and namespace.strip()
+            and name.strip()
+            and len(namespace) <= NAME_MAX
+            and len(name) <= NAME_MAX
+            and _storable(namespace)
+            and _storable(name)
+        ):
+            found.append((namespace, name))
+    return tuple(dict.fromkeys(found))
 
 
 def _nominal(facet: Any) -> tuple[datetime | None, datetime | None]:

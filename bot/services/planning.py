@@ -7,13 +7,19 @@ import asyncio
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import networkx as nx
 
 from bot.clients.marquez import MarquezClient, MarquezNotFound, job_node_id
 from bot.config import BotConfig, Report
-from bot.domain.lineage import LineageGraph, affected_dags, catalog_nodes, settled_jobs
+from bot.domain.lineage import (
+    Affected,
+    LineageGraph,
+    affected_dags,
+    catalog_nodes,
+    settled_jobs,
+)
 from bot.domain.model import DagRef, DatasetRef
 from bot.domain.planner import Plan, check_size, make_plan, resolve_exclusions
 from bot.domain.ranges import parse_range
@@ -51,11 +57,39 @@ class Impact:
     reports: tuple[ReportHit, ...]
     owners: dict[DagRef, tuple[str, ...]]
 
+    @classmethod
+    def of(
+        cls,
+        affected: Affected,
+        datasets: Sequence[DatasetRef],
+        config: BotConfig,
+        owners_of: Callable[[DagRef], tuple[str, ...]],
+    ) -> Impact:
+        """The impact of `affected.root`, whichever lineage (index or crawl) it came from."""
+        return cls(
+            root=affected.root,
+            downstream=affected.downstream,
+            datasets=tuple(datasets),
+            reports=tuple(ReportHit(r, d) for r, d in config.reports_reading(datasets)),
+            owners={dag: owners_of(dag) for dag in affected.order},
+        )
+
     @property
     def teams(self) -> tuple[str, ...]:
         named = [t for dag in (self.root, *self.downstream) for t in self.owners.get(dag, ())]
         named += [hit.report.team for hit in self.reports if hit.report.team]
         return tuple(sorted(set(named)))
+
+
+class PlanSource(Protocol):
+    """What the services ask of a planner: `Planner` (Marquez crawl, the CLI) or
+    `IndexPlanner` (the local lineage index, `serve`)."""
+
+    async def resolve(self, name: str, namespace: str | None = None) -> DagRef: ...
+
+    async def plan(self, request: PlanRequest) -> Plan: ...
+
+    async def impact(self, name: str, namespace: str | None = None) -> Impact: ...
 
 
 async def _bounded(calls: Iterable[Callable[[], Awaitable[T]]]) -> list[T]:
@@ -198,12 +232,4 @@ class Planner:
         lineage = await self.lineage(root)
         affected = affected_dags(lineage.dags, root)
         datasets = sorted({d for dag in affected.order for d in lineage.outputs.get(dag, ())})
-        owners_of = self.owners(await self.catalog())
-        reports = tuple(ReportHit(r, d) for r, d in self.config.reports_reading(datasets))
-        return Impact(
-            root=root,
-            downstream=affected.downstream,
-            datasets=tuple(datasets),
-            reports=reports,
-            owners={dag: owners_of(dag) for dag in affected.order},
-        )
+        return Impact.of(affected, datasets, self.config, self.owners(await self.catalog()))

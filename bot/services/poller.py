@@ -2,12 +2,16 @@
 
 Marquez has no webhooks (shared/fixtures/marquez/NOTES.md §1.12), so the watcher reads
 `GET /api/v1/events/lineage?after=…&sortDirection=asc` every `watch.poll_interval_s`. Each poll
-re-reads `watch.overlap_s` before its cursor, because `after` filters on the event's own
-eventTime and late events carry old ones; re-read events are dropped by the store's identity
-(run id, event type, event time). A FAIL followed by a COMPLETE before the next poll is two
-events in the feed, so both are stored: nothing depends on a job's latest state.
+re-reads from the start of the `watch.late_bucket_s` bucket holding cursor − `watch.overlap_s`,
+because `after` filters on the event's own eventTime and late events carry old ones; events
+later than that are found by the late-event sweep (bot/services/late_sweep.py), which keeps
+Marquez's count of each bucket behind the read and re-reads a bucket whose count changed.
+Re-read events are dropped by the store's identity (run id, event type, event time). A FAIL
+followed by a COMPLETE before the next poll is two events in the feed, so both are stored:
+nothing depends on a job's latest state.
 
-One transaction per poll stores the events and moves the cursor to the newest eventTime read
+One transaction per poll stores the events, the sweep's counts, and moves the cursor to the
+newest eventTime read by the main read
 (never past the clock: a producer whose clock runs ahead must not make the poller skip what
 comes next), so a restart neither loses nor re-reads anything. The transaction opens with an
 UPDATE of the cursor row, which locks it (a PostgreSQL row lock, SQLite's write lock) until
@@ -24,9 +28,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -41,13 +44,9 @@ from bot.clients.marquez import MarquezClient, MarquezError
 from bot.config import Watch
 from bot.messages import SENTENCE, clip  # importing it also registers the |mrkdwn filter
 from bot.render import environment
-from bot.services.ingest import (
-    InvalidEvent,
-    ParsedEvent,
-    parse_event_time,
-    parse_run_event,
-    store_events,
-)
+from bot.services.feed import MAX_PAGES, Batch, FeedReader
+from bot.services.ingest import ParsedEvent, store_events
+from bot.services.late_sweep import LateSweep, SweepRun, store_late
 from bot.slack_limits import check_message
 from bot.store.models import utcnow
 from bot.store.outbox import enqueue
@@ -67,23 +66,10 @@ logger = logging.getLogger(__name__)
 
 MAX_BACKOFF_S = 300.0
 """Longest wait between two tries while Marquez is failing."""
-MAX_PAGES = 200
-"""Pages one poll reads at most; a longer backlog is read on by the following polls."""
 FETCH_TIMEOUT_S = 120.0
-"""One poll's reads must finish within this, however Marquez trickles its answers."""
+"""One poll's reads (the sweep's included) must finish within this, however slow Marquez is."""
 _FAILURES = (MarquezError, TimeoutError, aiohttp.ClientError)
-_REPORTED_INVALID_MAX = 10_000
 _ERROR_MAX = 500  # watch_cursors.last_error
-
-
-@dataclass
-class _Batch:
-    """What one poll read: the usable run events and the newest eventTime among all events."""
-
-    events: list[ParsedEvent] = field(default_factory=list)
-    newest: datetime | None = None
-    pages: int = 0
-    skipped: int = 0
 
 
 class MarquezPoller:
@@ -97,6 +83,7 @@ class MarquezPoller:
         *,
         clock: Callable[[], datetime] = utcnow,
         on_stored: Callable[[], None] = lambda: None,
+        on_events: Callable[[list[ParsedEvent]], Awaitable[None]] | None = None,
         cursor_name: str = "marquez",
         max_backoff_s: float = MAX_BACKOFF_S,
         fetch_timeout_s: float = FETCH_TIMEOUT_S,
@@ -106,6 +93,7 @@ class MarquezPoller:
         self._watch = watch
         self._clock = clock
         self._on_stored = on_stored
+        self._on_events = on_events
         self._name = cursor_name
         self._max_backoff_s = max_backoff_s
         self._fetch_timeout_s = fetch_timeout_s
@@ -113,7 +101,8 @@ class MarquezPoller:
         self._boot = clock()
         self._failures = 0  # consecutive failed polls of this process
         self._next_try: datetime | None = None
-        self._reported_invalid: set[tuple[Any, Any, Any]] = set()
+        self._feed = FeedReader(watch.page_size)
+        self._late = LateSweep(watch, self._feed)
         self._stored: dict[tuple[str, str, datetime], datetime] = {}
 
     @property
@@ -132,21 +121,42 @@ class MarquezPoller:
         slack = timedelta(seconds=self._watch.poll_interval_s / 2)
         if self._next_try is not None and started < self._next_try - slack:
             return 0
-        position = await self._position(started)
+        position, late_counts = await self._position(started)
+        sweep = self._late.begin(started, position, late_counts)
+        read_from = position - self._overlap if sweep is None else sweep.read_from
         try:
-            async with asyncio.timeout(self._fetch_timeout_s):
-                batch = await self._read(position - self._overlap)
+            async with self._client_factory() as client:
+                async with asyncio.timeout(self._fetch_timeout_s):
+                    if sweep is not None:
+                        await sweep.count_fresh(client)  # before the main read covering them
+                    batch = await self._feed.read(client, read_from)
+                if sweep is not None:
+                    sweep.main_read(batch)
+                    await self._sweep(sweep, client)
         except _FAILURES as exc:
             await self._failed(started, position, exc)
             return 0
-        new = await self._commit(batch, self._clock())
+        late = sweep.found if sweep is not None else []
+        new, stored = await self._commit(batch, read_from, sweep, late, self._clock())
         self._failures, self._next_try = 0, None
+        if stored and self._on_events is not None:
+            await self._on_events(stored)  # after the commit: never at the events' expense
         if new:
             try:
                 self._on_stored()
             except Exception:  # the events are stored; their processor finds them later
                 logger.exception("waking the incident processor failed")
         return new
+
+    async def _sweep(self, sweep: SweepRun, client: MarquezClient) -> None:
+        """The late-event sweep, on its own time budget: a large late flush is read over
+        several polls (what one poll read is kept, the rest stays changed in the counts), and
+        it never holds back the main read's events or fails the poll."""
+        try:
+            async with asyncio.timeout(self._fetch_timeout_s):
+                await sweep.sweep(client)
+        except _FAILURES as exc:
+            logger.warning("late-event sweep cut short (%s); the next poll reads on", _reason(exc))
 
     def schedule(self, scheduler: AsyncIOScheduler) -> None:
         """Poll every `watch.poll_interval_s` on `scheduler` (APScheduler 3), first at once;
@@ -177,72 +187,20 @@ class MarquezPoller:
         except Exception:  # the scheduler keeps polling; the next tick tries again
             logger.exception("polling Marquez events failed")
 
-    # -- reading ------------------------------------------------------------------------------
-
-    async def _read(self, after: datetime) -> _Batch:
-        """Pages of events with eventTime >= after, oldest first, until a short page.
-
-        One `after` for the whole poll and offsets within it: `totalCount` also counts dataset
-        and job events, so only a short page says the feed is exhausted. A server that ignores
-        the offset (the same full page twice) ends the poll rather than looping.
-        """
-        size = self._watch.page_size
-        batch = _Batch()
-        previous: list[dict[str, Any]] | None = None
-        async with self._client_factory() as client:
-            while batch.pages < MAX_PAGES:
-                page = await client.lineage_events(
-                    after=after, sort_direction="asc", limit=size, offset=batch.pages * size
-                )
-                batch.pages += 1
-                if page.events and page.events == previous:
-                    logger.warning("Marquez ignored the offset of its event feed; poll ends here")
-                    break
-                for body in page.events:
-                    self._take(batch, body)
-                if len(page.events) < size:
-                    return batch
-                previous = page.events
-        logger.info("read %d pages of Marquez events; the next poll reads on", batch.pages)
-        return batch
-
-    def _take(self, batch: _Batch, body: dict[str, Any]) -> None:
-        try:
-            # Even an event the bot cannot use has been read: the cursor may pass it.
-            when = parse_event_time(body.get("eventTime"))
-            batch.newest = when if batch.newest is None else max(batch.newest, when)
-            event = parse_run_event(body)
-        except InvalidEvent as exc:
-            batch.skipped += 1
-            self._report_invalid(body, exc)
-            return
-        if event is not None:
-            batch.events.append(event)
-
-    def _report_invalid(self, body: dict[str, Any], exc: InvalidEvent) -> None:
-        # Once per event, not once per poll that re-reads it within the overlap.
-        run = body.get("run")
-        key = (repr(run.get("runId") if isinstance(run, dict) else None),
-               repr(body.get("eventType")), repr(body.get("eventTime")))  # fmt: skip
-        if key in self._reported_invalid:
-            return
-        if len(self._reported_invalid) >= _REPORTED_INVALID_MAX:
-            self._reported_invalid.clear()
-        self._reported_invalid.add(key)
-        logger.warning("skipping a Marquez event the watcher cannot use: %s", exc)
-
     # -- the cursor -----------------------------------------------------------------------------
 
-    async def _position(self, now: datetime) -> datetime:
-        """The cursor; the first poll ever starts at `start_from`, else `lookback_s` before boot."""
-        query = select(WatchCursor.position).where(WatchCursor.name == self._name)
+    async def _position(self, now: datetime) -> tuple[datetime, object]:
+        """The cursor and the sweep's counts; the first poll ever starts at `start_from`, else
+        `lookback_s` before boot."""
+        query = select(WatchCursor.position, WatchCursor.late_counts).where(
+            WatchCursor.name == self._name
+        )
         async with self._sessions.begin() as session:
-            position = await session.scalar(query)
-            if position is None:
+            row = (await session.execute(query)).one_or_none()
+            if row is None:
                 await self._create_cursor(session, now)
-                position = await session.scalar(query)
-        assert position is not None  # created just above if it was missing
-        return position
+                row = (await session.execute(query)).one()
+        return row.position, row.late_counts
 
     def _start(self) -> datetime:
         start = self._watch.start_from
@@ -266,8 +224,17 @@ class MarquezPoller:
             .on_conflict_do_nothing(index_elements=["name"])
         )
 
-    async def _commit(self, batch: _Batch, now: datetime) -> int:
-        """Store the events and move the cursor in one transaction; announce a recovery."""
+    async def _commit(
+        self,
+        batch: Batch,
+        read_from: datetime,
+        sweep: SweepRun | None,
+        late: list[list[ParsedEvent]],
+        now: datetime,
+    ) -> tuple[int, list[ParsedEvent]]:
+        """Store the events and the sweep's counts, move the cursor, in one transaction;
+        announce a recovery. Returns how many events were new, and the events as stored."""
+        stored: list[ParsedEvent] = []
         async with self._sessions.begin() as session:
             # The first statement writes, so the row (SQLite: the database) is ours until
             # commit; `updated_at` is when the position or reachability last changed.
@@ -276,12 +243,24 @@ class MarquezPoller:
                     update(WatchCursor)
                     .where(WatchCursor.name == self._name)
                     .values(failures=0, last_error=None)
-                    .returning(WatchCursor.position, WatchCursor.reachable, WatchCursor.updated_at)
+                    .returning(
+                        WatchCursor.position,
+                        WatchCursor.reachable,
+                        WatchCursor.updated_at,
+                        WatchCursor.late_counts,
+                    )
                 )
             ).one()
             fresh = [event for event in batch.events if event.key not in self._stored]
-            new = await store_events(session, fresh, source=EventSource.MARQUEZ, received_at=now)
+            new = await store_events(
+                session, fresh, source=EventSource.MARQUEZ, received_at=now, resolved=stored
+            )
+            late_fresh = [[e for e in events if e.key not in self._stored] for events in late]
+            new += await store_late(session, late_fresh, now, resolved=stored)
             changes: dict[str, Any] = {}
+            counts = None if sweep is None else sweep.state()
+            if counts != row.late_counts:
+                changes.update(late_counts=counts)
             if batch.newest is not None and min(batch.newest, now) > row.position:
                 changes.update(position=min(batch.newest, now), updated_at=now)
             if not row.reachable:
@@ -296,16 +275,15 @@ class MarquezPoller:
                 await session.execute(
                     update(WatchCursor).where(WatchCursor.name == self._name).values(**changes)
                 )
-        self._remember(batch.events, changes.get("position", row.position))
+        self._remember(batch.events, read_from)
         if batch.skipped:
             logger.info("Marquez poll: %d events skipped as unusable", batch.skipped)
-        return new
+        return new, stored
 
-    def _remember(self, events: list[ParsedEvent], position: datetime) -> None:
-        """Keep the keys of committed events the next poll may read again (its overlap), so an
-        idle poll writes no rows; the database's unique key stays the rule, this only saves
-        work."""
-        horizon = position - self._overlap
+    def _remember(self, events: list[ParsedEvent], horizon: datetime) -> None:
+        """Keep the keys of committed events the next poll may read again (it starts at or
+        after this one's `read_from`), so an idle poll writes no rows; the database's unique
+        key stays the rule, this only saves work."""
         self._stored.update((e.key, e.event_time) for e in events)
         self._stored = {key: at for key, at in self._stored.items() if at >= horizon}
 

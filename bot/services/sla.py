@@ -60,9 +60,7 @@ def history(events: list[RunEvent]) -> dict[DagRef, list[RunFacts]]:
 
 
 def _when(interval: Interval) -> str:
-    if interval.end - interval.start == timedelta(days=1) and interval.start.hour == 0:
-        return interval.start.date().isoformat()
-    return f"{interval.start:%Y-%m-%d %H:%M} → {interval.end:%Y-%m-%d %H:%M}"
+    return messages_watch.interval_words(interval.start, interval.end)
 
 
 class SlaService:

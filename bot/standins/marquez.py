@@ -13,6 +13,7 @@ import contextlib
 import json
 import re
 import uuid
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from types import MappingProxyType
@@ -47,6 +48,9 @@ SEEDS: Mapping[str, Callable[[], list[dict[str, Any]]]] = MappingProxyType(
 )
 
 STATE: web.AppKey[MarquezState] = web.AppKey("marquez_state", MarquezState)
+REQUESTS: web.AppKey[deque[str]] = web.AppKey("marquez_requests", deque)
+"""The latest requests received, as `METHOD /path?query` (tests count what a client asked)."""
+_REQUESTS_KEPT = 100_000
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 _RUN_STATES = ("NEW", "RUNNING", "COMPLETED", "ABORTED", "FAILED", "OTHER")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -69,6 +73,14 @@ def _reply(body: JsonDict | None, status: int = 200) -> web.Response:
     if body is None:
         return web.Response(status=status)
     return web.json_response(body, status=status)
+
+
+@web.middleware
+async def _log(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    request.app[REQUESTS].append(f"{request.method} {request.path_qs}")
+    return await handler(request)
 
 
 @web.middleware
@@ -316,8 +328,9 @@ async def _dataset(request: web.Request) -> web.Response:
 
 def create_app(state: MarquezState | None = None) -> web.Application:
     """The aiohttp application serving Marquez's `/api/v1` routes over `state`."""
-    app = web.Application(middlewares=[_errors])
+    app = web.Application(middlewares=[_log, _errors])
     app[STATE] = state if state is not None else MarquezState()
+    app[REQUESTS] = deque(maxlen=_REQUESTS_KEPT)
     ns = "/api/v1/namespaces/{namespace}"
     app.router.add_post("/api/v1/lineage", _post_lineage)
     app.router.add_get("/api/v1/lineage", _get_lineage)
@@ -344,8 +357,20 @@ class StandInServer:
         self.state = state
         self._runner = runner
 
+    @property
+    def requests(self) -> list[str]:
+        """The requests received so far (the latest 100,000), as `METHOD /path?query`."""
+        log: deque[str] = _runner_app(self._runner)[REQUESTS]
+        return list(log)
+
     async def stop(self) -> None:
         await self._runner.cleanup()
+
+
+def _runner_app(runner: web.AppRunner) -> web.Application:
+    app = runner.app
+    assert isinstance(app, web.Application)
+    return app
 
 
 def seeded_state(seed: str | None) -> MarquezState:

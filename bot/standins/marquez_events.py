@@ -209,10 +209,13 @@ def parse_node_id(value: str) -> tuple[str, str, str]:
 
 
 def event_kind(body: JsonDict) -> str:
+    """Marquez compares the schemaURL's last path segment only, so `#/definitions/JobEvent`
+    (OpenLineage 1.x) and `#/$defs/JobEvent` (2.x) are both job events."""
     schema_url = body.get("schemaURL")
-    if isinstance(schema_url, str) and schema_url.endswith("/definitions/DatasetEvent"):
+    last = schema_url.rsplit("/", 1)[-1] if isinstance(schema_url, str) else None
+    if last == "DatasetEvent":
         return DATASET_EVENT
-    if isinstance(schema_url, str) and schema_url.endswith("/definitions/JobEvent"):
+    if last == "JobEvent":
         return JOB_EVENT
     return RUN_EVENT
 
@@ -330,8 +333,8 @@ class _Binder:
             where = f"{path}facets.schema.fields[{index}]."
             entry = _object(item, where.rstrip("."))
             if entry is not None:
+                # Only the name is required: Marquez 0.51 keeps a field without a type.
                 self.required(entry, "name", where)
-                self.required(entry, "type", where)
 
     def datasets(self, obj: JsonDict, key: str, io_key: str) -> tuple[DatasetRef, ...]:
         items = _array(obj.get(key), key) or []

@@ -7,6 +7,7 @@ in Marquez 0.51.1 (see shared/fixtures/marquez/NOTES.md, section 1.4). Rendering
 
 from __future__ import annotations
 
+import bisect
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -154,6 +155,14 @@ class MarquezState:
         self.runs: dict[UUID, Run] = {}
         self.datasets: dict[Key, Dataset] = {}
         self.events: list[StoredEvent] = []
+        """In the order received; `events_between` reads them by eventTime."""
+        self._by_time: list[tuple[datetime, int]] = []  # (eventTime, seq): lineage_events' index
+
+    def events_between(self, after: datetime, before: datetime) -> list[StoredEvent]:
+        """Events with `after <= eventTime < before`, by eventTime (then as received)."""
+        lo = bisect.bisect_left(self._by_time, (after, -1))
+        hi = bisect.bisect_left(self._by_time, (before, -1))
+        return [self.events[seq] for _, seq in self._by_time[lo:hi]]
 
     def ingest(self, body: Any) -> None:
         """Ingest one OpenLineage event (as POST /api/v1/lineage would).
@@ -166,6 +175,7 @@ class MarquezState:
         self._check_namespaces(event)
         stored = StoredEvent(len(self.events), event.kind, event.event_time.instant, body)
         self.events.append(stored)
+        bisect.insort(self._by_time, (stored.event_time, stored.seq))
         if event.kind == DATASET_EVENT:
             self._dataset_event(event)
         elif event.kind == JOB_EVENT:

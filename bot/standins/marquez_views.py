@@ -343,9 +343,12 @@ def events_page(
     limit: int,
     offset: int,
 ) -> tuple[list[JsonDict], int]:
-    """Events with after <= eventTime < before; RUN events listed, every kind counted."""
-    window = [e for e in state.events if after <= e.event_time < before]
-    listed = sorted((e for e in window if e.kind == RUN_EVENT), key=lambda e: (e.event_time, e.seq))
+    """Events with after <= eventTime < before; RUN events listed, every kind counted (also
+    with `limit=0`, which Marquez accepts: the count alone)."""
+    window = state.events_between(after, before)
+    if limit == 0:
+        return [], len(window)
+    listed = [e for e in window if e.kind == RUN_EVENT]
     if not ascending:
         listed.reverse()
     return [e.body for e in listed[offset : offset + limit]], len(window)

@@ -4,7 +4,10 @@
 the tables; `repository` is the API services call, inside a transaction the caller owns.
 """
 
-from bot.store import watch_models  # noqa: F401  (registers the watcher's tables)
+from bot.store import (
+    lineage_models,  # noqa: F401  (registers the lineage index tables)
+    watch_models,  # noqa: F401  (registers the watcher's tables)
+)
 from bot.store.db import (
     async_url,
     downgrade,

@@ -36,6 +36,11 @@ class RunEvent(Base):
     nominal_start: Mapped[datetime | None] = mapped_column(UTCDateTime())
     nominal_end: Mapped[datetime | None] = mapped_column(UTCDateTime())
     error_message: Mapped[str | None] = mapped_column(String(2000))
+    dag_run_id: Mapped[str | None] = mapped_column(String(64))
+    """The DAG run this event belongs to (its own run for a DAG, the root's or the parent's
+    for a task or a Spark job under it): a task's FAIL and its DAG's FAIL are one failure."""
+    job_type: Mapped[str | None] = mapped_column(String(32))
+    """`JobTypeJobFacet.jobType` (DAG, TASK, APPLICATION, JOB, QUERY, …) as the producer said."""
     source: Mapped[str] = mapped_column(String(16))
     received_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     processed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
@@ -46,6 +51,7 @@ class RunEvent(Base):
         Index("ix_run_events_processed_at_id", "processed_at", "id"),
         Index("ix_run_events_dag_id_nominal_start", "dag_id", "nominal_start"),
         Index("ix_run_events_event_time", "event_time"),
+        Index("ix_run_events_dag_run_id", "dag_run_id"),
     )
 
 
@@ -59,6 +65,9 @@ class WatchCursor(Base):
     reachable: Mapped[bool] = mapped_column(default=True)
     failures: Mapped[int] = mapped_column(Integer, default=0)
     last_error: Mapped[str | None] = mapped_column(String(500))
+    late_counts: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    """The late-event sweep's per-bucket event counts of the feed behind the cursor (see
+    `bot/services/late_sweep.py`): a count that changes means an event arrived late there."""
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
@@ -89,6 +98,10 @@ class Incident(Base):
     grouped: Mapped[int] = mapped_column(Integer, default=0)
     """Failures downstream that joined this incident instead of alerting on their own."""
     error_message: Mapped[str | None] = mapped_column(String(2000))
+    dag_run_id: Mapped[str | None] = mapped_column(String(64))
+    """The failed DAG run: its task failures and the DAG's own failure count once."""
+    error_job: Mapped[str | None] = mapped_column(String(1024))
+    """The job whose failure `error_message` is: the first real error of the DAG run."""
     failed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     """Event time of the latest failure: only a success after it resolves the incident."""
     impact: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)

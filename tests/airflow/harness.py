@@ -1,18 +1,24 @@
 """A real Apache Airflow 3.3.2 for tests: installed once, started fresh per test session.
 
-`start_airflow()` installs `apache-airflow[postgres]` into `var/airflow-venv` (once, under a file
-lock, finished by a stamp file) and makes a new PostgreSQL database: a copy of a migrated
-template database kept on the server (`airflow_test_template_<version>`, made by the first start
-with `airflow db migrate`). It then starts `api-server`, `scheduler` and `dag-processor` as
-separate processes bound to 127.0.0.1 on a free port, each in its own process group, with logs
-under `<home>/logs/`. On exit it stops them by process group (SIGTERM, then SIGKILL), kills any
-task process left with the same AIRFLOW_HOME, drops the database and removes the home.
+`start_airflow()` installs `apache-airflow[postgres]` and `apache-airflow-providers-openlineage`
+into `var/airflow-venv` (once, under a file lock, finished by a stamp file naming both pins; a
+venv installed for other pins is brought to these in place) and makes a new PostgreSQL
+database: a copy of a migrated template database kept on the server
+(`airflow_test_template_<version>`, made by the first start with `airflow db migrate`). It then
+starts `api-server`, `scheduler` and `dag-processor` as separate processes bound to 127.0.0.1 on
+a free port, each in its own process group, with logs under `<home>/logs/`. On exit it stops
+them by process group (SIGTERM, then SIGKILL), kills any task process left with the same
+AIRFLOW_HOME, drops the database and removes the home.
 
 Homes live under `var/airflow-test/`; each records its owner (the pytest process) and its
 processes in `harness.json`, so a later start cleans up after a run that was killed before its
 finalizers ran; the processes also get SIGTERM from the kernel when the test process dies.
 Scheduled runs are off (`[scheduler] use_job_schedule = False`): only runs that a test triggers
 or backfills run.
+
+OpenLineage is off (`[openlineage] disabled = True`) unless `start_airflow(openlineage_url=...)`
+names a receiver: then every DAG run and task reports to `<url>/api/v1/lineage` over HTTP (task
+events are sent by the task's worker process, DAG run events by the scheduler).
 """
 
 from __future__ import annotations
@@ -43,11 +49,19 @@ import psycopg
 
 AIRFLOW_VERSION = "3.3.2"
 AIRFLOW_REQUIREMENT = f"apache-airflow[postgres]=={AIRFLOW_VERSION}"
+# The newest provider that resolves with Airflow 3.3.2 (it brings openlineage-python 1.54.0).
+OPENLINEAGE_PROVIDER_VERSION = "2.20.3"
+OPENLINEAGE_REQUIREMENT = f"apache-airflow-providers-openlineage=={OPENLINEAGE_PROVIDER_VERSION}"
+REQUIREMENTS = (AIRFLOW_REQUIREMENT, OPENLINEAGE_REQUIREMENT)
 REPO_ROOT = Path(__file__).resolve().parents[2]
 VAR_DIR = REPO_ROOT / "var"
 VENV_DIR = VAR_DIR / "airflow-venv"
 HOMES_DIR = VAR_DIR / "airflow-test"
-STAMP = VENV_DIR / f".installed-{AIRFLOW_REQUIREMENT.replace('[', '-').replace(']', '')}"
+STAMP = VENV_DIR / (
+    ".installed-" + "+".join(r.replace("[", "-").replace("]", "") for r in REQUIREMENTS)
+)
+OPENLINEAGE_NAMESPACE = "airflow-test"
+"""The job namespace of every DAG and task when OpenLineage is on (`[openlineage] namespace`)."""
 DEFAULT_DAGS_FOLDERS = (
     REPO_ROOT / "pipeline" / "food_delivery" / "dags",
     REPO_ROOT / "tests" / "airflow" / "dags",
@@ -206,40 +220,66 @@ def airflow_executable() -> Path:
 
 
 def ensure_installed() -> Path:
-    """Install Airflow into `var/airflow-venv` unless a finished install is there; the binary."""
+    """Install `REQUIREMENTS` into `var/airflow-venv` unless a finished install is there.
+
+    A venv finished for other pins (an older stamp) is brought to these in place by pip, which
+    leaves an Airflow started from it by another test run working; a missing or unfinished venv,
+    or one pip cannot update, is made afresh. Returns the `airflow` binary.
+    """
     with _file_lock(VAR_DIR / "airflow-venv.lock"):
         if STAMP.exists() and airflow_executable().exists():
             return airflow_executable()
-        if VENV_DIR.exists():
-            shutil.rmtree(VENV_DIR)
         log = VAR_DIR / "airflow-venv-install.log"
         started = time.monotonic()
-        commands = [
-            [sys.executable, "-m", "venv", str(VENV_DIR)],
-            [str(VENV_DIR / "bin" / "python"), "-m", "pip", "install", AIRFLOW_REQUIREMENT],
-        ]
+        old_stamps = list(VENV_DIR.glob(".installed-*"))
+        how = f"updated in place from {', '.join(s.name for s in old_stamps)}"
         with log.open("w") as out:
-            for command in commands:
-                try:
-                    result = subprocess.run(
-                        command,
-                        stdout=out,
-                        stderr=subprocess.STDOUT,
-                        timeout=INSTALL_TIMEOUT_S,
-                        check=False,
-                        env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
-                    )
-                except subprocess.TimeoutExpired as exc:
-                    raise AirflowHarnessError(
-                        f"installing {AIRFLOW_REQUIREMENT} took over {INSTALL_TIMEOUT_S:g}s"
-                    ) from exc
-                if result.returncode != 0:
-                    raise AirflowHarnessError(
-                        f"installing {AIRFLOW_REQUIREMENT} failed ({' '.join(command[:3])}...):\n"
-                        + _tail_file(log, 30, skip="is ignored: it is neither a file")
-                    )
-        STAMP.write_text(f"{AIRFLOW_REQUIREMENT}\ninstalled in {time.monotonic() - started:.1f}s\n")
+            updated = bool(old_stamps) and airflow_executable().exists()
+            if updated:
+                updated = _run_install_step(_pip_install(), out, log, fail=False)
+            if not updated:
+                if VENV_DIR.exists():
+                    shutil.rmtree(VENV_DIR)
+                _run_install_step([sys.executable, "-m", "venv", str(VENV_DIR)], out, log)
+                _run_install_step(_pip_install(), out, log)
+                how = "installed"
+        for old in old_stamps:
+            old.unlink(missing_ok=True)
+        STAMP.write_text(
+            "\n".join([*REQUIREMENTS, f"{how} in {time.monotonic() - started:.1f}s\n"])
+        )
         return airflow_executable()
+
+
+def _pip_install() -> list[str]:
+    return [str(VENV_DIR / "bin" / "python"), "-m", "pip", "install", *REQUIREMENTS]
+
+
+def _run_install_step(command: list[str], out: Any, log: Path, *, fail: bool = True) -> bool:
+    """Run one install command with its output in `log`; False (or raise, with `fail`) if it
+    fails."""
+    what = " and ".join(REQUIREMENTS)
+    try:
+        result = subprocess.run(
+            command,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            timeout=INSTALL_TIMEOUT_S,
+            check=False,
+            env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
+        )
+    except subprocess.TimeoutExpired as exc:
+        if not fail:
+            return False
+        raise AirflowHarnessError(f"installing {what} took over {INSTALL_TIMEOUT_S:g}s") from exc
+    if result.returncode == 0:
+        return True
+    if not fail:
+        return False
+    raise AirflowHarnessError(
+        f"installing {what} failed ({' '.join(command[:3])}...):\n"
+        + _tail_file(log, 30, skip="is ignored: it is neither a file")
+    )
 
 
 def _tail_file(path: Path, lines: int, *, skip: str | None = None) -> str:
@@ -429,6 +469,30 @@ def _looks_like_dag_file(path: Path) -> bool:
     return "airflow" in text and "dag" in text
 
 
+def openlineage_env(url: str | None, *, api_key: str | None = None) -> dict[str, str]:
+    """`[openlineage]` settings: off without `url`, else HTTP to `<url>/api/v1/lineage`.
+
+    The provider's defaults stay otherwise (all operators, source code facets, a 10 s
+    `execution_timeout` for the worker's forked emitter). Task events are sent from the task's
+    worker process, DAG run events from a process pool of the scheduler.
+    """
+    if url is None:
+        return {"AIRFLOW__OPENLINEAGE__DISABLED": "True"}
+    transport: dict[str, Any] = {
+        "type": "http",
+        "url": url.rstrip("/"),
+        "endpoint": "api/v1/lineage",
+        "timeout": 5,
+    }
+    if api_key is not None:
+        transport["auth"] = {"type": "api_key", "apiKey": api_key}
+    return {
+        "AIRFLOW__OPENLINEAGE__DISABLED": "False",
+        "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(transport),
+        "AIRFLOW__OPENLINEAGE__NAMESPACE": OPENLINEAGE_NAMESPACE,
+    }
+
+
 def _base_env(
     home: Path, port: int, db_url: str, dags: Path, extra: Mapping[str, str]
 ) -> dict[str, str]:
@@ -583,11 +647,16 @@ def start_airflow(
     extra_env: Mapping[str, str] | None = None,
     dag_ids: Iterable[str] | None = None,
     ready_timeout_s: float = READY_TIMEOUT_S,
+    openlineage_url: str | None = None,
+    openlineage_api_key: str | None = None,
 ) -> Iterator[RealAirflow]:
     """Install (once) and start a fresh Airflow 3.3.2; stop it and drop its database on exit.
 
     Ready means healthy and every DAG-looking file copied from `dags_folders` (default: the
     food_delivery DAGs if present, and tests/airflow/dags) listed by the API, plus `dag_ids`.
+    With `openlineage_url` (e.g. `http://127.0.0.1:PORT`), the OpenLineage provider sends every
+    run's events to `<openlineage_url>/api/v1/lineage` (with `openlineage_api_key` as a Bearer
+    token if given); without it, OpenLineage is disabled. `extra_env` overrides either.
     """
     ensure_installed()
     folders = [
@@ -615,7 +684,11 @@ def start_airflow(
         dags = home / "dags"
         copied = _copy_dags(folders, dags)
         port = _free_port()
-        env = _base_env(home, port, db_url, dags, extra_env or {})
+        extra = {
+            **openlineage_env(openlineage_url, api_key=openlineage_api_key),
+            **(extra_env or {}),
+        }
+        env = _base_env(home, port, db_url, dags, extra)
         airflow = RealAirflow(
             url=f"http://127.0.0.1:{port}",
             username=USERNAME,

@@ -45,6 +45,7 @@ class Bot:
     async def settle(self) -> None:
         """Let the bot finish what it does after acking, and deliver what it owes Slack."""
         await asyncio.sleep(0)
+        await self.services.incidents.settled()  # impacts edited into alerts posted without
         await self.services.sender.drain(timeout_s=20)
 
 
@@ -80,6 +81,11 @@ async def start_bot(
         }
     )
     await asyncio.to_thread(upgrade, database_url)
+    if "impact_wait_s" not in config.watch.model_fields_set:
+        # Alerts carry their impact when first posted (a loaded test machine must not make
+        # them arrive in two steps), unless a test is about exactly that.
+        watch = config.watch.model_copy(update={"impact_wait_s": 30.0})
+        config = config.model_copy(update={"watch": watch})
     services = build_services(settings, config, slack_client(settings))
     app = create_web_app(create_bolt_app(services), services)
     runner = web.AppRunner(app)
@@ -87,6 +93,9 @@ async def start_bot(
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     port = runner.addresses[0][1]
+    reconciler = services.reconciler
+    if reconciler is not None:  # plans come from the index once it holds a full reconcile
+        await eventually(lambda: reconciler.index.freshness.full_reconcile_at, timeout_s=30)
     return services, runner, f"http://127.0.0.1:{port}"
 
 

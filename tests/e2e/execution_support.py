@@ -56,9 +56,9 @@ async def finished(bot: Bot, request_id: str, *, timeout_s: float = 60) -> Backf
         request = await load(bot, request_id)
         return request if request.finished_at is not None else None
 
-    request = await eventually(done, timeout_s=timeout_s)
+    await eventually(done, timeout_s=timeout_s)
     await bot.settle()
-    return request
+    return await load(bot, request_id)  # after the sender ran: its message ts are recorded
 
 
 def status_message(bot: Bot, request: BackfillRequest) -> Any:

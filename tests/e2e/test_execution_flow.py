@@ -164,8 +164,10 @@ async def test_cancel_mid_way_cancels_airflow_work_and_skips_the_rest(
         request_id = await approve(bot, await request_backfill(bot))
         await eventually(lambda: handle_of(bot, request_id, "example.etl_orders"), timeout_s=20)
         started = await load(bot, request_id)
+        # The status message is posted by the outbox sender, which may not have run yet when
+        # the step got its handle: read its ts only after the sender has settled.
         await bot.settle()
-        status = status_message(bot, started)
+        status = status_message(bot, await load(bot, request_id))
         assert ActionId.CANCEL in buttons(status)
         reply = await bot.slack.click(
             channel_id=CHANNEL, message_ts=status.ts, action_id=ActionId.CANCEL, user_id=OWNER
@@ -199,6 +201,7 @@ async def test_a_second_overlapping_backfill_is_refused_with_the_running_ones_id
     ):
         request_id = await approve(bot, await request_backfill(bot))
         await eventually(lambda: server.state.backfills, timeout_s=20)
+        await bot.settle()  # the running backfill's status message is posted by now
         before = len(bot.slack.state.messages(CHANNEL))
         await bot.slack.slash_command(
             "example.etl_orders 2021-06-05", user_id=REQUESTER, channel_id=CHANNEL

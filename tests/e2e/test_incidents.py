@@ -5,10 +5,12 @@ them; the incident processor and everything after it run for real."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -220,3 +222,55 @@ async def test_a_downstream_failure_weeks_later_alerts_on_its_own(bot: Bot) -> N
     later = DAY + timedelta(days=30)
     await store(bot, event("example.etl_orders_7_days", day=later))
     assert len(bot.slack.state.messages(ORDERS)) == 2
+
+
+async def test_an_alert_does_not_wait_for_a_slow_impact_which_is_edited_in(bot: Bot) -> None:
+    gate = asyncio.Event()
+    real = bot.services.backfills.planners
+
+    @asynccontextmanager
+    async def slow_planners() -> AsyncIterator[Any]:
+        async with real() as planner:
+
+            class Slow:  # the lineage index still busy with a DAG it had not seen
+                async def impact(self, name: str, namespace: str | None = None) -> Any:
+                    await gate.wait()
+                    return await planner.impact(name, namespace)
+
+            yield Slow()
+
+    watch = bot.services.config.watch.model_copy(update={"impact_wait_s": 0.05})
+    config = bot.services.config.model_copy(update={"watch": watch})
+
+    def service() -> IncidentService:
+        return IncidentService(
+            bot.services.sessions,
+            config,
+            slow_planners,
+            marquez_web_url="http://marquez",
+            wake_sender=bot.services.sender.wake,
+        )
+
+    first = service()
+    async with bot.services.sessions.begin() as session:
+        session.add(event("example.etl_orders", error="disk full"))
+        session.add(event("example.etl_customers", error="no such table"))
+    assert await first.process() == 2  # neither row waits for the other's impact
+    await bot.settle()
+    alerts = bot.slack.state.messages(ORDERS)
+    assert len(alerts) == 1  # (etl_customers has no team channel)
+    assert "being worked out" in shown(alerts[0])  # posted before its impact was known
+    assert "disk full" in shown(alerts[0])
+
+    first.stop()  # a restart before the impact is known: the next process works it out
+    await asyncio.sleep(0)
+    restarted = service()
+    assert await restarted.process() == 0
+    gate.set()
+    await restarted.settled()
+    await bot.settle()
+    [alert] = bot.slack.state.messages(ORDERS)
+    assert "example.etl_delivery_7_days" in shown(alert)
+    assert "being worked out" not in shown(alert)
+    [reply] = bot.slack.state.thread(ORDERS, alert.ts)
+    assert "<!subteam^S0ANALYTIC>" in shown(reply)  # an edit notifies nobody: the reply does

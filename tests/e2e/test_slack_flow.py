@@ -40,6 +40,7 @@ async def test_slash_command_posts_a_plan_preview_with_buttons(bot: Bot) -> None
     for dag in ("example.etl_orders_7_days", "example.etl_delivery_7_days"):
         assert dag in text
     assert "example.etl_menus" not in text
+    assert "Lineage from the bot's index, last reconciled with Marquez 20" in text  # how fresh
     found = buttons(message)
     assert set(found) >= {ActionId.APPROVE, ActionId.CANCEL}
     request_id = found[ActionId.APPROVE]["value"]

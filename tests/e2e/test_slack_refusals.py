@@ -87,11 +87,16 @@ async def test_help_and_dry_run_post_nothing_in_the_channel(bot: Bot) -> None:
     assert bot.slack.state.messages(CHANNEL) == []
 
 
-async def test_marquez_down_is_a_clear_refusal(bot: Bot) -> None:
+async def test_marquez_down_plans_from_the_index_and_refuses_what_it_cannot_know(
+    bot: Bot,
+) -> None:
     await bot.marquez.stop()
-    answer = await ask(bot, "example.etl_orders 2021-06-04")
+    answer = await ask(bot, "example.etl_brand_new 2021-06-04")  # only Marquez could say
     assert "Marquez is unreachable" in answer
     assert await requests(bot) == 0
+    dry = await ask(bot, "example.etl_orders 2021-06-04 --dry-run")
+    assert "example.etl_orders_7_days" in dry
+    assert "Lineage from the bot's index, last reconciled with Marquez" in dry
 
 
 async def test_status_lists_requests_and_shows_one(bot: Bot) -> None:

@@ -130,6 +130,36 @@ async def test_a_flapping_failure_read_from_marquez_is_alerted_then_resolved(
         assert len(alerts(bot)) == 1
 
 
+async def test_a_fail_reaching_marquez_hours_late_is_alerted(tmp_path: Any) -> None:
+    """The real clock: the poller's cursor is past the FAIL's eventTime when it reaches
+    Marquez 3 h late, so only the late-event sweep can read it."""
+    database = f"sqlite:///{tmp_path / 'bot.db'}"
+    async with (
+        running_standin(seed="food_delivery") as marquez,
+        running_bot(database, marquez, config()) as bot,
+    ):
+        now = datetime.now(UTC)
+        recent = run_event(
+            "START", now, run_id=str(uuid.uuid4()), dag="example.etl_delivery_7_days"
+        )
+        recent["eventTime"] = (now - timedelta(minutes=1)).isoformat().replace("+00:00", "Z")
+        marquez.state.ingest(recent)
+        await bot.services.poller.poll_once()  # the cursor moves to a minute ago
+        day = (now - timedelta(days=2)).replace(hour=0, minute=0, second=0, microsecond=0)
+        late = run_event("FAIL", day, run_id=str(uuid.uuid4()), error="stuck in a spool")
+        late["eventTime"] = (now - timedelta(hours=3)).isoformat().replace("+00:00", "Z")
+        async with (
+            aiohttp.ClientSession() as http,  # it reaches Marquez now
+            http.post(f"{marquez.url}/api/v1/lineage", json=late) as reply,
+        ):
+            assert reply.status == 201
+        await bot.services.poller.poll_once()
+        await bot.services.incidents.process()
+        [alert] = await eventually(lambda: alerts(bot), timeout_s=20)
+        assert "stuck in a spool" in shown(alert)
+        assert day.date().isoformat() in shown(alert)
+
+
 def _on_day(event: dict[str, Any], day: datetime) -> dict[str, Any]:
     """Keep the nominal interval of `day` (the rerun is for the same interval)."""
     nominal = event["run"]["facets"]["nominalTime"]

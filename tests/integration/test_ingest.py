@@ -30,6 +30,7 @@ from pipeline.food_delivery.lineage import history_events
 Sessions = async_sessionmaker[AsyncSession]
 OPEN_LINEAGE = Path(__file__).resolve().parents[2].parent / "shared/fixtures/marquez/open_lineage"
 RUN = "0b7a7a8e-9f4c-4d2b-8a44-3d9e5c1f0a11"
+OTHER_RUN = "0b7a7a8e-9f4c-4d2b-8a44-3d9e5c1f0a22"
 
 
 def minimal(**changes: Any) -> dict[str, Any]:
@@ -192,14 +193,15 @@ def test_old_airflow_parent_named_like_the_task_rolls_up_to_the_prefix() -> None
     assert parsed(body).dag_id == "dag.x"
 
 
-def test_airflow_root_facet_does_not_replace_the_direct_parent() -> None:
+def test_the_root_facet_names_the_dag_when_nothing_else_does() -> None:
+    # A Spark application started by an Airflow task: parent = the task, root = its DAG run.
     parent = {
         "run": {"runId": RUN},
-        "job": {"namespace": "af", "name": "etl_dag"},
-        "root": {"run": {"runId": RUN}, "job": {"namespace": "af", "name": "outer_dag"}},
+        "job": {"namespace": "af", "name": "etl_dag.load"},
+        "root": {"run": {"runId": OTHER_RUN}, "job": {"namespace": "af", "name": "etl_dag"}},
     }
     event = parsed(minimal(run={"runId": RUN, "facets": {"parent": parent}}))
-    assert (event.dag_namespace, event.dag_id) == ("af", "etl_dag")
+    assert (event.dag_namespace, event.dag_id, event.dag_run_id) == ("af", "etl_dag", OTHER_RUN)
 
 
 def test_job_namespaces_are_rewritten_as_marquez_does() -> None:
@@ -288,7 +290,8 @@ async def test_stored_rows_keep_every_field_and_instant(sessions: Sessions) -> N
     assert ParsedEvent(
         row.run_id, row.event_type, row.event_time, row.namespace, row.job_name,
         row.dag_namespace, row.dag_id, row.nominal_start, row.nominal_end, row.error_message,
-    ) == fail  # fmt: skip
+        row.dag_run_id, row.job_type,
+    ) == replace(fail, inputs=(), outputs=(), parent_run_id=None)  # fmt: skip
     assert (row.source, row.received_at) == ("marquez", received)
 
     # One instant spelled in two zones is one event; a microsecond later is another.
@@ -308,3 +311,66 @@ async def test_large_batches_are_counted_exactly(sessions: Sessions) -> None:
     assert await store(sessions, events, EventSource.MARQUEZ) == 500
     async with sessions() as session:
         assert await session.scalar(select(func.count()).select_from(RunEvent)) == 1200
+
+
+# -- what the store knows of parents and DAG runs -------------------------------------------------
+
+DAG_RUN, TASK_RUN, JOB_RUN, QUERY_RUN = (
+    f"0b7a7a8e-9f4c-4d2b-8a44-3d9e5c1f0b{n:02}" for n in range(4)
+)
+
+
+def child(run: str, name: str, parent: tuple[str, str], **facets: Any) -> dict[str, Any]:
+    link = {"run": {"runId": parent[0]}, "job": {"namespace": "af", "name": parent[1]}}
+    return minimal(
+        eventType="START",
+        job={"namespace": "af", "name": name},
+        run={"runId": run, "facets": {"parent": link, **facets}},
+    )
+
+
+async def test_a_chain_deeper_than_one_level_rolls_up_to_the_dag_recorded_for_its_parent(
+    sessions: Sessions,
+) -> None:
+    # dbt without `root`: query -> model -> `dbt run` -> Airflow task -> DAG, sent in two batches
+    nominal = {
+        "nominalStartTime": "2021-06-04T00:00:00Z",
+        "nominalEndTime": "2021-06-05T00:00:00Z",
+    }
+    dag = minimal(
+        eventType="START",
+        job={"namespace": "af", "name": "etl"},
+        run={"runId": DAG_RUN, "facets": {"nominalTime": nominal}},
+    )
+    task = child(TASK_RUN, "etl.dbt", (DAG_RUN, "etl"))
+    assert await store(sessions, [parsed(dag), parsed(task)], EventSource.RECEIVER) == 2
+    job = child(JOB_RUN, "dbt-run-project", (TASK_RUN, "etl.dbt"))
+    query = child(QUERY_RUN, "project.model.sql", (JOB_RUN, "dbt-run-project"))
+    # the deepest first: its parent is only in the same batch
+    assert await store(sessions, [parsed(query), parsed(job)], EventSource.RECEIVER) == 2
+    stored = {r.run_id: r for r in await rows(sessions)}
+    for run in (TASK_RUN, JOB_RUN, QUERY_RUN):
+        assert (stored[run].dag_namespace, stored[run].dag_id) == ("af", "etl")
+        assert stored[run].dag_run_id == DAG_RUN
+        # none of them said its interval: the DAG run's is theirs
+        assert stored[run].nominal_start == datetime(2021, 6, 4, tzinfo=UTC)
+        assert stored[run].nominal_end == datetime(2021, 6, 5, tzinfo=UTC)
+
+
+async def test_an_unknown_parent_leaves_the_root_as_the_dag(sessions: Sessions) -> None:
+    parent = {
+        "run": {"runId": TASK_RUN},
+        "job": {"namespace": "af", "name": "etl.load"},
+        "root": {"run": {"runId": DAG_RUN}, "job": {"namespace": "af", "name": "etl"}},
+    }
+    body = minimal(
+        job={"namespace": "spark", "name": "app"}, run={"runId": RUN, "facets": {"parent": parent}}
+    )
+    assert await store(sessions, [parsed(body)], EventSource.RECEIVER) == 1
+    [row] = await rows(sessions)
+    assert (row.dag_namespace, row.dag_id, row.dag_run_id, row.nominal_start) == (
+        "af",
+        "etl",
+        DAG_RUN,
+        None,
+    )

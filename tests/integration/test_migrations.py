@@ -36,6 +36,11 @@ TABLES = {
     "watch_cursors",
     "incidents",
     "sla_misses",
+    "lineage_state",
+    "lineage_jobs",
+    "lineage_datasets",
+    "lineage_io",
+    "lineage_runs",
 }
 INDEXES = {
     "backfill_requests": {
@@ -45,6 +50,9 @@ INDEXES = {
     },
     "audit_log": {"ix_audit_log_request_id_at", "ix_audit_log_at"},
     "outbox": {"ix_outbox_state_next_attempt_at", "ix_outbox_request_id"},
+    "run_events": {"ix_run_events_dag_run_id", "ix_run_events_event_time"},
+    "lineage_jobs": {"ix_lineage_jobs_seq"},
+    "lineage_runs": {"ix_lineage_runs_seq"},
 }
 
 
@@ -92,7 +100,7 @@ async def test_upgrade_creates_tables_indexes_and_constraints(database_url: str)
     schema = await on_connection(database_url, describe)
 
     assert schema["tables"] == TABLES
-    assert schema["version"] == "0004"
+    assert schema["version"] == "0006"
     for table, names in INDEXES.items():
         assert names <= schema["indexes"][table]
     assert schema["checks"] == {

@@ -4,14 +4,19 @@ nodes Marquez cannot find, and tasks whose running retry hides their datasets.""
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
+from pathlib import Path
 from typing import Any
+
+import aiohttp
 
 from bot.clients.marquez import MarquezClient
 from bot.config import BotConfig
 from bot.domain.model import DagRef
+from bot.services.catalog import Catalog
 from bot.services.planning import Planner, PlanRequest
-from bot.standins.marquez import StandInServer
+from bot.standins.marquez import StandInServer, running_standin
 
 PRODUCER = "https://github.com/OpenLineage/OpenLineage/tree/1.9.1/integration/airflow"
 
@@ -92,3 +97,51 @@ async def test_a_task_retrying_without_datasets_keeps_its_downstream(
     async with MarquezClient(marquez_standin.url) as client:
         impact = await Planner(client, BotConfig()).impact("d")
     assert [d.dag_id for d in impact.downstream] == ["c"]
+
+
+def corpus(name: str) -> list[dict[str, Any]]:
+    path = Path(__file__).resolve().parents[1] / "fixtures/openlineage/constructed" / name
+    events: list[dict[str, Any]] = json.loads(path.with_suffix(".json").read_text())
+    return events
+
+
+async def test_spark_and_dbt_jobs_under_airflow_tasks_belong_to_the_tasks_dags() -> None:
+    # Marquez files each job under its direct parent (and creates the parent jobs it names);
+    # the runs' parent/root facets say which Airflow DAG they all belong to.
+    events = corpus("spark_under_airflow") + corpus("dbt_chain")
+    async with running_standin(seed=None) as marquez, aiohttp.ClientSession() as http:
+        for body in events:
+            async with http.post(f"{marquez.url}/api/v1/lineage", json=body) as reply:
+                assert reply.status == 201
+        async with MarquezClient(marquez.url) as client:
+            planner = Planner(client, BotConfig())
+            catalog = await planner.catalog()
+            assert catalog.dags == [
+                DagRef("default", "food_delivery_orders_dbt"),
+                DagRef("default", "food_delivery_orders_spark"),
+            ]
+            impact = await planner.impact("food_delivery_orders_spark")
+            assert str(impact.datasets[0]).endswith("warehouse/orders_daily")
+            dbt = await planner.impact("food_delivery_orders_dbt")
+            assert [d.name for d in dbt.datasets] == ["analytics.marts.orders_daily"]
+
+
+def test_same_named_dags_in_two_namespaces_keep_their_own_tasks() -> None:
+    def job(namespace: str, name: str, parent: str | None = None, out: str = "") -> Any:
+        outputs = [{"namespace": namespace, "name": out}] if out else []
+        return {"namespace": namespace, "name": name, "parentJobName": parent,
+                "inputs": [], "outputs": outputs, "latestRun": None}  # fmt: skip
+
+    catalog = Catalog(
+        [
+            job("prod", "etl"),  # created by Marquez from the tasks' parent facets
+            job("prod", "etl.load", "etl", "prod_t"),
+            job("staging", "etl"),
+            job("staging", "etl.load", "etl", "stg_t"),
+        ]
+    )
+    assert catalog.jobs_of(DagRef("prod", "etl")) == [("prod", "etl.load"), ("prod", "etl")]
+    assert catalog.jobs_of(DagRef("staging", "etl")) == [
+        ("staging", "etl.load"),
+        ("staging", "etl"),
+    ]

@@ -510,6 +510,12 @@ async def test_events_window_sort_and_total_over_all_types(api: Api) -> None:
     paged = await api.ok("/api/v1/events/lineage", {"before": "2032-01-01T00:00:00Z", "limit": "1"})
     assert paged["events"][0] == late
     assert paged["totalCount"] == 5
+    # limit=0 (Marquez's @Min(0)) is the count alone; a late arrival counts in its window.
+    counted = await api.ok("/api/v1/events/lineage", {**window, "limit": "0"})
+    assert counted == {"events": [], "totalCount": 2}
+    await api.ingest(event("FAIL", 4, run_id=RUN_B))
+    counted = await api.ok("/api/v1/events/lineage", {**window, "limit": "0"})
+    assert counted == {"events": [], "totalCount": 3}
 
 
 async def test_search_is_a_case_insensitive_substring_match(seeded: Api) -> None:

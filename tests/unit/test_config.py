@@ -109,3 +109,10 @@ def test_shipped_example_is_valid() -> None:
     config = load_config(example)
     assert config.owners_of(DagRef("reporting", "reporting.weekly_kpis")) == ("analytics",)
     assert {r.name for r in config.reports} == {"Weekly delivery times", "Weekly KPIs"}
+
+
+def test_the_late_event_sweep_keeps_a_bounded_number_of_buckets() -> None:
+    with pytest.raises(ConfigError, match="raise late_bucket_s to at least 300"):
+        parse_config({"watch": {"late_window_s": 86400, "late_bucket_s": 60}})
+    watch = parse_config({"watch": {"late_window_s": 86400, "late_bucket_s": 300}}).watch
+    assert watch.late_window_s / watch.late_bucket_s == 288

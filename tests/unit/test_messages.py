@@ -120,6 +120,9 @@ CASES: dict[str, Callable[[], dict[str, Any]]] = {
         make_plan(2, excluded=(DagRef("example", "example.email_report"), DagRef("b", "x.y")))
     ),
     "plan_preview_escaping": lambda: preview(WEIRD),
+    "plan_preview_index": lambda: preview(
+        replace(make_plan(3), lineage_as_of=datetime(2021, 6, 7, 9, 30, tzinfo=UTC))
+    ),
     "plan_modal_short": lambda: messages.plan_modal(make_plan(3), request_id=REQUEST),
     "plan_modal_300": lambda: messages.plan_modal(make_plan(299), request_id=REQUEST),
     "plan_modal_escaping": lambda: messages.plan_modal(WEIRD, request_id=REQUEST),
@@ -203,7 +206,8 @@ def mrkdwn_texts(payload: Mapping[str, Any]) -> list[str]:
 
 @pytest.mark.parametrize(
     ("dags", "max_rows", "shown"),
-    [(60, 12, 12), (60, 1, 1), (12, 12, 12), (60, 100, 46)],  # 46: what 50 blocks leave
+    # 44: what 50 blocks leave beside header, summary, "more", lineage, a blocked note, actions
+    [(60, 12, 12), (60, 1, 1), (12, 12, 12), (60, 100, 44)],
 )
 def test_long_plan_shows_max_rows_then_counts_the_rest(
     dags: int, max_rows: int, shown: int

@@ -1,0 +1,44 @@
+"""One run event as the watcher keeps it: what ingest parses and the store records."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+__all__ = ["DatasetName", "ParsedEvent"]
+
+DatasetName = tuple[str, str]
+"""(namespace, name) of a dataset, as the producer named it."""
+
+
+@dataclass(frozen=True)
+class ParsedEvent:
+    """What the watcher keeps of one OpenLineage run event.
+
+    `dag_*` is the DAG the run belongs to and `dag_run_id` its run (`bot/domain/producers.py`
+    decides from the job type, the Airflow facets, `parent` and `parent.root`). Times are
+    UTC-aware.
+    """
+
+    run_id: str
+    event_type: str
+    event_time: datetime
+    namespace: str
+    job_name: str
+    dag_namespace: str
+    dag_id: str
+    nominal_start: datetime | None = None
+    nominal_end: datetime | None = None
+    error_message: str | None = None
+    dag_run_id: str | None = None
+    job_type: str | None = None
+    inputs: tuple[DatasetName, ...] = ()
+    """(namespace, name) of the event's input datasets, as the producer named them."""
+    outputs: tuple[DatasetName, ...] = ()
+    parent_run_id: str | None = None
+    """The parent run whose recorded DAG, if the store knows it, this event belongs to."""
+
+    @property
+    def key(self) -> tuple[str, str, datetime]:
+        """The event's identity: (run id, event type, event time)."""
+        return (self.run_id, self.event_type, self.event_time)

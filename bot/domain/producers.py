@@ -1,0 +1,216 @@
+"""What a real OpenLineage event means for the watcher: which DAG (and DAG run) it belongs to,
+which interval it covers, and the most useful words about its failure.
+
+Pure functions of one event's job and run facets. The rules follow what the producers build
+(see tests/fixtures/openlineage/README.md for the sources each is read from):
+
+- A job that says it is a DAG (`JobTypeJobFacet.jobType == "DAG"`, or the Airflow provider's
+  DAG-run facet `airflowDagRun`) is its own DAG, even with a `parent` facet: Airflow 3.3 gives a
+  DAG run triggered by another DAG a parent naming the triggering task, yet that run, and the
+  incident its failure opens, are its own DAG's.
+- An Airflow task names its DAG in the `airflow` run facet (`dag.dag_id`): that is definitive,
+  more so than `root`, which names the top of the whole chain (for a triggered DAG's task, the
+  triggering DAG).
+- Anything else with a `parent` belongs where its parent belongs: `ParentRunFacet.root` (the
+  top of the chain: a Spark application or a dbt model started by an Airflow task belongs to the
+  task's DAG, not to the task or the application), else the direct parent. The store then
+  prefers the DAG it already recorded for the parent run, which follows chains deeper than one
+  level (dbt: sql → model → `dbt run` → task → DAG) even when a producer sends no `root`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+__all__ = [
+    "DAG_FACET",
+    "Owner",
+    "RunLink",
+    "airflow_interval",
+    "dag_from_facets",
+    "failed_tasks_message",
+    "job_type_of",
+    "owner_of",
+]
+
+DAG_FACET = "airflowDagRun"  # the Airflow provider puts it on DAG-run events only
+_TIME_MIN = datetime(1900, 1, 1, tzinfo=UTC)
+_TIME_MAX = datetime(2200, 1, 1, tzinfo=UTC)
+_TASKS_NAMED = 5
+NAME_MAX = 1024  # run_events.dag_id and the other name columns
+
+
+@dataclass(frozen=True)
+class RunLink:
+    """A run another run points at (`parent` or `parent.root`): its job and run id."""
+
+    namespace: str
+    name: str
+    run_id: str | None
+
+
+@dataclass(frozen=True)
+class Owner:
+    """The DAG an event belongs to, the DAG run, and how that was decided.
+
+    `parent_run_id` is set when the DAG was taken from the `parent`/`root` facets: the store
+    looks that run up and, if it knows it, uses the DAG recorded for it instead.
+    """
+
+    namespace: str
+    name: str
+    run_id: str | None
+    via: str  # "self", "airflow", "root" or "parent"
+    parent_run_id: str | None = None
+
+
+def job_type_of(job: Mapping[str, Any]) -> str | None:
+    """`job.facets.jobType.jobType` upper-cased (DAG, TASK, JOB, QUERY, …), if well formed."""
+    facet = _get(job, "facets", "jobType")
+    value = facet.get("jobType") if isinstance(facet, Mapping) else None
+    if not isinstance(value, str) or not value.strip() or len(value) > 32:
+        return None
+    return value.strip().upper() if value.isprintable() else None
+
+
+def owner_of(
+    *,
+    namespace: str,
+    name: str,
+    run_id: str,
+    job_type: str | None,
+    facets: Mapping[str, Any],
+    parent: RunLink | None,
+    root: RunLink | None,
+) -> Owner:
+    """The DAG (and DAG run) the event of job `namespace/name`, run `run_id`, belongs to."""
+    if job_type == "DAG" or isinstance(facets.get(DAG_FACET), Mapping):
+        return Owner(namespace, name, run_id, "self")
+    dag_id = _get(facets, "airflow", "dag", "dag_id")
+    if _usable_name(dag_id) and dag_id != name:
+        run = next(
+            (link.run_id for link in (parent, root) if link is not None and link.name == dag_id),
+            None,
+        )
+        return Owner(namespace, dag_id, run, "airflow")
+    if parent is None:
+        return Owner(namespace, name, run_id, "self")
+    top = root if root is not None and root.run_id is not None else parent
+    return Owner(
+        top.namespace,
+        top.name,
+        top.run_id,
+        "root" if top is root else "parent",
+        parent_run_id=parent.run_id,
+    )
+
+
+def dag_from_facets(
+    namespace: str, name: str, job_facets: Mapping[str, Any], run_facets: Mapping[str, Any]
+) -> tuple[str, str] | None:
+    """The DAG of a job Marquez lists, from its latest run's facets (Marquez merges every
+    event's run facets into the run), by the same rules as an event's; None when those facets
+    say nothing about parents or Airflow (then Marquez's `parentJobName` is all there is)."""
+    if not any(key in run_facets for key in ("parent", DAG_FACET, "airflow")):
+        return None
+    parent = _loose_link(run_facets.get("parent"))
+    root = _loose_link(_get(run_facets, "parent", "root"))
+    owner = owner_of(
+        namespace=namespace,
+        name=name,
+        run_id="",
+        job_type=job_type_of({"facets": job_facets}),
+        facets=run_facets,
+        parent=parent,
+        root=root,
+    )
+    return owner.namespace, owner.name
+
+
+def _loose_link(facet: Any) -> RunLink | None:
+    namespace, name = _get(facet, "job", "namespace"), _get(facet, "job", "name")
+    if not _usable_name(namespace) or not _usable_name(name):
+        return None
+    run_id = _get(facet, "run", "runId")
+    return RunLink(namespace, name, run_id if isinstance(run_id, str) else None)
+
+
+def airflow_interval(facets: Mapping[str, Any]) -> tuple[datetime | None, datetime | None]:
+    """The data interval the Airflow provider reports in its run facets (`airflowDagRun` on a
+    DAG run, `airflow` on a task), for events without a `nominalTime` facet.
+
+    A run without a data interval (Airflow 3 allows none) falls back to its logical date, as a
+    single point: the interval of a manual run whose start equals its end.
+    """
+    for facet in (DAG_FACET, "airflow"):
+        dag_run = _get(facets, facet, "dagRun")
+        if not isinstance(dag_run, Mapping):
+            continue
+        start = _time(dag_run.get("data_interval_start"))
+        end = _time(dag_run.get("data_interval_end"))
+        if start is not None:
+            return start, end if end is not None and end >= start else None
+        logical = _time(dag_run.get("logical_date")) or _time(dag_run.get("execution_date"))
+        if logical is not None:
+            return logical, logical
+    return None, None
+
+
+def failed_tasks_message(facet: Any) -> str | None:
+    """`Tasks failed: load, report` from the Airflow provider's `airflowState` facet, for a DAG
+    failure that carries no error message of its own."""
+    tasks = facet.get("tasksState") if isinstance(facet, Mapping) else None
+    if not isinstance(tasks, Mapping):
+        return None
+    failed = sorted(
+        str(task)[:200].replace("\x00", "").encode("utf-8", "replace").decode("utf-8")
+        for task, state in tasks.items()
+        if isinstance(state, str) and state.lower() == "failed"
+    )
+    if not failed:
+        return None
+    more = len(failed) - _TASKS_NAMED
+    shown = ", ".join(failed[:_TASKS_NAMED]) + (f" and {more} more" if more > 0 else "")
+    return f"Task{'s' if len(failed) > 1 else ''} failed: {shown}"
+
+
+def _usable_name(value: Any) -> bool:
+    """A name from a facet the store can keep (the parser checks job and parent names the
+    same way): text, not blank, at most 1,024 characters, no NUL, valid Unicode."""
+    if not isinstance(value, str) or not value.strip() or len(value) > NAME_MAX:
+        return False
+    if "\x00" in value:
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _time(value: Any) -> datetime | None:
+    """An ISO-8601 time from a facet, UTC-aware; None for anything absent, odd or absurd."""
+    if not isinstance(value, str) or not 10 <= len(value) <= 40:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    try:
+        parsed = parsed.astimezone(UTC)
+    except (OverflowError, ValueError):
+        return None
+    return parsed if _TIME_MIN <= parsed < _TIME_MAX else None
+
+
+def _get(data: Any, *path: str) -> Any:
+    for key in path:
+        if not isinstance(data, Mapping):
+            return None
+        data = data.get(key)
+    return data

@@ -1,0 +1,250 @@
+"""Plan and impact from the local lineage index: no Marquez crawl on the hot path.
+
+`IndexPlanner` answers what `Planner` answers (resolve, plan, impact) from the in-memory index
+(`bot/services/lineage_index.py`), caught up with the database first, so an event ingested a
+moment ago already counts. A DAG the index has not seen yet is fetched from Marquez on demand
+with at most two requests (a job search, then the lineage graph around it), written to the
+index like any reconcile, and then planned: the index never plans from less than Marquez knows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from bot.clients.marquez import MarquezClient, MarquezNotFound, job_node_id
+from bot.config import BotConfig
+from bot.domain.lineage import affected_dags, dag_of, job_io
+from bot.domain.model import DagRef, DatasetRef
+from bot.domain.planner import Plan, check_size, make_plan, resolve_exclusions
+from bot.domain.ranges import parse_range
+from bot.domain.schedule import CronSchedule, Schedule
+from bot.services.catalog import UnknownDag
+from bot.services.lineage_index import Freshness, LineageIndex
+from bot.services.planning import Impact, PlanRequest
+from bot.store.lineage_index import JobFacts, RunFacts, apply_jobs, upsert_runs
+from bot.store.models import utcnow
+
+SEARCH_LIMIT = 100
+READY_TIMEOUT_S = 120.0
+MarquezFactory = Callable[[], AbstractAsyncContextManager[MarquezClient]]
+
+
+def _time(value: Any) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def marquez_facts(job: dict[str, Any]) -> tuple[JobFacts, list[RunFacts]] | None:
+    """What a Marquez Job object (jobs list, single job or lineage node data) tells the index:
+    the job with its DAG and datasets, and the nominal intervals of the runs it carries."""
+    try:
+        dag = dag_of(job)
+    except ValueError:
+        return None
+    inputs, outputs = job_io(job)
+    facet = (job.get("facets") or {}).get("ownership")
+    owners: tuple[str, ...] | None = None
+    if isinstance(facet, dict) and isinstance(facet.get("owners"), list):
+        owners = tuple(
+            str(o["name"]).removeprefix("team:")
+            for o in facet["owners"]
+            if isinstance(o, dict) and isinstance(o.get("name"), str)
+        )
+    elif "facets" in job:
+        owners = ()
+    facts = JobFacts(
+        job.get("namespace") or dag.namespace,
+        str(job.get("name") or dag.dag_id),
+        dag,
+        frozenset(DatasetRef(ns, n) for ns, n in inputs),
+        frozenset(DatasetRef(ns, n) for ns, n in outputs),
+        owners=owners,
+        marquez_updated_at=_time(job.get("updatedAt")),
+    )
+    runs: list[RunFacts] = []
+    for run in [*(job.get("latestRuns") or ()), job.get("latestRun")]:
+        if not isinstance(run, dict) or not isinstance(run.get("id"), str):
+            continue
+        start = _time(run.get("nominalStartTime"))
+        if start is not None:
+            runs.append(
+                RunFacts(
+                    dag,
+                    run["id"],
+                    start,
+                    _time(run.get("nominalEndTime")),
+                    run.get("state") if isinstance(run.get("state"), str) else None,
+                    _time(run.get("startedAt")),
+                    _time(run.get("endedAt")),
+                )
+            )
+    return facts, runs
+
+
+async def write_marquez_jobs(
+    sessions: async_sessionmaker[AsyncSession], jobs: list[dict[str, Any]]
+) -> None:
+    """Index Marquez Job objects in one transaction."""
+    facts: dict[tuple[str, str], JobFacts] = {}
+    runs: dict[tuple[DagRef, str], RunFacts] = {}
+    for job in jobs:
+        found = marquez_facts(job)
+        if found is not None:
+            facts[(found[0].namespace, found[0].name)] = found[0]
+            runs.update({(r.dag, r.run_id): r for r in found[1]})
+    async with sessions.begin() as session:
+        seq = await apply_jobs(session, list(facts.values()), source="marquez")
+        await upsert_runs(session, list(runs.values()), seq=seq)
+
+
+class IndexPlanner:
+    """The `Planner` interface over the local index (one per request, like `Planner`)."""
+
+    def __init__(
+        self,
+        index: LineageIndex,
+        config: BotConfig,
+        marquez: MarquezFactory,
+        *,
+        default_namespace: str | None = None,
+        refresh: Callable[[], Awaitable[object]] | None = None,
+    ) -> None:
+        self.index = index
+        self.config = config
+        self.marquez = marquez
+        self.default_namespace = default_namespace
+        self.refresh = refresh
+        """An incremental reconcile: what Marquez changed since the last one, every job with
+        its datasets (usually one page), for a name the index does not know yet."""
+        self.requests = 0
+        """Marquez requests this planner made (on-demand fetches only)."""
+
+    @property
+    def freshness(self) -> Freshness:
+        return self.index.freshness
+
+    async def _current(self) -> None:
+        if not self.index.ready.is_set():
+            # Past the timeout: plan from what is stored; unknown DAGs are fetched on demand.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.index.ready.wait(), READY_TIMEOUT_S)
+        await self.index.catch_up()
+
+    async def resolve(self, name: str, namespace: str | None = None) -> DagRef:
+        await self._current()
+        try:
+            return self.index.resolve(name, namespace, self.default_namespace)
+        except UnknownDag:
+            if not await self._fetch(name.strip(), namespace):
+                raise
+        await self.index.catch_up()
+        return self.index.resolve(name, namespace, self.default_namespace)
+
+    async def _fetch(self, name: str, namespace: str | None) -> bool:
+        """Bring a DAG Marquez knows and the index does not into the index (≤ 2 requests)."""
+        if self.refresh is not None and self.index.freshness.full_reconcile_at is not None:
+            # Marquez's newest jobs, each task with its own datasets: a DAG created since the
+            # last reconcile arrives whole, which a search and one task's lineage cannot say.
+            self.requests += 1
+            await self.refresh()
+            try:
+                self.index.resolve(name, namespace, self.default_namespace)
+                return True
+            except UnknownDag:
+                pass  # its events were dated before the reconcile's mark: search for it
+        async with self.marquez() as client:
+            self.requests += 1
+            found = await client.search(name, filter="JOB", namespace=namespace, limit=SEARCH_LIMIT)
+            exact = [
+                r for r in found if r.get("name") == name and isinstance(r.get("namespace"), str)
+            ]
+            if not exact:
+                return False
+            spaces = {str(r["namespace"]) for r in exact}
+            tasks = sorted(
+                (str(r["namespace"]), str(r["name"]))
+                for r in found
+                if r.get("namespace") in spaces and str(r.get("name", "")).startswith(f"{name}.")
+            )
+            ns, start = tasks[0] if tasks else (str(exact[0]["namespace"]), name)
+            self.requests += 1
+            try:
+                nodes = await client.get_lineage(job_node_id(ns, start))
+            except MarquezNotFound:
+                nodes = []
+        jobs = [
+            n["data"] for n in nodes if n.get("type") == "JOB" and isinstance(n.get("data"), dict)
+        ]
+        listed = {(j.get("namespace"), j.get("name")) for j in jobs}
+        for space in sorted(spaces):  # the DAG itself, when only its tasks have datasets
+            if (space, name) not in listed:
+                jobs.append({"namespace": space, "name": name})
+        for space, task in tasks:  # tasks outside that graph: Marquez names them `dag.task`
+            if (space, task) not in listed:
+                jobs.append({"namespace": space, "name": task, "parentJobName": name})
+        await write_marquez_jobs(self.index.sessions, jobs)
+        return True
+
+    def schedules(self, dags: tuple[DagRef, ...]) -> dict[DagRef, Schedule]:
+        """Explicit cron rules first, else what each DAG's stored run history shows."""
+        found: dict[DagRef, Schedule] = {}
+        crons: dict[str, CronSchedule] = {}
+        for dag in dags:
+            cron = self.config.cron_for(dag)
+            if cron:
+                found[dag] = crons.setdefault(cron, CronSchedule(cron))
+            else:
+                found[dag] = self.index.schedule_of(dag)
+        return found
+
+    def owners(self, dag: DagRef) -> tuple[str, ...]:
+        teams = (*self.config.owners_of(dag), *self.index.lineage.owners_of(dag))
+        return tuple(dict.fromkeys(teams))
+
+    async def plan(self, request: PlanRequest) -> Plan:
+        """Validate the range, resolve the DAG, and plan from the index."""
+        date_range = parse_range(request.range_text, max_days=self.config.limits.max_range_days)
+        root = await self.resolve(request.dag, request.namespace)
+        graph = self.index.graph
+        excluded = resolve_exclusions(graph, root, request.exclude)
+        affected = affected_dags(graph, root, exclude=excluded, only=request.only)
+        check_size(len(affected.order), self.config.limits.max_plan_dags)
+        plan = make_plan(
+            graph,
+            root,
+            date_range,
+            self.schedules(affected.order),
+            exclude=excluded,
+            only=request.only,
+            owners=self.owners,
+            max_dags=self.config.limits.max_plan_dags,
+            affected=affected,
+        )
+        return replace(plan, lineage_as_of=self.index.freshness.reconciled_at)
+
+    async def impact(self, name: str, namespace: str | None = None) -> Impact:
+        """Downstream DAGs, rewritten datasets, reports and owners of a DAG."""
+        root = await self.resolve(name, namespace)
+        affected = affected_dags(self.index.graph, root)
+        return Impact.of(affected, self.index.outputs(affected.order), self.config, self.owners)
+
+
+def freshness_text(freshness: Freshness, now: datetime | None = None) -> str | None:
+    """ "lineage as of 14:02 UTC, 3 min ago" (None before the first reconcile)."""
+    at = freshness.reconciled_at
+    if at is None:
+        return None
+    minutes = max(0, int(((now or utcnow()) - at).total_seconds() // 60))
+    return f"lineage as of {at:%H:%M} UTC, {minutes} min ago"

@@ -1,0 +1,185 @@
+"""Run events stored once, with what the store knows of their runs.
+
+An event's identity is (run id, event type, event time), as in Marquez (NOTES.md §1.7), so the
+same event read twice across a poll overlap, or pushed to the bot and read back from Marquez,
+is one row. Before insert, an event takes what earlier rows say about its run: the DAG recorded
+for its parent run (chains deeper than one level) and the nominal interval of its run or of
+its DAG run (most producers send `nominalTime` on START only, Spark jobs under Airflow never).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, replace
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from bot.domain.events import ParsedEvent
+from bot.store.models import utcnow
+from bot.store.watch_models import EventSource, RunEvent
+
+__all__ = ["store_events"]
+
+# ParsedEvent fields that run_events does not hold
+_NOT_COLUMNS = ("inputs", "outputs", "parent_run_id")
+_TABLE = RunEvent.__table__
+_LOOKUP = 500  # run ids per lookup of stored rows
+_CHAIN_MAX = 8  # parent levels resolved within one batch
+
+
+async def store_events(
+    session: AsyncSession,
+    events: Iterable[ParsedEvent],
+    *,
+    source: EventSource,
+    received_at: datetime | None = None,
+    resolved: list[ParsedEvent] | None = None,
+) -> int:
+    """Insert the events not stored yet, in the caller's transaction; returns how many were new.
+    `resolved`, when given, receives the events as stored (deduplicated, with what the store
+    knew of their runs), for work after the commit such as the lineage index.
+
+    `INSERT … ON CONFLICT (run_id, event_type, event_time) DO NOTHING` on both SQLite and
+    PostgreSQL: a duplicate is skipped by the unique constraint itself, so two writers (the
+    receiver and the poller, or two bot processes) racing on one event store it once.
+
+    The nominal interval is the run's, not the event's: Airflow and Marquez's samples send the
+    `nominalTime` facet on START only (Marquez keeps it for the run), so an event without it
+    takes its run's from the batch or from rows already stored — a FAIL row names its interval.
+    """
+    unique: dict[tuple[str, str, datetime], ParsedEvent] = {}
+    for event in events:
+        unique.setdefault(event.key, event)
+    if not unique:
+        return 0
+    at = received_at or utcnow()
+    stored = await _resolved(session, list(unique.values()))
+    if resolved is not None:
+        resolved.extend(stored)
+    rows = [
+        {
+            **{k: v for k, v in asdict(event).items() if k not in _NOT_COLUMNS},
+            "source": source.value,
+            "received_at": at,
+            "processed_at": None,
+        }
+        for event in stored
+    ]
+    dialect = session.get_bind().dialect.name
+    if dialect == "postgresql":
+        insert: Any = postgresql_insert
+    elif dialect == "sqlite":
+        insert = sqlite_insert
+    else:
+        raise ValueError(f"run events are stored on SQLite or PostgreSQL, not {dialect}")
+    # The Core table, not the ORM entity: no ORM bookkeeping for rows nobody loads. One
+    # compiled statement, sent as SQLAlchemy's batched "insertmanyvalues" (RETURNING counts
+    # the rows actually inserted; conflicting ones return nothing).
+    statement = (
+        insert(_TABLE)
+        .on_conflict_do_nothing(index_elements=["run_id", "event_type", "event_time"])
+        .returning(_TABLE.c.id)
+    )
+    return len((await session.execute(statement, rows)).all())
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+
+async def _resolved(session: AsyncSession, events: list[ParsedEvent]) -> list[ParsedEvent]:
+    """`events` with what the store knows of their runs: the DAG recorded for their parent run
+    (chains deeper than one level), then the nominal interval of their own run or DAG run."""
+    return await _with_intervals(session, await _with_parent_dags(session, events))
+
+
+async def _with_parent_dags(session: AsyncSession, events: list[ParsedEvent]) -> list[ParsedEvent]:
+    """An event whose DAG came from its `parent`/`root` facets takes the DAG already recorded
+    for its parent run, in this batch or stored: a dbt sql job under a model under `dbt run`
+    under an Airflow task lands on the task's DAG even when no producer sends `root`."""
+    wanted = sorted({e.parent_run_id for e in events if e.parent_run_id})
+    if not wanted:
+        return events
+    known: dict[str, tuple[str, str, str | None]] = {}
+    for chunk in _chunks(wanted):
+        found = await session.execute(
+            select(_TABLE.c.run_id, _TABLE.c.dag_namespace, _TABLE.c.dag_id, _TABLE.c.dag_run_id)
+            .where(_TABLE.c.run_id.in_(chunk))
+            .order_by(_TABLE.c.id)
+        )
+        for run_id, namespace, dag_id, dag_run_id in found:
+            known.setdefault(run_id, (namespace, dag_id, dag_run_id))
+    # Runs of this batch, as their own events say; parents in the batch resolve first.
+    batch = {e.run_id: e for e in events}
+
+    def dag_of(run_id: str, depth: int) -> tuple[str, str, str | None] | None:
+        if run_id in known:
+            return known[run_id]
+        event = batch.get(run_id)
+        if event is None:
+            return None
+        parent = event.parent_run_id
+        found = None
+        if parent and parent != run_id and depth < _CHAIN_MAX:
+            found = dag_of(parent, depth + 1)
+        known[run_id] = found or (event.dag_namespace, event.dag_id, event.dag_run_id)
+        return known[run_id]
+
+    return [
+        _adopt(e, dag) if e.parent_run_id and (dag := dag_of(e.run_id, 0)) is not None else e
+        for e in events
+    ]
+
+
+def _adopt(event: ParsedEvent, dag: tuple[str, str, str | None]) -> ParsedEvent:
+    namespace, dag_id, dag_run_id = dag
+    return replace(
+        event, dag_namespace=namespace, dag_id=dag_id, dag_run_id=dag_run_id or event.dag_run_id
+    )
+
+
+async def _with_intervals(session: AsyncSession, events: list[ParsedEvent]) -> list[ParsedEvent]:
+    """Events without a nominal interval take their run's, else their parent run's, else their
+    DAG run's (a Spark job under an Airflow task reports none), from the batch or from rows
+    already stored."""
+    missing = [e for e in events if e.nominal_start is None]
+    if not missing:
+        return events
+    known = {e.run_id: (e.nominal_start, e.nominal_end) for e in events if e.nominal_start}
+    wanted = sorted(
+        {run for e in missing for run in (e.run_id, e.parent_run_id, e.dag_run_id) if run}
+        - known.keys()
+    )
+    for chunk in _chunks(wanted):
+        rows = await session.execute(
+            select(_TABLE.c.run_id, _TABLE.c.nominal_start, _TABLE.c.nominal_end)
+            .where(_TABLE.c.run_id.in_(chunk), _TABLE.c.nominal_start.is_not(None))
+            .order_by(_TABLE.c.id)
+        )
+        for run_id, start, end in rows:
+            known.setdefault(run_id, (start, end))
+
+    def interval(event: ParsedEvent) -> tuple[datetime | None, datetime | None] | None:
+        if event.nominal_start is not None:
+            return None
+        for run_id in (event.run_id, event.parent_run_id, event.dag_run_id):
+            if run_id is not None and run_id in known:
+                return known[run_id]
+        return None
+
+    return [
+        replace(e, nominal_start=span[0], nominal_end=span[1])
+        if (span := interval(e)) is not None
+        else e
+        for e in events
+    ]
+
+
+def _chunks(values: list[str]) -> Iterable[list[str]]:
+    """Bounded IN lists (bind-parameter limits)."""
+    for first in range(0, len(values), _LOOKUP):
+        yield values[first : first + _LOOKUP]

@@ -1,0 +1,151 @@
+"""What an event means, decided from its job and run facets alone (bot/domain/producers.py)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from bot.domain.producers import (
+    Owner,
+    RunLink,
+    airflow_interval,
+    failed_tasks_message,
+    job_type_of,
+    owner_of,
+)
+
+RUN, DAG_RUN, ROOT_RUN = "run-1", "dag-run-1", "root-run-1"
+
+
+def owner(
+    name: str = "job",
+    *,
+    job_type: str | None = None,
+    facets: dict[str, Any] | None = None,
+    parent: RunLink | None = None,
+    root: RunLink | None = None,
+) -> Owner:
+    return owner_of(
+        namespace="ns",
+        name=name,
+        run_id=RUN,
+        job_type=job_type,
+        facets=facets or {},
+        parent=parent,
+        root=root,
+    )
+
+
+def test_a_job_without_parent_is_its_own_dag() -> None:
+    assert owner("etl") == Owner("ns", "etl", RUN, "self")
+
+
+def test_a_job_that_says_it_is_a_dag_stays_its_own_even_with_a_parent() -> None:
+    # Airflow 3.3: a DAG run triggered by another DAG names the triggering task as parent.
+    parent = RunLink("ns", "upstream_dag.trigger", "task-run")
+    root = RunLink("ns", "upstream_dag", ROOT_RUN)
+    assert owner("downstream_dag", job_type="DAG", parent=parent, root=root) == Owner(
+        "ns", "downstream_dag", RUN, "self"
+    )
+    facets = {"airflowDagRun": {"dag": {"dag_id": "downstream_dag"}, "dagRun": {}}}
+    assert owner("downstream_dag", facets=facets, parent=parent).via == "self"
+
+
+def test_an_airflow_task_belongs_to_the_dag_its_airflow_facet_names_not_to_the_root() -> None:
+    facets = {"airflow": {"dag": {"dag_id": "triggered"}, "task": {"task_id": "load"}}}
+    parent = RunLink("ns", "triggered", DAG_RUN)
+    root = RunLink("ns", "triggering", ROOT_RUN)
+    assert owner("triggered.load", job_type="TASK", facets=facets, parent=parent, root=root) == (
+        Owner("ns", "triggered", DAG_RUN, "airflow")
+    )
+
+
+def test_a_job_under_a_task_belongs_to_the_root_and_remembers_its_parent_run() -> None:
+    parent = RunLink("ns", "etl.load", "task-run")
+    root = RunLink("airflow", "etl", ROOT_RUN)
+    found = owner("spark_app", job_type="APPLICATION", parent=parent, root=root)
+    assert found == Owner("airflow", "etl", ROOT_RUN, "root", parent_run_id="task-run")
+
+
+def test_without_a_root_the_direct_parent_is_the_dag() -> None:
+    parent = RunLink("ns", "etl", DAG_RUN)
+    assert owner("etl.load", parent=parent) == Owner(
+        "ns", "etl", DAG_RUN, "parent", parent_run_id=DAG_RUN
+    )
+    # a root without a run id says too little: the parent is used
+    found = owner("etl.load", parent=parent, root=RunLink("ns", "top", None))
+    assert (found.name, found.via) == ("etl", "parent")
+
+
+@pytest.mark.parametrize(
+    ("facet", "expected"),
+    [
+        ({"jobType": "dag", "integration": "AIRFLOW"}, "DAG"),
+        ({"jobType": " TASK "}, "TASK"),
+        ({"jobType": 3}, None),
+        ({"jobType": ""}, None),
+        ({"jobType": "X" * 40}, None),
+        ("DAG", None),
+    ],
+)
+def test_job_type_is_read_leniently(facet: Any, expected: str | None) -> None:
+    assert job_type_of({"facets": {"jobType": facet}}) == expected
+
+
+def test_the_interval_comes_from_the_airflow_dag_run_facets() -> None:
+    dag_run = {
+        "data_interval_start": "2021-06-04T00:00:00+00:00",
+        "data_interval_end": "2021-06-05T00:00:00+00:00",
+        "logical_date": "2021-06-04T00:00:00+00:00",
+    }
+    expected = (datetime(2021, 6, 4, tzinfo=UTC), datetime(2021, 6, 5, tzinfo=UTC))
+    assert airflow_interval({"airflowDagRun": {"dagRun": dag_run}}) == expected
+    assert airflow_interval({"airflow": {"dagRun": dag_run}}) == expected
+
+
+def test_a_run_without_a_data_interval_is_its_logical_date() -> None:
+    dag_run = {"data_interval_start": None, "logical_date": "2021-06-04T10:30:00Z"}
+    point = datetime(2021, 6, 4, 10, 30, tzinfo=UTC)
+    assert airflow_interval({"airflow": {"dagRun": dag_run}}) == (point, point)
+
+
+@pytest.mark.parametrize(
+    "value", ["9999-12-31T00:00:00+00:00", "not a date", "0001-01-01T00:00:00Z", 17, "2021"]
+)
+def test_absurd_or_malformed_facet_times_are_ignored(value: Any) -> None:
+    facets = {"airflow": {"dagRun": {"data_interval_start": value, "logical_date": value}}}
+    assert airflow_interval(facets) == (None, None)
+
+
+def test_an_end_before_the_start_is_dropped() -> None:
+    dag_run = {
+        "data_interval_start": "2021-06-04T00:00:00Z",
+        "data_interval_end": "2021-06-03T00:00:00Z",
+    }
+    assert airflow_interval({"airflow": {"dagRun": dag_run}}) == (
+        datetime(2021, 6, 4, tzinfo=UTC),
+        None,
+    )
+
+
+def test_failed_tasks_are_named_from_the_airflow_state_facet() -> None:
+    facet = {"dagRunState": "failed", "tasksState": {"b": "failed", "a": "success", "c": "failed"}}
+    assert failed_tasks_message(facet) == "Tasks failed: b, c"
+    many = {"tasksState": {f"t{n:02}": "failed" for n in range(8)}}
+    assert failed_tasks_message(many) == "Tasks failed: t00, t01, t02, t03, t04 and 3 more"
+    assert failed_tasks_message({"tasksState": {"a": "success"}}) is None
+    assert failed_tasks_message("failed") is None
+
+
+@pytest.mark.parametrize("dag_id", ["x" * 1025, "a\x00b", "\ud800", "   ", 7])
+def test_an_unusable_dag_id_in_the_airflow_facet_is_not_taken(dag_id: Any) -> None:
+    facets = {"airflow": {"dag": {"dag_id": dag_id}}}
+    parent = RunLink("ns", "etl", DAG_RUN)
+    assert owner("etl.load", facets=facets, parent=parent).name == "etl"
+
+
+def test_names_from_facets_carry_no_nul() -> None:
+    assert job_type_of({"facets": {"jobType": {"jobType": "TASK\x00"}}}) is None
+    assert failed_tasks_message({"tasksState": {"a\x00b": "failed"}}) == "Task failed: ab"
