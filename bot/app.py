@@ -36,6 +36,7 @@ from bot.receiver import add_receiver
 from bot.services.access import SlackGroups
 from bot.services.backfills import BackfillService
 from bot.services.home import HomeService
+from bot.services.incident_actions import IncidentActions
 from bot.services.incidents import IncidentService
 from bot.services.index_planner import IndexPlanner
 from bot.services.ingest import record_lineage
@@ -46,6 +47,7 @@ from bot.services.reconcile import Reconciler
 from bot.services.sla import SlaService
 from bot.settings import Settings
 from bot.store.db import make_engine, session_factory, upgrade
+from bot.worker import Worker
 
 logger = logging.getLogger(__name__)
 RESUME_EVERY_S = 30.0
@@ -125,8 +127,10 @@ def build_services(settings: Settings, config: BotConfig, slack: AsyncWebClient)
         config,
         planners,
         marquez_web_url=config.watch.marquez_web_url or settings.marquez_url,
-        backfills=backfills,
         wake_sender=sender.wake,
+    )
+    incident_actions = IncidentActions(
+        sessions, incidents.alerts, backfills, wake_sender=sender.wake
     )
     home = HomeService(sessions, config, groups)
 
@@ -136,8 +140,8 @@ def build_services(settings: Settings, config: BotConfig, slack: AsyncWebClient)
     )
     sla = SlaService(sessions, config, planners, wake_sender=sender.wake)
     return Services(
-        settings, config, engine, sessions, slack, sender, backfills, incidents, home, poller,
-        sla, runner, reconciler,
+        settings, config, engine, sessions, slack, sender, backfills, incidents,
+        incident_actions, home, poller, sla, runner, reconciler,
     )  # fmt: skip
 
 
@@ -218,24 +222,18 @@ def create_web_app(bolt: AsyncApp, services: Services) -> web.Application:
     async def healthz(_: web.Request) -> web.Response:
         return web.json_response({"ok": True})
 
-    stopping = asyncio.Event()
+    async def resume_approved() -> None:
+        resumed = await services.backfills.resume()
+        if resumed:
+            logger.info("handed %d approved backfill(s) to the executor", resumed)
 
-    async def resume_forever() -> None:
-        while not stopping.is_set():
-            try:
-                resumed = await services.backfills.resume()
-                if resumed:
-                    logger.info("handed %d approved backfill(s) to the executor", resumed)
-            except Exception:  # the next round tries again
-                logger.exception("resuming approved backfills failed")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stopping.wait(), RESUME_EVERY_S)
+    resumer = Worker("resume-approved", resume_approved, every_s=RESUME_EVERY_S)
 
     async def background(app: web.Application) -> AsyncIterator[None]:
         await asyncio.to_thread(upgrade, services.settings.database_url)
         tasks = [
             asyncio.create_task(services.sender.run_forever(), name="outbox-sender"),
-            asyncio.create_task(resume_forever(), name="resume-approved"),
+            asyncio.create_task(resumer.run_forever(), name="resume-approved"),
         ]
         tasks.append(asyncio.create_task(services.incidents.run_forever(), name="incidents"))
         scheduler = AsyncIOScheduler(timezone="UTC")
@@ -267,7 +265,7 @@ def create_web_app(bolt: AsyncApp, services: Services) -> web.Application:
         yield
         # Stop gracefully: a task cancelled inside a transaction would leak its connection.
         scheduler.pause()
-        stopping.set()
+        resumer.stop()
         services.sender.stop()
         services.incidents.stop()
         if services.runner is not None:

@@ -12,6 +12,7 @@ from bot.config import BotConfig
 from bot.executors.runner import Runner
 from bot.services.backfills import BackfillService
 from bot.services.home import HomeService
+from bot.services.incident_actions import IncidentActions
 from bot.services.incidents import IncidentService
 from bot.services.poller import MarquezPoller
 from bot.services.reconcile import Reconciler
@@ -29,6 +30,7 @@ class Services:
     sender: OutboxSender
     backfills: BackfillService
     incidents: IncidentService
+    incident_actions: IncidentActions
     home: HomeService
     poller: MarquezPoller
     sla: SlaService

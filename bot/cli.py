@@ -14,10 +14,9 @@ from typing import NoReturn
 
 from bot.clients.marquez import MarquezClient, MarquezError, MarquezUnavailable
 from bot.config import BotConfig, ConfigError, load_config
-from bot.domain.lineage import LineageCycleError
+from bot.domain.errors import PlanningError
 from bot.domain.planner import PlanError
 from bot.domain.ranges import RangeError
-from bot.domain.schedule import ScheduleError
 from bot.render import render_impact_text, render_plan_text
 from bot.services.catalog import AmbiguousDag, TaskNotDag, UnknownDag
 from bot.services.planning import Planner, PlanRequest
@@ -230,7 +229,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         _fail(f"{exc} (set MARQUEZ_URL or --marquez-url)", EXIT_MARQUEZ)
     except MarquezError as exc:
         _fail(f"Marquez answered badly: {exc}", EXIT_MARQUEZ)
-    except (LineageCycleError, ScheduleError) as exc:
+    except PlanningError as exc:  # a cycle, a schedule, or any planning failure to come
         _fail(str(exc), EXIT_DATA)
     except KeyboardInterrupt:
         sys.exit(130)

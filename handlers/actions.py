@@ -59,17 +59,17 @@ def register(app: AsyncApp, services: Services) -> None:
     @app.action(ActionId.INCIDENT_BACKFILL)
     async def incident_backfill(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
         await ack()
-        await decide(services.incidents.backfill, body, respond)
+        await decide(services.incident_actions.backfill, body, respond)
 
     @app.action(ActionId.INCIDENT_SNOOZE_1H)
     async def snooze_hour(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
         await ack()
-        await decide(partial(services.incidents.snooze, hours=1), body, respond)
+        await decide(partial(services.incident_actions.snooze, hours=1), body, respond)
 
     @app.action(ActionId.INCIDENT_SNOOZE_24H)
     async def snooze_day(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
         await ack()
-        await decide(partial(services.incidents.snooze, hours=24), body, respond)
+        await decide(partial(services.incident_actions.snooze, hours=24), body, respond)
 
     @app.action(ActionId.INCIDENT_MARQUEZ)
     async def open_marquez(ack: AsyncAck) -> None:

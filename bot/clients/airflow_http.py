@@ -1,16 +1,16 @@
 """The HTTP transport shared by the Airflow 2 and Airflow 3 clients (`bot.clients.airflow`).
 
-Retries follow `RetryPolicy` with jittered backoff. A request that may not have reached Airflow
-(connection refused, DNS) is always retried; one that may have been processed (timeout or
-disconnect after sending, 5xx) only when the call is safe to repeat: re-sending a backfill or a
-dag-run trigger could start it twice, so those report `AirflowUnavailable` at once and the caller
-reconciles by listing. A 401/403 renews the credentials once (Airflow 3 tokens) and re-sends:
-nothing was processed, so that is safe for every call.
+Retries (`send_with_retries` in `bot.clients.http`) follow `RetryPolicy` with jittered backoff.
+A request that may not have reached Airflow (connection refused, DNS) is always retried; one
+that may have been processed (timeout or disconnect after sending, 5xx) only when the call is
+safe to repeat: re-sending a backfill or a dag-run trigger could start it twice, so those report
+`AirflowUnavailable` at once and the caller reconciles by listing. A 401/403 renews the
+credentials once (Airflow 3 tokens) and re-sends: nothing was processed, so that is safe for
+every call.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from collections.abc import Sequence
@@ -34,10 +34,17 @@ from bot.clients.airflow_models import (
 )
 from bot.clients.http import (
     DEFAULT_RETRY,
+    ONCE_ONLY,
+    SAFE_TO_REPEAT,
     USER_AGENT,
+    GaveUp,
+    Page,
     RetryPolicy,
     SessionOwner,
+    all_items,
     describe,
+    offset_pages,
+    send_with_retries,
     truncate,
 )
 
@@ -46,7 +53,6 @@ logger = logging.getLogger("bot.clients.airflow")
 Method = Literal["GET", "POST", "PATCH", "PUT"]
 QueryValue = str | int | bool
 Query = Sequence[tuple[str, QueryValue]]
-_RETRYABLE_STATUSES = frozenset({500, 502, 503, 504})
 
 
 def seg(value: str) -> str:
@@ -102,7 +108,6 @@ class AirflowHttp(SessionOwner):
         self._username = username
         self._password = password
         self._timeout_s = timeout_s
-        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._retry = retry or DEFAULT_RETRY
         self._session = session
         self._owns_session = session is None
@@ -198,88 +203,52 @@ class AirflowHttp(SessionOwner):
         if authorization is not None:
             headers["Authorization"] = authorization
         endpoint = f"{method} {path}"
-        attempts = self._retry.attempts
-        failure, status = "", None
-        cause: BaseException | None = None
-        attempt = 0
-        for attempt in range(1, attempts + 1):
-            if attempt > 1:
-                delay = self._retry.delay(attempt - 1)
-                logger.warning(
-                    "Airflow %s failed (%s); retry %d of %d in %.2fs",
-                    endpoint,
-                    failure,
-                    attempt - 1,
-                    attempts - 1,
-                    delay,
-                )
-                await asyncio.sleep(delay)
-            try:
-                async with self._http().request(
-                    method,
-                    url,
-                    headers=headers,
-                    data=data,
-                    timeout=self._timeout,
-                    allow_redirects=method == "GET",
-                    raise_for_status=False,
-                ) as resp:
-                    raw = await resp.read()
-                    logger.debug("Airflow %s -> %d", endpoint, resp.status)
-                    if resp.status < 500:
-                        return resp.status, resp.reason, raw
-                    status = resp.status
-                    failure = f"HTTP {status}: {error_detail(raw, resp.reason)}"
-                    cause = None
-                    retryable = retry_safe and status in _RETRYABLE_STATUSES
-            except TimeoutError as exc:
-                failure, status, cause = f"no answer within {self._timeout_s:g}s", None, exc
-                retryable = retry_safe
-            except aiohttp.TooManyRedirects as exc:
-                raise AirflowBadResponse(
-                    f"Airflow at {self.base_url} redirected {endpoint} too often",
-                    status=exc.status,
-                    endpoint=endpoint,
-                ) from exc
-            except aiohttp.ClientConnectorError as exc:
-                # Refused or unresolvable: the request never left, so a retry cannot duplicate.
-                failure, status, cause = describe(exc), None, exc
-                retryable = True
-            except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
-                failure, status, cause = describe(exc), None, exc
-                retryable = retry_safe
-            except aiohttp.ClientError as exc:
-                raise AirflowUnavailable(
-                    f"Airflow at {self.base_url} failed: {describe(exc)} ({endpoint})",
-                    endpoint=endpoint,
-                ) from exc
-            if not retryable:
-                break
-        verb = "is unreachable" if status is None else "is unavailable"
-        tries = f"{attempt} attempt{'s' if attempt > 1 else ''}"
-        message = f"Airflow at {self.base_url} {verb}: {failure} ({tries}, {endpoint})"
-        if not retry_safe and (status is not None or isinstance(cause, TimeoutError)):
-            message += "; the request may have been carried out, check before repeating it"
-        raise AirflowUnavailable(message, status=status, endpoint=endpoint) from cause
+        try:
+            answer = await send_with_retries(
+                self._http(),
+                method,
+                url,
+                headers=headers,
+                data=data,
+                timeout_s=self._timeout_s,
+                policy=self._retry,
+                retryable=SAFE_TO_REPEAT if retry_safe else ONCE_ONLY,
+                explain=lambda status, reason, raw: f"HTTP {status}: {error_detail(raw, reason)}",
+                log=logger,
+                label=f"Airflow {endpoint}",
+            )
+        except GaveUp as exc:
+            message = exc.summary("Airflow", self.base_url, endpoint)
+            if not retry_safe and (exc.status is not None or isinstance(exc.cause, TimeoutError)):
+                message += "; the request may have been carried out, check before repeating it"
+            # A 5xx is all in the message; only a transport failure is worth chaining.
+            cause = exc.cause if exc.status is None else None
+            raise AirflowUnavailable(message, status=exc.status, endpoint=endpoint) from cause
+        except aiohttp.TooManyRedirects as exc:
+            raise AirflowBadResponse(
+                f"Airflow at {self.base_url} redirected {endpoint} too often",
+                status=exc.status,
+                endpoint=endpoint,
+            ) from exc
+        except aiohttp.ClientError as exc:
+            raise AirflowUnavailable(
+                f"Airflow at {self.base_url} failed: {describe(exc)} ({endpoint})",
+                endpoint=endpoint,
+            ) from exc
+        return answer.status, answer.reason, answer.body
 
     async def _paged(
         self, path: str, key: str, query: Query = (), *, page_size: int = 100
     ) -> list[Any]:
         """Every item of an offset-paged list (`limit`/`offset`, `total_entries`)."""
-        items: list[Any] = []
-        for _ in range(10_000):
-            page_query = [*query, ("limit", page_size), ("offset", len(items))]
-            reply = await self._request("GET", path, query=page_query, retry_safe=True)
-            page = reply.parse.objects(reply.data, key)
-            items.extend(page)
-            total = reply.data.get("total_entries")
-            if not page or (isinstance(total, int) and len(items) >= total):
-                break
-            if not isinstance(total, int) and len(page) < page_size:
-                break
-        return items
 
-    def _http(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            self._session = aiohttp.ClientSession()
-        return self._session
+        async def fetch(limit: int, offset: int) -> Page[Any]:
+            page_query = [*query, ("limit", limit), ("offset", offset)]
+            reply = await self._request("GET", path, query=page_query, retry_safe=True)
+            items = reply.parse.objects(reply.data, key)
+            total = reply.data.get("total_entries")
+            return Page(items, total if isinstance(total, int) else None)
+
+        # However the server pages, an endless list cannot hang the caller.
+        pages = offset_pages(fetch, page_size=page_size, max_pages=10_000)
+        return await all_items(pages)

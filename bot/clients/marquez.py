@@ -6,7 +6,6 @@ The client returns Marquez's JSON objects as plain dicts; parsing them is the ca
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -20,13 +19,22 @@ from yarl import URL
 
 from bot.clients.http import (
     DEFAULT_RETRY,
+    SAFE_TO_REPEAT,
     USER_AGENT,
+    Answer,
+    GaveUp,
+    Page,
+    Retryable,
     RetryPolicy,
     SessionOwner,
+    all_items,
     describe,
     error_message,
+    offset_pages,
+    send_with_retries,
     truncate,
 )
+from bot.domain.errors import PlanningError
 
 __all__ = [
     "RUN_STATES",
@@ -45,11 +53,15 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 RUN_STATES = frozenset({"NEW", "RUNNING", "COMPLETED", "ABORTED", "FAILED", "OTHER"})
-_RETRYABLE_GET_STATUSES = frozenset({500, 502, 503, 504})
+# An event POST is re-sent after any 5xx, or a connection lost before Marquez answered; not
+# after a timeout or a broken answer, when Marquez may have stored it and a copy would duplicate.
+_POST_RETRYABLE = Retryable(
+    statuses=range(500, 1000), timeout=False, dropped=True, broken_answer=False
+)
 _QueryValue = str | int
 
 
-class MarquezError(Exception):
+class MarquezError(PlanningError):
     """Base of every error the Marquez client raises."""
 
     def __init__(self, message: str, *, url: str, status: int | None = None) -> None:
@@ -158,7 +170,6 @@ class MarquezClient(SessionOwner):
             raise ValueError("page_size must be >= 1 and timeout_s > 0")
         self._base = str(parsed).rstrip("/")
         self._timeout_s = timeout_s
-        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._retry = retry
         self._page_size = page_size
         self._session = session
@@ -187,23 +198,10 @@ class MarquezClient(SessionOwner):
         states = [("lastRunStates", state) for state in last_run_states]
         return await self._paged(path, "jobs", states)
 
-    async def job_pages(self) -> AsyncIterator[list[dict[str, Any]]]:
+    def job_pages(self) -> AsyncIterator[list[dict[str, Any]]]:
         """Every job of every namespace, one page at a time, most recently updated first
         (`GET /api/v1/jobs`): a caller may stop early, and never holds the whole catalog."""
-        offset = 0
-        previous: list[dict[str, Any]] | None = None
-        while True:
-            query = [("limit", self._page_size), ("offset", offset)]
-            page = (await self._get("/api/v1/jobs", query)).objects("jobs")
-            if page and page == previous:
-                logger.warning("Marquez ignored offset on /api/v1/jobs; stopping at %d", offset)
-                return
-            if page:
-                yield page
-            if len(page) < self._page_size:
-                return
-            offset += len(page)
-            previous = page
+        return self._pages("/api/v1/jobs", "jobs")
 
     async def get_job(self, namespace: str, name: str) -> dict[str, Any]:
         reply = await self._get(f"/api/v1/namespaces/{_seg(namespace)}/jobs/{_seg(name)}")
@@ -298,27 +296,27 @@ class MarquezClient(SessionOwner):
         *,
         max_items: int | None = None,
     ) -> list[dict[str, Any]]:
-        # totalCount is unreliable (absent, or ignoring filters), so page until a short page.
-        items: list[dict[str, Any]] = []
-        previous: list[dict[str, Any]] | None = None
-        while max_items is None or len(items) < max_items:
-            limit = (
-                self._page_size
-                if max_items is None
-                else min(self._page_size, max_items - len(items))
-            )
-            page_query = [*query, ("limit", limit), ("offset", len(items))]
-            page = (await self._get(path, page_query)).objects(key)
-            if page and page == previous:
-                logger.warning(
-                    "Marquez ignored offset on %s; stopping after %d items", path, len(items)
-                )
-                break
-            items.extend(page)
-            if len(page) < limit:
-                break
-            previous = page
-        return items
+        return await all_items(self._pages(path, key, query, max_items=max_items))
+
+    def _pages(
+        self,
+        path: str,
+        key: str,
+        query: Sequence[tuple[str, _QueryValue]] = (),
+        *,
+        max_items: int | None = None,
+    ) -> AsyncIterator[list[dict[str, Any]]]:
+        async def fetch(limit: int, offset: int) -> Page[dict[str, Any]]:
+            reply = await self._get(path, [*query, ("limit", limit), ("offset", offset)])
+            # totalCount is unreliable (absent, or ignoring filters): only a short page ends it.
+            return Page(reply.objects(key))
+
+        def ignored_offset(offset: int) -> None:
+            logger.warning("Marquez ignored offset on %s; stopping after %d items", path, offset)
+
+        return offset_pages(
+            fetch, page_size=self._page_size, max_items=max_items, on_repeat=ignored_offset
+        )
 
     async def _call(
         self,
@@ -335,82 +333,42 @@ class MarquezClient(SessionOwner):
         headers = dict(self._headers)
         if body is not None:
             headers["Content-Type"] = "application/json"
-        idempotent = method == "GET"
-        attempts = self._retry.attempts
-        failure = ""
-        status: int | None = None
-        cause: BaseException | None = None
-        for attempt in range(1, attempts + 1):
-            if attempt > 1:
-                delay = self._retry.delay(attempt - 1)
-                logger.warning(
-                    "Marquez %s %s failed (%s); retry %d of %d in %.2fs",
-                    method,
-                    url,
-                    failure,
-                    attempt - 1,
-                    attempts - 1,
-                    delay,
-                )
-                await asyncio.sleep(delay)
-            responded = False
-            try:
-                async with self._http().request(
-                    method,
-                    url,
-                    headers=headers,
-                    data=body,
-                    timeout=self._timeout,
-                    # aiohttp would turn a redirected POST into a GET and drop the event.
-                    allow_redirects=idempotent,
-                    raise_for_status=False,
-                ) as resp:
-                    responded = True
-                    raw = await resp.read()
-                    logger.debug("Marquez %s %s -> %d", method, url, resp.status)
-                    if resp.status < 500:
-                        return str(url), resp.status, self._check(resp, raw, f"{method} {path}")
-                    status = resp.status
-                    failure = f"HTTP {status} {error_message(raw, resp.reason)}"
-                    cause = aiohttp.ClientResponseError(
-                        resp.request_info, resp.history, status=status, message=failure
-                    )
-                    retryable = status in _RETRYABLE_GET_STATUSES or not idempotent
-            except TimeoutError as exc:
-                # A POST that timed out may have been stored; re-sending it could duplicate it.
-                failure, status, cause = f"no answer within {self._timeout_s:g}s", None, exc
-                retryable = idempotent
-            except aiohttp.TooManyRedirects as exc:
-                raise MarquezBadResponse(
-                    f"{method} {path}: too many redirects", url=str(url), status=exc.status
-                ) from exc
-            except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
-                failure, status, cause = describe(exc), None, exc
-                retryable = idempotent or not responded
-            except aiohttp.ClientError as exc:
-                message = f"Marquez at {self._base} failed: {describe(exc)} ({method} {path})"
-                raise MarquezUnavailable(message, url=str(url)) from exc
-            if not retryable:
-                break
-        verb = "is unreachable" if status is None else "is unavailable"
-        tries = f"{attempt} attempt{'s' if attempt > 1 else ''}"
-        message = f"Marquez at {self._base} {verb}: {failure} ({tries}, {method} {path})"
-        raise MarquezUnavailable(message, url=str(url), status=status) from cause
+        endpoint = f"{method} {path}"
+        try:
+            answer = await send_with_retries(
+                self._http(),
+                method,
+                url,
+                headers=headers,
+                data=body,
+                timeout_s=self._timeout_s,
+                policy=self._retry,
+                retryable=SAFE_TO_REPEAT if method == "GET" else _POST_RETRYABLE,
+                explain=lambda status, reason, raw: f"HTTP {status} {error_message(raw, reason)}",
+                log=logger,
+                label=f"Marquez {method} {url}",
+            )
+        except GaveUp as exc:
+            message = exc.summary("Marquez", self._base, endpoint)
+            raise MarquezUnavailable(message, url=str(url), status=exc.status) from exc.cause
+        except aiohttp.TooManyRedirects as exc:
+            raise MarquezBadResponse(
+                f"{endpoint}: too many redirects", url=str(url), status=exc.status
+            ) from exc
+        except aiohttp.ClientError as exc:
+            message = f"Marquez at {self._base} failed: {describe(exc)} ({endpoint})"
+            raise MarquezUnavailable(message, url=str(url)) from exc
+        return str(url), answer.status, self._check(answer, endpoint)
 
-    def _check(self, resp: aiohttp.ClientResponse, raw: bytes, endpoint: str) -> bytes:
-        if 200 <= resp.status < 300:
-            return raw
-        url = str(resp.url)
-        if resp.status >= 400:
-            error = MarquezNotFound if resp.status == 404 else MarquezRequestError
-            raise error(error_message(raw, resp.reason), url=url, status=resp.status)
-        location = resp.headers.get("Location")
+    def _check(self, answer: Answer, endpoint: str) -> bytes:
+        if 200 <= answer.status < 300:
+            return answer.body
+        url, status = str(answer.url), answer.status
+        if status >= 400:
+            error = MarquezNotFound if status == 404 else MarquezRequestError
+            raise error(error_message(answer.body, answer.reason), url=url, status=status)
+        location = answer.headers.get("Location")
         where = f" to {location}" if location else ""
         raise MarquezBadResponse(
-            f"{endpoint}: unexpected HTTP {resp.status}{where}", url=url, status=resp.status
+            f"{endpoint}: unexpected HTTP {status}{where}", url=url, status=status
         )
-
-    def _http(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            self._session = aiohttp.ClientSession()
-        return self._session

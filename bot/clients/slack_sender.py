@@ -9,7 +9,6 @@ between a successful post and recording it would repost that one message when it
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.store import outbox
 from bot.store.models import BackfillRequest, OutboxMessage, OutboxRole, OutboxState, utcnow
+from bot.worker import Worker
 
 logger = logging.getLogger(__name__)
 
@@ -98,29 +98,20 @@ class OutboxSender:
         self.max_attempts = max_attempts
         self.poll_s = poll_s
         self.lease_s = lease_s
-        self._wake = asyncio.Event()
-        self._stopping = False
+        self._worker = Worker("outbox", self.deliver_due, every_s=poll_s)
         self._pass = asyncio.Lock()  # one delivery pass at a time, or a message could go twice
         self._post_pace = Pace(*post_pace) if post_pace else None
         self._update_pace = Pace(*update_pace) if update_pace else None
 
     def wake(self) -> None:
-        self._wake.set()
+        self._worker.wake()
 
     async def run_forever(self) -> None:
         """Deliver until `stop()`: the pass under way finishes first."""
-        while not self._stopping:
-            try:
-                await self.deliver_due()
-            except Exception:  # a broken pass must not stop delivery for good
-                logger.exception("outbox pass failed; retrying")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=self.poll_s)
-            self._wake.clear()
+        await self._worker.run_forever()
 
     def stop(self) -> None:
-        self._stopping = True
-        self._wake.set()
+        self._worker.stop()
 
     async def drain(self, *, timeout_s: float = 30.0) -> None:
         """Deliver until nothing is pending (waiting out Retry-After), or raise TimeoutError."""

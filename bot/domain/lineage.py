@@ -16,12 +16,13 @@ from typing import Any
 
 import networkx as nx
 
+from bot.domain.errors import PlanningError
 from bot.domain.gc_pause import without_cyclic_gc
 from bot.domain.model import DagRef, DatasetRef
 from bot.domain.producers import dag_from_facets
 
 
-class LineageCycleError(ValueError):
+class LineageCycleError(PlanningError, ValueError):
     """The affected DAGs depend on each other in a cycle, so no safe order exists."""
 
     def __init__(self, cycle: Sequence[DagRef]) -> None:

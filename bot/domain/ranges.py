@@ -5,13 +5,14 @@ from __future__ import annotations
 import re
 from datetime import date
 
+from bot.domain.errors import PlanningError
 from bot.domain.model import DateRange
 
 _RANGE = re.compile(r"^\s*(?P<start>[^.\s]+)\s*(?:\.\.\s*(?P<end>[^.\s]+)\s*)?$")
 EXAMPLE = "2021-06-04..2021-06-06"
 
 
-class RangeError(ValueError):
+class RangeError(PlanningError, ValueError):
     """The date range is malformed, reversed or too long; the message says how to fix it."""
 
 

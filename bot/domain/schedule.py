@@ -17,12 +17,13 @@ from typing import Any, Protocol
 
 from croniter import croniter
 
+from bot.domain.errors import PlanningError
 from bot.domain.model import Interval, merge_intervals
 
 MAX_INTERVALS = 10_000
 
 
-class ScheduleError(ValueError):
+class ScheduleError(PlanningError, ValueError):
     """A schedule would produce more runs than any sane backfill has."""
 
 

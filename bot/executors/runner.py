@@ -11,8 +11,6 @@ Everything the runner knows lives in the database, so a restarted bot carries on
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -20,7 +18,6 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from bot import messages_progress as progress_messages
 from bot.config import Execution
 from bot.domain.model import DagRef
 from bot.domain.planner import Plan, PlanNote, interval_from_json
@@ -33,6 +30,7 @@ from bot.domain.progress import (
     outcome,
 )
 from bot.executors.backends import Backend, Busy, Progress, StepRejected, StepWork
+from bot.messages import progress as progress_messages
 from bot.store import execution, outbox, repository
 from bot.store.models import (
     BackfillRequest,
@@ -42,6 +40,7 @@ from bot.store.models import (
     StepState,
     utcnow,
 )
+from bot.worker import Worker
 
 logger = logging.getLogger(__name__)
 # A claimed step with no backend answer recorded this long ago was left by a crashed process.
@@ -75,9 +74,8 @@ class Runner:
         self.settings = settings
         self.wake_sender = wake_sender
         self.clock = clock
-        self._wakeup = asyncio.Event()
         self._in_flight: set[str] = set()
-        self._stopping = False
+        self._worker = Worker("runner", self.tick, every_s=self.settings.poll_interval_s)
         self._booted = clock()
 
     @property
@@ -109,7 +107,7 @@ class Runner:
         await execution.mark_finished(session, request.id, at=self.clock())
 
     def wake(self) -> None:
-        self._wakeup.set()
+        self._worker.wake()
 
     async def check(self, plan: Plan) -> tuple[PlanNote, ...]:
         findings = await self.backend.check([s.dag for s in plan.steps])
@@ -119,18 +117,10 @@ class Runner:
 
     def stop(self) -> None:
         """End `run_forever` after the pass under way (no step is left half-recorded)."""
-        self._stopping = True
-        self._wakeup.set()
+        self._worker.stop()
 
     async def run_forever(self) -> None:
-        while not self._stopping:
-            try:
-                await self.tick()
-            except Exception:  # a bad pass must not stop every later one
-                logger.exception("runner pass failed; retrying")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wakeup.wait(), self.settings.poll_interval_s)
-            self._wakeup.clear()
+        await self._worker.run_forever()
 
     async def tick(self) -> int:
         """One pass over every request that needs attention; returns how many there were."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
+from enum import StrEnum
 from typing import Protocol
 
 from slack_sdk.errors import SlackApiError
@@ -13,6 +15,22 @@ from bot.config import BotConfig, matches
 from bot.domain.model import DagRef
 
 logger = logging.getLogger(__name__)
+
+
+class DenialKind(StrEnum):
+    SECOND_PERSON = "second_person"  # the requester, where an ownership rule asks for another
+    NO_ONE = "no_one"  # no owning team and no approvers configured
+    NOT_ALLOWED = "not_allowed"  # neither in an owning team nor an approver
+
+
+@dataclass(frozen=True)
+class Denial:
+    """Why a user may not act on a backfill of `dag_id`; bot.messages says it in words."""
+
+    kind: DenialKind
+    dag_id: str
+    teams: tuple[str, ...] = ()
+    """The owning teams, whose members may act."""
 
 
 class GroupDirectory(Protocol):
@@ -57,30 +75,21 @@ async def _in_any(
 
 async def may_approve(
     config: BotConfig, directory: GroupDirectory, root: DagRef, *, requester: str, user: str
-) -> str | None:
-    """None if `user` may approve a backfill of `root`, else the reason they may not."""
+) -> Denial | None:
+    """None if `user` may approve (or cancel) a backfill of `root`, else why they may not."""
     owners = [team for name in config.owners_of(root) if (team := config.team(name))]
+    teams = tuple(t.name for t in owners)
     approvers = config.approvers
     if user == requester and requires_second_person(config, root):
-        return (
-            f"Backfills of {root.dag_id} need a second person: someone other than the requester "
-            "must approve."
-        )
+        return Denial(DenialKind.SECOND_PERSON, root.dag_id, teams)
     allowed = await _in_any(user, approvers.users, approvers.user_groups, directory)
     for team in owners:
         allowed = allowed or await _in_any(user, team.members, team.user_groups, directory)
     if allowed:
         return None
     if not owners and not approvers.users and not approvers.user_groups:
-        return (
-            f"No team owns {root.dag_id} and no approvers are configured, so nobody may approve "
-            "its backfills yet. Add an ownership rule or approvers to BOT_CONFIG."
-        )
-    who = ", ".join(t.name for t in owners) or "none"
-    return (
-        f"You may not approve backfills of {root.dag_id}: only members of its owning teams "
-        f"({who}) or the configured approvers may. Ask one of them to click Approve."
-    )
+        return Denial(DenialKind.NO_ONE, root.dag_id)
+    return Denial(DenialKind.NOT_ALLOWED, root.dag_id, teams)
 
 
 def requires_second_person(config: BotConfig, root: DagRef) -> bool:

@@ -11,7 +11,7 @@ import logging
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -19,15 +19,12 @@ from bot import messages
 from bot.clients.marquez import MarquezError, MarquezUnavailable
 from bot.config import BotConfig
 from bot.domain.commands import PlanCommand
-from bot.domain.lineage import LineageCycleError
+from bot.domain.errors import PlanningError
 from bot.domain.model import DagRef
-from bot.domain.planner import Plan, PlanError, PlanNote, PlanStep, plan_from_json
-from bot.domain.ranges import RangeError
-from bot.domain.schedule import ScheduleError
+from bot.domain.planner import Plan, PlanNote, PlanStep, plan_from_json
 from bot.executors.base import Executor
-from bot.messages_progress import status_of
+from bot.messages.progress import status_of
 from bot.services.access import GroupDirectory, may_approve
-from bot.services.catalog import AmbiguousDag, TaskNotDag, UnknownDag
 from bot.services.planning import PlanRequest, PlanSource
 from bot.store import execution, guards, outbox, repository
 from bot.store.models import BackfillRequest, OutboxRole, RequestState
@@ -105,15 +102,13 @@ class BackfillService:
         try:
             async with self.planners() as planner:
                 plan = await planner.plan(request)
-        except (RangeError, UnknownDag, AmbiguousDag, TaskNotDag, PlanError) as exc:
-            return await self._refuse(user, "command.refused", str(exc), text=command.dag)
-        except (LineageCycleError, ScheduleError) as exc:
-            return await self._refuse(user, "command.refused", str(exc), text=command.dag)
         except MarquezUnavailable as exc:
             reason = f"Marquez is unreachable, so no plan can be made right now ({exc})."
             return await self._refuse(user, "command.refused", reason)
         except MarquezError as exc:
             return await self._refuse(user, "command.refused", f"Marquez answered badly: {exc}")
+        except PlanningError as exc:  # unknown DAG, bad range, cycle, schedule, plan too big
+            return await self._refuse(user, "command.refused", str(exc), text=command.dag)
         plan = replace(plan, notes=await self._check(plan))
         busy = await self._busy(plan.steps)
         if busy:
@@ -190,7 +185,7 @@ class BackfillService:
             return Reply(messages.action_result(f"Backfill {request_id} does not exist."))
         if request.state != RequestState.PREVIEWED:
             return Reply(messages.action_result(self._unchanged(request)))
-        refused = await self._check_clicker(request, user, action="approval.refused")
+        refused = await self._check_clicker(request, user, verb="approve")
         if refused is not None:
             return refused
         plan = plan_from_json(request.plan)
@@ -266,7 +261,7 @@ class BackfillService:
         if request.state not in OPEN_STATES:
             return Reply(messages.action_result(self._unchanged(request)))
         if user != request.requester:  # requesters may always withdraw their own request
-            refused = await self._check_clicker(request, user, action="cancel.refused")
+            refused = await self._check_clicker(request, user, verb="cancel")
             if refused is not None:
                 return refused
         try:
@@ -289,17 +284,17 @@ class BackfillService:
         return Reply(messages.action_result(f"Cancelled backfill {request.id}."), changed=True)
 
     async def _check_clicker(
-        self, request: BackfillRequest, user: str, *, action: str
+        self, request: BackfillRequest, user: str, *, verb: Literal["approve", "cancel"]
     ) -> Reply | None:
         """None if `user` may approve (or cancel) the request; else the audited refusal."""
         root = DagRef(request.root_namespace, request.root_dag)
-        reason = await may_approve(
+        denial = await may_approve(
             self.config, self.groups, root, requester=request.requester, user=user
         )
-        if reason is None:
+        if denial is None:
             return None
-        if action.startswith("cancel"):
-            reason = reason.replace("approve", "cancel")
+        reason = messages.denied(denial, action=verb)
+        action = "approval.refused" if verb == "approve" else "cancel.refused"
         async with self.sessions.begin() as session:
             await repository.add_audit(
                 session, actor=user, action=action, request_id=request.id, detail={"reason": reason}

@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.clients.marquez import MarquezClient
+from bot.domain.errors import PlanningError
 from bot.domain.lineage import dag_of, facet_owners, job_key, top_dag
 from bot.domain.model import DagRef
 
 
-class UnknownDag(LookupError):
+class UnknownDag(PlanningError, LookupError):
     """No DAG of that name; `suggestions` holds the closest known names."""
 
     def __init__(self, name: str, suggestions: Iterable[str], namespace: str | None) -> None:
@@ -28,7 +29,7 @@ class UnknownDag(LookupError):
         super().__init__(f"Unknown DAG '{name}'{where}: Marquez has no job by that name.{hint}")
 
 
-class AmbiguousDag(LookupError):
+class AmbiguousDag(PlanningError, LookupError):
     """The name exists in several namespaces; `candidates` lists them."""
 
     def __init__(self, name: str, candidates: Iterable[DagRef]) -> None:
@@ -41,7 +42,7 @@ class AmbiguousDag(LookupError):
         )
 
 
-class TaskNotDag(LookupError):
+class TaskNotDag(PlanningError, LookupError):
     """The name is a task of a DAG; backfills run whole DAGs."""
 
     def __init__(self, name: str, dag: DagRef) -> None:

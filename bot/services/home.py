@@ -3,7 +3,6 @@ viewing user's teams own (teams by membership or user group, from BOT_CONFIG).""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -14,13 +13,11 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from bot import messages
 from bot.config import BotConfig
 from bot.domain.model import DagRef
-from bot.render import environment
+from bot.messages.home import HomeBackfill, HomeIncident, HomeSlaMiss
 from bot.services.access import GroupDirectory
-from bot.slack_limits import check_view
 from bot.store.models import BackfillRequest, RequestState, utcnow
 from bot.store.watch_models import Incident, IncidentState, SlaMiss
 
-ROWS = 15  # per section; Slack allows 100 blocks in a Home view
 RECENT = timedelta(days=7)
 
 
@@ -87,49 +84,30 @@ class HomeService:
                 )
                 if self._ours(teams, m.namespace, m.dag_id)
             ]
-        esc = messages.escape_mrkdwn
-        sections = [
-            {
-                "title": f"Open incidents ({len(incidents)})",
-                "empty": "No open incidents.",
-                "lines": [
-                    f":rotating_light: `{esc(i.dag_id)}` failed for "
-                    f"{esc(i.interval_key.removeprefix('day:')[:10])}"
-                    + (f" · {i.grouped} downstream joined" if i.grouped else "")
-                    + (f" · backfill `{i.backfill_request_id}`" if i.backfill_request_id else "")
-                    for i in incidents[:ROWS]
-                ],
-            },
-            {
-                "title": f"Running backfills ({len(requests)})",
-                "empty": "No backfill is running.",
-                "lines": [
-                    f":arrows_counterclockwise: `{esc(r.root_dag)}` "
-                    f"{r.start_date.isoformat()}..{r.end_date.isoformat()} · {r.state} · "
-                    f"{messages.plural(len(r.steps), 'DAG')} · `{r.id}`"
-                    for r in requests[:ROWS]
-                ],
-            },
-            {
-                "title": f"SLA misses, last 7 days ({len(missed)})",
-                "empty": "No SLA misses.",
-                "lines": [
-                    f":hourglass: `{esc(m.dag_id)}` {m.kind.replace('_', ' ')} for "
-                    f"{esc(m.interval_key[:10])} (due {m.due:%Y-%m-%d %H:%M} UTC)"
-                    for m in missed[:ROWS]
-                ],
-            },
-        ]
-        teams_line = (
-            "Your teams: " + esc(", ".join(teams))
-            if teams
-            else "You are in no team of BOT_CONFIG, so nothing is filtered for you yet."
+        return messages.home.home_view(
+            teams,
+            [
+                HomeIncident(
+                    dag_id=i.dag_id,
+                    day=i.interval_key.removeprefix("day:")[:10],
+                    grouped=i.grouped,
+                    backfill=i.backfill_request_id,
+                )
+                for i in incidents
+            ],
+            [
+                HomeBackfill(
+                    request_id=r.id,
+                    root_dag=r.root_dag,
+                    start=r.start_date,
+                    end=r.end_date,
+                    state=r.state,
+                    dags=len(r.steps),
+                )
+                for r in requests
+            ],
+            [
+                HomeSlaMiss(dag_id=m.dag_id, kind=m.kind, day=m.interval_key[:10], due=m.due)
+                for m in missed
+            ],
         )
-        text = (
-            environment()
-            .get_template("watch/home.json.j2")
-            .render(sections=sections, teams_line=teams_line)
-        )
-        view: dict[str, Any] = json.loads(text)
-        check_view(view)
-        return view

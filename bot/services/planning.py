@@ -13,6 +13,7 @@ import networkx as nx
 
 from bot.clients.marquez import MarquezClient, MarquezNotFound, job_node_id
 from bot.config import BotConfig, Report
+from bot.domain.impact import DagImpact, ImpactSnapshot, ImpactStatus, ReportImpact
 from bot.domain.lineage import (
     Affected,
     LineageGraph,
@@ -79,6 +80,22 @@ class Impact:
         named = [t for dag in (self.root, *self.downstream) for t in self.owners.get(dag, ())]
         named += [hit.report.team for hit in self.reports if hit.report.team]
         return tuple(sorted(set(named)))
+
+    def snapshot(self) -> ImpactSnapshot:
+        """What an incident records of this impact."""
+        return ImpactSnapshot(
+            status=ImpactStatus.KNOWN,
+            root_owners=self.owners.get(self.root, ()),
+            downstream=tuple(
+                DagImpact(d.namespace, d.dag_id, self.owners.get(d, ())) for d in self.downstream
+            ),
+            datasets=tuple(str(d) for d in self.datasets),
+            reports=tuple(
+                ReportImpact(h.report.name, str(h.dataset), h.report.team, h.report.url)
+                for h in self.reports
+            ),
+            teams=self.teams,
+        )
 
 
 class PlanSource(Protocol):

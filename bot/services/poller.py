@@ -26,7 +26,6 @@ notice, then one "recovered" notice from the poll that reads on from where the p
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
@@ -40,14 +39,13 @@ from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from bot import messages
 from bot.clients.marquez import MarquezClient, MarquezError
 from bot.config import Watch
-from bot.messages import SENTENCE, clip  # importing it also registers the |mrkdwn filter
-from bot.render import environment
+from bot.messages.ops import describe_duration
 from bot.services.feed import MAX_PAGES, Batch, FeedReader
 from bot.services.ingest import ParsedEvent, store_events
 from bot.services.late_sweep import LateSweep, SweepRun, store_late
-from bot.slack_limits import check_message
 from bot.store.models import utcnow
 from bot.store.outbox import enqueue
 from bot.store.watch_models import EventSource, WatchCursor
@@ -58,8 +56,6 @@ __all__ = [
     "MAX_PAGES",
     "MarquezPoller",
     "describe_duration",
-    "recovered",
-    "unreachable",
 ]
 
 logger = logging.getLogger(__name__)
@@ -267,7 +263,7 @@ class MarquezPoller:
                 changes.update(reachable=True, updated_at=now)
                 await self._notice(
                     session,
-                    recovered(
+                    messages.ops.recovered(
                         now - row.updated_at, row.updated_at, row.position - self._overlap, new
                     ),
                 )
@@ -308,7 +304,9 @@ class MarquezPoller:
                     .where(WatchCursor.name == self._name)
                     .values(reachable=False, updated_at=now)
                 )
-                await self._notice(session, unreachable(reason, position - self._overlap))
+                await self._notice(
+                    session, messages.ops.unreachable(reason, position - self._overlap)
+                )
 
     async def _notice(self, session: AsyncSession, payload: dict[str, Any]) -> None:
         channel = self._watch.ops_channel
@@ -316,67 +314,6 @@ class MarquezPoller:
             logger.warning("%s (no watch.ops_channel to tell)", payload["text"])
             return
         await enqueue(session, channel=channel, payload=payload)
-
-
-# -- notices --------------------------------------------------------------------------------------
-
-
-def unreachable(reason: str, resume_from: datetime) -> dict[str, Any]:
-    """The ops notice posted once when Marquez stops answering usefully."""
-    return _render(
-        ":warning:",
-        "Marquez unreachable",
-        "The watcher cannot read Marquez's run events and retries with backoff. It keeps its "
-        "place, so no failure is lost: once Marquez answers, it reads on from there.",
-        [f"Error: {reason}", f"Resumes from events at {_moment(resume_from)}"],
-    )
-
-
-def recovered(
-    down_for: timedelta, since: datetime, read_from: datetime, new: int
-) -> dict[str, Any]:
-    """The ops notice posted once when Marquez answers again after an outage."""
-    events = f"{new} new run event{'' if new == 1 else 's'}"
-    return _render(
-        ":white_check_mark:",
-        "Marquez recovered",
-        f"Marquez answers again after {describe_duration(down_for)} unreachable. No events "
-        f"were missed: the watcher read on from where it stopped ({events} so far).",
-        [f"Unreachable since {_moment(since)}", f"Read on from events at {_moment(read_from)}"],
-    )
-
-
-def describe_duration(value: timedelta) -> str:
-    """`45 s`, `12 min`, `3 h 5 min`, `2 d 4 h`: the two largest units that matter."""
-    seconds = max(0, int(value.total_seconds()))
-    if seconds < 60:
-        return f"{seconds} s"
-    minutes, hours, days = seconds // 60, seconds // 3600, seconds // 86400
-    if hours == 0:
-        return f"{minutes} min"
-    if days == 0:
-        rest = minutes % 60
-        return f"{hours} h" + (f" {rest} min" if rest else "")
-    rest = hours % 24
-    return f"{days} d" + (f" {rest} h" if rest else "")
-
-
-def _render(icon: str, title: str, text: str, facts: list[str]) -> dict[str, Any]:
-    view = {
-        "icon": icon,
-        "title": title,
-        "text": clip(text, SENTENCE),
-        "facts": [clip(fact, 500) for fact in facts],
-    }
-    payload: dict[str, Any] = json.loads(
-        environment().get_template("watch/notice.json.j2").render(**view)
-    )
-    check_message(payload)
-    return payload
-
-
-def _moment(value: datetime) -> str:
-    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _reason(exc: BaseException) -> str:

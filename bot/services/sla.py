@@ -15,7 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from bot import messages_watch
+from bot import messages
 from bot.clients.marquez import MarquezError
 from bot.config import BotConfig
 from bot.domain.model import DagRef, Interval
@@ -57,10 +57,6 @@ def history(events: list[RunEvent]) -> dict[DagRef, list[RunFacts]]:
     for (dag, _), run in runs.items():
         found[dag].append(RunFacts(run.interval, run.started_at, run.finished_at, run.succeeded))
     return dict(found)
-
-
-def _when(interval: Interval) -> str:
-    return messages_watch.interval_words(interval.start, interval.end)
 
 
 class SlaService:
@@ -139,23 +135,20 @@ class SlaService:
         if await self._known(dag, miss):
             return False
         reports = await self._reports(dag)  # network: outside the transaction
-        what = {
-            "missing": "has no run yet",
-            "late": "has not succeeded yet",
-            "too_long": "is running too long",
-        }[miss.kind]
-        due = miss.due.strftime("%Y-%m-%d %H:%M UTC")
         owners = list(self.config.owners_of(dag)) + list(notify)
         channels = [c for c in (self._channel(t) for t in owners) if c]
         if not channels and self.config.watch.alert_channel:
             channels = [self.config.watch.alert_channel]
-        late = f":hourglass: `{dag.dag_id}` {what} for {_when(miss.interval)} (due {due}): "
-        late += miss.reason + "."
         by_team: dict[str, list[str]] = defaultdict(list)
         for name, team in reports:
             channel = self._channel(team)
             if channel:
                 by_team[channel].append(name)
+        late = messages.sla.late_notice(dag.dag_id, miss)
+        reports_late = {
+            channel: messages.sla.reports_late(names, dag.dag_id, miss)
+            for channel, names in by_team.items()
+        }
         try:
             async with self.sessions.begin() as session:
                 session.add(
@@ -171,17 +164,9 @@ class SlaService:
                 )
                 await session.flush()
                 for channel in dict.fromkeys(channels):
-                    await outbox.enqueue(
-                        session, channel=channel, payload=messages_watch.reply(late)
-                    )
-                for channel, names in by_team.items():
-                    text = (
-                        f":hourglass: {', '.join(f'*{n}*' for n in names)} will be late: "
-                        f"`{dag.dag_id}` upstream of it {what} for {_when(miss.interval)}."
-                    )
-                    await outbox.enqueue(
-                        session, channel=channel, payload=messages_watch.reply(text)
-                    )
+                    await outbox.enqueue(session, channel=channel, payload=late)
+                for channel, payload in reports_late.items():
+                    await outbox.enqueue(session, channel=channel, payload=payload)
         except IntegrityError:  # another process notified it first
             return False
         return True

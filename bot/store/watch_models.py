@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy import JSON, CheckConstraint, ForeignKey, Index, Integer, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
+from bot.domain.incidents import IncidentState as IncidentState  # re-exported for the store's users
 from bot.store.models import Base, UTCDateTime, _one_of, new_id, utcnow
 
 
@@ -71,11 +72,6 @@ class WatchCursor(Base):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
-class IncidentState(StrEnum):
-    OPEN = "open"
-    RESOLVED = "resolved"
-
-
 class Incident(Base):
     """A failed DAG run (tasks roll up to their DAG) for one interval, or a failure grouped
     under an open incident upstream of it (`root_id`). The alert is a Slack message whose ts is
@@ -105,6 +101,9 @@ class Incident(Base):
     failed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     """Event time of the latest failure: only a success after it resolves the incident."""
     impact: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    """The typed impact snapshot (`bot/domain/impact.py`) as JSON; `{}` for a grouped failure."""
+    runs: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
+    """The outage's failed intervals (`bot/store/incidents.py` reads them); None before 0007."""
     channel: Mapped[str | None] = mapped_column(String(64))
     alert_ts: Mapped[str | None] = mapped_column(String(32))
     snoozed_until: Mapped[datetime | None] = mapped_column(UTCDateTime())

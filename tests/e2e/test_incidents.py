@@ -274,3 +274,44 @@ async def test_an_alert_does_not_wait_for_a_slow_impact_which_is_edited_in(bot: 
     assert "being worked out" not in shown(alert)
     [reply] = bot.slack.state.thread(ORDERS, alert.ts)
     assert "<!subteam^S0ANALYTIC>" in shown(reply)  # an edit notifies nobody: the reply does
+
+
+async def test_three_failed_days_are_one_incident_whose_backfill_covers_them(bot: Bot) -> None:
+    days = [DAY + timedelta(days=n) for n in range(3)]
+    for day in days:  # the example story: 06-04, 05 and 06 fail as they come
+        await store(bot, event("example.etl_orders", day=day, error=f"disk full on {day:%d}"))
+
+    [alert] = bot.slack.state.messages(ORDERS)
+    assert "failed 3 times" in shown(alert)
+    assert "2021-06-04" in shown(alert)
+    assert "2021-06-06" in shown(alert)
+    assert "disk full on 06" in shown(alert)  # the latest error
+    incident_id = buttons(alert)[ActionId.INCIDENT_BACKFILL]["value"]
+    await bot.slack.click(
+        channel_id=ORDERS,
+        message_ts=alert.ts,
+        action_id=ActionId.INCIDENT_BACKFILL,
+        user_id=OWNER,
+        value=incident_id,
+    )
+    await eventually(lambda: bot.slack.state.messages(ORDERS)[1:], timeout_s=30)
+    async with bot.services.sessions() as session:
+        [request] = list(await session.scalars(select(BackfillRequest)))
+    assert (request.start_date.isoformat(), request.end_date.isoformat()) == (
+        "2021-06-04",
+        "2021-06-06",
+    )
+
+    for day in days[:2]:  # the backfill's runs succeed one by one: not resolved yet
+        await store(bot, event("example.etl_orders", "COMPLETE", day=day))
+    assert "now resolved" not in shown(bot.slack.state.find_message(ORDERS, alert.ts))
+    await store(bot, event("example.etl_orders", "COMPLETE", day=days[2]))
+    assert "now resolved" in shown(bot.slack.state.find_message(ORDERS, alert.ts))
+    async with bot.services.sessions() as session:
+        assert len(list(await session.scalars(select(Incident)))) == 1
+
+
+async def test_a_failure_after_a_gap_is_another_outage(bot: Bot) -> None:
+    await store(bot, event("example.etl_orders"))
+    await store(bot, event("example.etl_orders", day=DAY + timedelta(days=2)))
+    assert len(bot.slack.state.messages(ORDERS)) == 2

@@ -185,8 +185,8 @@ async def test_two_bot_processes_on_postgresql_post_each_alert_once(
     fresh_postgres_db: str,
 ) -> None:
     async with running_standin(seed="food_delivery") as marquez:
-        for n in range(3):
-            day = datetime(2021, 6, 10 + n, tzinfo=UTC)
+        for n in range(3):  # days apart: three outages, not one
+            day = datetime(2021, 6, 10 + 2 * n, tzinfo=UTC)
             marquez.state.ingest(run_event("FAIL", day, run_id=str(uuid.uuid4()), error=f"e{n}"))
         async with two_bots(fresh_postgres_db, marquez) as (slack, one, two):
             await asyncio.gather(one.poller.poll_once(), two.poller.poll_once())
@@ -200,8 +200,8 @@ async def test_two_bot_processes_on_postgresql_post_each_alert_once(
 async def test_a_flaky_slack_still_gets_every_alert_exactly_once(tmp_path: Any) -> None:
     database = f"sqlite:///{tmp_path / 'bot.db'}"
     async with running_standin(seed="food_delivery") as marquez:
-        for n in range(6):
-            day = datetime(2021, 6, 10 + n, tzinfo=UTC)
+        for n in range(6):  # days apart: six outages, not one
+            day = datetime(2021, 6, 10 + 2 * n, tzinfo=UTC)
             marquez.state.ingest(run_event("FAIL", day, run_id=str(uuid.uuid4()), error=f"e{n}"))
         async with running_bot(database, marquez, config()) as bot:
             bot.slack.state.fail_every(3)  # every third Web API call answers 429 or 500

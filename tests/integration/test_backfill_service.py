@@ -147,3 +147,23 @@ async def test_socket_mode_without_a_secret_serves_no_events_route(tmp_path: obj
         )
         assert reply.status in (404, 405)
         assert (await client.get("/healthz")).status == 200
+
+
+async def test_someone_who_may_not_cancel_is_told_so_in_words_about_cancelling(
+    service: BackfillService,
+) -> None:
+    request_id = await approved_request(service)
+    reply = await service.cancel(request_id, user="U0STRANGER")
+    reason = (
+        "You may not cancel backfills of example.etl_orders: only the requester, members of its "
+        "owning teams (orders) or the configured approvers may. Ask one of them to click Cancel."
+    )
+    assert (reply.changed, reply.payload["text"]) == (False, f":no_entry: {reason}")
+    async with service.sessions() as session:
+        refused = await session.scalar(
+            select(AuditEntry).where(
+                AuditEntry.request_id == request_id, AuditEntry.action == "cancel.refused"
+            )
+        )
+    assert refused is not None
+    assert (refused.actor, refused.detail) == ("U0STRANGER", {"reason": reason})

@@ -3,6 +3,7 @@ with the models."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import date
 from pathlib import Path
@@ -14,6 +15,7 @@ from alembic.migration import MigrationContext
 from sqlalchemy import Connection, insert, inspect, select, text
 from sqlalchemy.exc import IntegrityError
 
+from bot.domain.impact import ImpactSnapshot, ImpactStatus
 from bot.store import (
     BackfillRequest,
     BackfillStep,
@@ -100,7 +102,7 @@ async def test_upgrade_creates_tables_indexes_and_constraints(database_url: str)
     schema = await on_connection(database_url, describe)
 
     assert schema["tables"] == TABLES
-    assert schema["version"] == "0006"
+    assert schema["version"] == "0007"
     for table, names in INDEXES.items():
         assert names <= schema["indexes"][table]
     assert schema["checks"] == {
@@ -210,3 +212,61 @@ def test_unsupported_database_urls_are_refused_without_leaking_secrets(given: st
         with pytest.raises(ValueError, match=r"DATABASE_URL.*sqlite:///.*postgresql://") as info:
             normalise(given)
         assert "hunter2" not in str(info.value)
+
+
+LEGACY_IMPACT = {
+    "root": "example.etl_orders",
+    "namespace": "food_delivery",
+    "root_owners": "orders, platform",
+    "downstream": [
+        {"dag_id": "example.etl_orders_7_days", "namespace": "food_delivery", "owners": "unknown"}
+    ],
+    "datasets": ["food_delivery.public.orders"],
+    "reports": [
+        {"name": "Weekly", "url": "", "team": "no team", "dataset": "food_delivery.public.x"}
+    ],
+    "teams": ["orders", "platform"],
+}
+
+
+async def test_0007_turns_stored_impact_text_views_into_typed_snapshots(database_url: str) -> None:
+    upgrade(database_url, "0006")
+
+    def add(conn: Connection) -> None:
+        for incident_id, impact in (
+            ("known", LEGACY_IMPACT),
+            ("pending", {"pending": True, "downstream": [], "datasets": [], "reports": []}),
+            ("grouped", {}),
+        ):
+            conn.execute(
+                text(
+                    "INSERT INTO incidents (id, namespace, dag_id, interval_key, state, failures,"
+                    " grouped, impact, opened_at, updated_at) VALUES (:id, 'ns', :id, 'k',"
+                    " 'open', 1, 0, :impact, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"
+                ),
+                {"id": incident_id, "impact": json.dumps(impact)},
+            )
+        conn.commit()
+
+    def impacts(conn: Connection) -> dict[str, Any]:
+        rows = conn.execute(text("SELECT id, impact FROM incidents"))
+        return {i: json.loads(v) if isinstance(v, str) else v for i, v in rows}
+
+    await on_connection(database_url, add)
+    upgrade(database_url)
+    stored = await on_connection(database_url, impacts)
+
+    known = ImpactSnapshot.from_json(stored["known"])
+    assert known.status == ImpactStatus.KNOWN
+    assert known.root_owners == ("orders", "platform")
+    assert known.downstream[0].dag_id == "example.etl_orders_7_days"
+    assert known.downstream[0].owners == ()
+    assert known.reports[0].team is None
+    assert known.reports[0].url is None
+    assert ImpactSnapshot.from_json(stored["pending"]).is_pending
+    assert stored["grouped"] == {}
+
+    downgrade(database_url, "0006")
+    back = (await on_connection(database_url, impacts))["known"]
+    # what the older bot reads back (it never read the root's names from the record)
+    assert back == {k: v for k, v in LEGACY_IMPACT.items() if k not in {"root", "namespace"}}

@@ -1,21 +1,17 @@
-"""Slack messages: golden Block Kit JSON for every layout, Slack's limits, escaping, opaque ids.
-
-Regenerate the golden files after an intended change, then review their diff:
-    UPDATE_GOLDEN=1 .venv/bin/pytest tests/unit/test_messages.py
+"""Messages of /backfill (templates/backfill/, templates/common/): golden Block Kit JSON for
+every layout (see golden_support), escaping, opaque ids, and any names within Slack's limits.
 """
 
 from __future__ import annotations
 
-import difflib
 import json
-import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
+from golden_support import Case, assert_golden, elements, mrkdwn_texts
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -23,12 +19,11 @@ from bot import messages
 from bot.domain.model import DagRef, DateRange, Interval
 from bot.domain.planner import Plan, PlanStep
 from bot.messages import RequestStatus, StepStatus
+from bot.services.access import Denial, DenialKind
 from bot.slack_ids import ActionId, BlockId, ViewCallbackId
-from bot.slack_limits import SlackLimitError, check_message, check_view
+from bot.slack_limits import check_message, check_view
 from bot.store.models import REQUEST_TRANSITIONS, RequestState, StepState
 
-GOLDEN = Path(__file__).resolve().parent.parent / "golden"
-UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
 RANGE = DateRange(date(2021, 6, 4), date(2021, 6, 6))
 REQUEST = "5f0c1e0a9d2b4c7e8f1a2b3c4d5e6f70"
 ROOT = DagRef("example", "example.etl_orders")
@@ -110,98 +105,76 @@ def preview(plan: Plan, **options: Any) -> dict[str, Any]:
     )
 
 
-CASES: dict[str, Callable[[], dict[str, Any]]] = {
-    "plan_preview_short": lambda: preview(make_plan(3)),
-    "plan_preview_long": lambda: preview(make_plan(59)),
-    "plan_preview_dry_run": lambda: preview(make_plan(3), dry_run=True),
-    "plan_preview_dry_run_long": lambda: preview(make_plan(59), dry_run=True),
-    "plan_preview_only": lambda: preview(make_plan(0, only=True)),
-    "plan_preview_excluded": lambda: preview(
-        make_plan(2, excluded=(DagRef("example", "example.email_report"), DagRef("b", "x.y")))
+PREVIEW, MODAL = "backfill/plan_preview.json.j2", "backfill/plan_modal.json.j2"
+STATUS, NOTICE = "backfill/request_status.json.j2", "common/notice.json.j2"
+LIST = "backfill/status_list.json.j2"
+NOT_ALLOWED = Denial(DenialKind.NOT_ALLOWED, "example.etl_orders", ("orders", "finance"))
+
+CASES: dict[str, Case] = {
+    "plan_preview_short": Case(PREVIEW, lambda: preview(make_plan(3))),
+    "plan_preview_long": Case(PREVIEW, lambda: preview(make_plan(59))),
+    "plan_preview_dry_run": Case(PREVIEW, lambda: preview(make_plan(3), dry_run=True)),
+    "plan_preview_dry_run_long": Case(PREVIEW, lambda: preview(make_plan(59), dry_run=True)),
+    "plan_preview_only": Case(PREVIEW, lambda: preview(make_plan(0, only=True))),
+    "plan_preview_excluded": Case(
+        PREVIEW,
+        lambda: preview(
+            make_plan(2, excluded=(DagRef("example", "example.email_report"), DagRef("b", "x.y")))
+        ),
     ),
-    "plan_preview_escaping": lambda: preview(WEIRD),
-    "plan_preview_index": lambda: preview(
-        replace(make_plan(3), lineage_as_of=datetime(2021, 6, 7, 9, 30, tzinfo=UTC))
+    "plan_preview_escaping": Case(PREVIEW, lambda: preview(WEIRD)),
+    "plan_preview_index": Case(
+        PREVIEW,
+        lambda: preview(
+            replace(make_plan(3), lineage_as_of=datetime(2021, 6, 7, 9, 30, tzinfo=UTC))
+        ),
     ),
-    "plan_modal_short": lambda: messages.plan_modal(make_plan(3), request_id=REQUEST),
-    "plan_modal_300": lambda: messages.plan_modal(make_plan(299), request_id=REQUEST),
-    "plan_modal_escaping": lambda: messages.plan_modal(WEIRD, request_id=REQUEST),
+    "plan_modal_short": Case(MODAL, lambda: messages.plan_modal(make_plan(3), request_id=REQUEST)),
+    "plan_modal_300": Case(MODAL, lambda: messages.plan_modal(make_plan(299), request_id=REQUEST)),
+    "plan_modal_escaping": Case(MODAL, lambda: messages.plan_modal(WEIRD, request_id=REQUEST)),
     **{
-        f"request_status_{state}": (lambda s=state: messages.request_status(make_status(s)))
+        f"request_status_{state}": Case(
+            STATUS, lambda s=state: messages.request_status(make_status(s))
+        )
         for state in RequestState
     },
-    "request_status_long": lambda: messages.request_status(make_status("running", 59, at=30)),
-    "status_list_empty": lambda: messages.status_list([]),
-    "status_list": lambda: messages.status_list([make_status(s) for s in RequestState]),
-    "status_list_long": lambda: messages.status_list(
-        [replace(make_status("succeeded"), request_id=f"{i:032x}") for i in range(25)]
+    "request_status_long": Case(
+        STATUS, lambda: messages.request_status(make_status("running", 59, at=30))
     ),
-    "refusal": lambda: messages.refusal("Unknown DAG etl_ordrs in namespace example."),
-    "refusal_hint": lambda: messages.refusal(
-        "Unknown DAG <etl_ordrs> & co.", hint="Did you mean example.etl_orders? Ask <@U0OWNER>."
+    "status_list_empty": Case(LIST, lambda: messages.status_list([])),
+    "status_list": Case(LIST, lambda: messages.status_list([make_status(s) for s in RequestState])),
+    "status_list_long": Case(
+        LIST,
+        lambda: messages.status_list(
+            [replace(make_status("succeeded"), request_id=f"{i:032x}") for i in range(25)]
+        ),
     ),
-    "help": lambda: messages.help_message(),
-    "action_result": lambda: messages.action_result("Already approved by <@U0APPROVER>."),
-    "acknowledgement": lambda: messages.acknowledgement(
-        "Planning example.etl_orders 2021-06-04..2021-06-06 …"
+    "refusal": Case(
+        NOTICE, lambda: messages.refusal("Unknown DAG etl_ordrs in namespace example.")
+    ),
+    "refusal_hint": Case(
+        NOTICE,
+        lambda: messages.refusal(
+            "Unknown DAG <etl_ordrs> & co.", hint="Did you mean example.etl_orders? Ask <@U0OWNER>."
+        ),
+    ),
+    "refusal_not_allowed_to_cancel": Case(
+        NOTICE, lambda: messages.refusal(messages.denied(NOT_ALLOWED, action="cancel"))
+    ),
+    "help": Case("backfill/help.json.j2", lambda: messages.help_message()),
+    "action_result": Case(
+        NOTICE, lambda: messages.action_result("Already approved by <@U0APPROVER>.")
+    ),
+    "acknowledgement": Case(
+        NOTICE,
+        lambda: messages.acknowledgement("Planning example.etl_orders 2021-06-04..2021-06-06 …"),
     ),
 }
 
 
-def check(payload: Mapping[str, Any]) -> None:
-    if payload.get("type") == "modal":
-        check_view(payload)
-    else:
-        check_message(payload)
-
-
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_golden(name: str) -> None:
-    payload = CASES[name]()
-    check(payload)
-    actual = json.dumps(payload, indent=2, ensure_ascii=False) + "\n"
-    path = GOLDEN / f"{name}.json"
-    if UPDATE:
-        GOLDEN.mkdir(exist_ok=True)
-        path.write_text(actual, encoding="utf-8")
-    if not path.exists():
-        pytest.fail(f"{path} is missing; run UPDATE_GOLDEN=1 pytest {__file__}")
-    expected = path.read_text(encoding="utf-8")
-    if actual != expected:
-        diff = difflib.unified_diff(
-            expected.splitlines(), actual.splitlines(), "golden", "rendered", lineterm=""
-        )
-        pytest.fail(f"{name} differs from {path} (UPDATE_GOLDEN=1 to accept):\n" + "\n".join(diff))
-
-
-def test_no_stale_golden_files() -> None:
-    assert {p.stem for p in GOLDEN.glob("*.json")} == set(CASES)
-
-
-def elements(payload: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
-    """The interactive elements: in actions blocks and as section accessories."""
-    for block in payload["blocks"]:
-        if block["type"] == "actions":
-            yield from block["elements"]
-        if "accessory" in block:
-            yield block["accessory"]
-
-
-def mrkdwn_texts(payload: Mapping[str, Any]) -> list[str]:
-    found: list[str] = []
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            if node.get("type") == "mrkdwn":
-                found.append(node["text"])
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-
-    walk(payload["blocks"])
-    return found
+def test_golden(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert_golden(name, CASES[name], monkeypatch)
 
 
 @pytest.mark.parametrize(
@@ -253,8 +226,8 @@ def test_dry_run_says_so_and_offers_no_approve_or_cancel() -> None:
 
 
 def test_every_action_id_comes_from_the_enum() -> None:
-    for name, build in CASES.items():
-        payload = build()
+    for name, case in CASES.items():
+        payload = case.build()
         if payload.get("type") == "modal":
             assert payload["callback_id"] == ViewCallbackId.PLAN, name
             continue
@@ -347,103 +320,6 @@ def test_empty_status_list() -> None:
     assert mrkdwn_texts(payload) == ["No backfills yet."]
 
 
-# --- limits -------------------------------------------------------------------------------
-
-
-def section(text: str = "ok", **extra: Any) -> dict[str, Any]:
-    return {"type": "section", "text": {"type": "mrkdwn", "text": text}, **extra}
-
-
-def plain(text: str) -> dict[str, str]:
-    return {"type": "plain_text", "text": text}
-
-
-def with_button(**changes: Any) -> dict[str, Any]:
-    confirm = {"title": plain("t"), "text": plain("x"), "confirm": plain("y"), "deny": plain("n")}
-    confirm.update({k[8:]: plain(v) for k, v in changes.items() if k.startswith("confirm_")})
-    button = {"type": "button", "text": plain("Go"), "action_id": "a", "value": "v"}
-    button.update({k: v for k, v in changes.items() if not k.startswith("confirm_")})
-    return {
-        "text": "t",
-        "blocks": [{"type": "actions", "elements": [{**button, "confirm": confirm}]}],
-    }
-
-
-MESSAGE_CASES: list[tuple[str, dict[str, Any], str]] = [
-    ("blocks", {"text": "t", "blocks": [section()] * 51}, "blocks: 51 blocks"),
-    ("section", {"text": "t", "blocks": [section("x" * 3001)]}, "blocks[0].text: 3001"),
-    (
-        "fields",
-        {"text": "t", "blocks": [{"type": "section", "fields": [plain("f")] * 11}]},
-        "blocks[0].fields: 11 items",
-    ),
-    (
-        "field",
-        {"text": "t", "blocks": [{"type": "section", "fields": [plain("f" * 2001)]}]},
-        "blocks[0].fields[0]: 2001",
-    ),
-    ("header", {"text": "t", "blocks": [{"type": "header", "text": plain("h" * 151)}]}, "151"),
-    ("button", with_button(text=plain("b" * 76)), "elements[0].text: 76"),
-    ("action_id", with_button(action_id="a" * 256), "elements[0].action_id: 256"),
-    ("block_id", {"text": "t", "blocks": [section(block_id="b" * 256)]}, "block_id: 256"),
-    ("value", with_button(value="v" * 2001), "elements[0].value: 2001"),
-    ("confirm_title", with_button(confirm_title="t" * 101), "confirm.title: 101"),
-    ("confirm_text", with_button(confirm_text="x" * 301), "confirm.text: 301"),
-    ("confirm_button", with_button(confirm_confirm="y" * 31), "confirm.confirm: 31"),
-    ("deny_button", with_button(confirm_deny="n" * 31), "confirm.deny: 31"),
-    ("text", {"text": "t" * 40_001, "blocks": []}, "text: 40001"),
-    ("no_text", {"blocks": [section()]}, "non-empty fallback text"),
-    ("twice", {"text": "t", "blocks": [section(block_id="b")] * 2}, "'b' is used twice"),
-    ("sdk", {"text": "t", "blocks": [{"type": "section"}]}, "text or fields attribute"),
-]
-
-
-@pytest.mark.parametrize(
-    ("payload", "problem"), [c[1:] for c in MESSAGE_CASES], ids=[c[0] for c in MESSAGE_CASES]
-)
-def test_check_message_rejects(payload: dict[str, Any], problem: str) -> None:
-    with pytest.raises(SlackLimitError) as caught:
-        check_message(payload)
-    assert any(problem in p for p in caught.value.problems), caught.value.problems
-
-
-def test_check_message_accepts_every_limit_exactly() -> None:
-    payload = with_button(text=plain("b" * 75), action_id="a" * 255, value="v" * 2000)
-    confirm = payload["blocks"][0]["elements"][0]["confirm"]
-    confirm.update(title=plain("t" * 100), text=plain("x" * 300), confirm=plain("y" * 30))
-    payload["blocks"] += [section("x" * 3000, block_id="b" * 255)]
-    payload["blocks"] += [{"type": "section", "fields": [plain("f" * 2000)] * 10}]
-    payload["blocks"] += [{"type": "header", "text": plain("h" * 150)}]
-    payload["blocks"] += [section()] * (50 - len(payload["blocks"]))
-    payload["text"] = "t" * 40_000
-    check_message(payload)
-
-
-def view(**changes: Any) -> dict[str, Any]:
-    return {"type": "modal", "title": plain("Backfill plan"), "blocks": [section()], **changes}
-
-
-VIEW_CASES: list[tuple[str, dict[str, Any], str]] = [
-    ("title", view(title=plain("t" * 25)), "title.text: 25"),
-    ("close", view(close=plain("c" * 25)), "close.text: 25"),
-    ("submit", view(submit=plain("s" * 25)), "submit.text: 25"),
-    ("metadata", view(private_metadata="m" * 3001), "private_metadata: 3001"),
-    ("blocks", view(blocks=[section()] * 101), "blocks: 101 blocks"),
-    ("callback", view(callback_id="c" * 256), "callback_id: 256"),
-    ("section", view(blocks=[section("x" * 3001)]), "blocks[0].text: 3001"),
-    ("no_title", {"type": "modal", "blocks": [section()]}, "needs a title"),
-]
-
-
-@pytest.mark.parametrize(
-    ("payload", "problem"), [c[1:] for c in VIEW_CASES], ids=[c[0] for c in VIEW_CASES]
-)
-def test_check_view_rejects(payload: dict[str, Any], problem: str) -> None:
-    with pytest.raises(SlackLimitError) as caught:
-        check_view(payload)
-    assert any(problem in p for p in caught.value.problems), caught.value.problems
-
-
 # --- any names, any sizes -------------------------------------------------------------------
 
 names = st.text(alphabet="<>&ab_.é😀 *`", min_size=1, max_size=300)
@@ -483,3 +359,27 @@ def test_any_names_stay_within_slack_limits(
     check_message(messages.status_list([status] * 30))
     check_message(messages.refusal(who * 20, hint=who * 20))
     check_message(messages.help_message(who))
+
+
+@pytest.mark.parametrize("kind", list(DenialKind))
+def test_a_cancel_refusal_is_its_own_sentence(kind: DenialKind) -> None:
+    text = messages.denied(Denial(kind, "example.etl_orders", ("orders",)), action="cancel")
+    assert "cancel" in text
+    assert "cancelr" not in text
+    assert "Approve" not in text
+    assert "must approve" not in text
+
+
+def test_approval_refusals_name_the_dag_and_who_may_approve() -> None:
+    assert messages.denied(NOT_ALLOWED, action="approve") == (
+        "You may not approve backfills of example.etl_orders: only members of its owning teams "
+        "(orders, finance) or the configured approvers may. Ask one of them to click Approve."
+    )
+    assert messages.denied(NOT_ALLOWED, action="cancel").endswith(
+        "only the requester, members of its owning teams (orders, finance) or the configured "
+        "approvers may. Ask one of them to click Cancel."
+    )
+    second = Denial(DenialKind.SECOND_PERSON, "example.etl_orders")
+    assert "second person" in messages.denied(second, action="approve")
+    nobody = Denial(DenialKind.NO_ONE, "example.etl_orders")
+    assert messages.denied(nobody, action="approve").startswith("No team owns example.etl_orders")

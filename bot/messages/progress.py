@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from bot import messages
 from bot.domain.progress import Counts, duration_text
-from bot.render import environment
-from bot.slack_limits import MESSAGE_BLOCKS, SECTION_TEXT, check_message
+from bot.messages._render import NAME, clip, macros, pack, plural, render
+from bot.messages.backfill import REQUEST_LOOK, STEP_LOOK, RequestStatus, StepStatus, request_status
+from bot.slack_limits import MESSAGE_BLOCKS, SECTION_TEXT
 from bot.store.models import BackfillRequest, RequestState, StepState
 
 OPEN_STATES = {RequestState.PREVIEWED, RequestState.APPROVED, RequestState.RUNNING}
@@ -59,8 +59,8 @@ def span(start: datetime | None, end: datetime | None) -> timedelta | None:
     return end - start if start and end else None
 
 
-def status_of(request: BackfillRequest) -> messages.RequestStatus:
-    return messages.RequestStatus(
+def status_of(request: BackfillRequest) -> RequestStatus:
+    return RequestStatus(
         request_id=request.id,
         root_dag=request.root_dag,
         range_text=f"{request.start_date.isoformat()}..{request.end_date.isoformat()}",
@@ -68,7 +68,7 @@ def status_of(request: BackfillRequest) -> messages.RequestStatus:
         requester=request.requester,
         approvers=tuple(request.approvers),
         steps=tuple(
-            messages.StepStatus(
+            StepStatus(
                 step.dag_id,
                 step.state,
                 len(step.intervals),
@@ -83,7 +83,7 @@ def status_of(request: BackfillRequest) -> messages.RequestStatus:
 
 def status_payload(request: BackfillRequest) -> dict[str, Any]:
     """The status message as it should look now (sent with chat.update to its stored ts)."""
-    return messages.request_status(status_of(request))
+    return request_status(status_of(request))
 
 
 def digest(payload: dict[str, Any]) -> str:
@@ -91,11 +91,11 @@ def digest(payload: dict[str, Any]) -> str:
 
 
 def _macros() -> Any:
-    return environment().get_template("backfill/progress_macros.json.j2").module
+    return macros("backfill/progress_macros.json.j2")
 
 
-def _clip(text: str | None, limit: int = messages.NAME) -> str | None:
-    return messages.clip(text, limit) if text else text
+def _clip(text: str | None, limit: int = NAME) -> str | None:
+    return clip(text, limit) if text else text
 
 
 def _event_lines(event: Event, request: BackfillRequest) -> list[str]:
@@ -103,12 +103,12 @@ def _event_lines(event: Event, request: BackfillRequest) -> list[str]:
     if isinstance(event, Started):
         started = {
             "dag_id": _clip(event.dag_id),
-            "runs": messages.plural(event.runs, "run"),
+            "runs": plural(event.runs, "run"),
             "url": event.url,
         }
         return [str(macros.started(started))]
     if isinstance(event, Finished):
-        emoji, label = messages.STEP_LOOK[StepState(event.state)]
+        emoji, label = STEP_LOOK[StepState(event.state)]
         view: dict[str, Any] = {
             "emoji": emoji,
             "state": label,
@@ -129,7 +129,7 @@ def _event_lines(event: Event, request: BackfillRequest) -> list[str]:
 
 def _summary_lines(event: Summary, request: BackfillRequest) -> list[str]:
     macros = _macros()
-    emoji, label = messages.REQUEST_LOOK[RequestState(event.state)]
+    emoji, label = REQUEST_LOOK[RequestState(event.state)]
     tally: dict[str, int] = {}
     runs = 0
     for step in request.steps:
@@ -140,12 +140,12 @@ def _summary_lines(event: Summary, request: BackfillRequest) -> list[str]:
         "emoji": emoji,
         "state": label.lower(),
         "took": duration_text(span(request.started_at, request.finished_at)),
-        "tally": f"{messages.plural(len(request.steps), 'DAG')} ({', '.join(parts)}), "
-        f"{messages.plural(runs, 'run')} succeeded",
+        "tally": f"{plural(len(request.steps), 'DAG')} ({', '.join(parts)}), "
+        f"{plural(runs, 'run')} succeeded",
     }
     lines = [str(macros.summary(head))]
     for step in request.steps[:_SUMMARY_ROWS]:
-        step_emoji, step_label = messages.STEP_LOOK[StepState(step.state)]
+        step_emoji, step_label = STEP_LOOK[StepState(step.state)]
         row = {
             "emoji": step_emoji,
             "dag_id": _clip(step.dag_id),
@@ -159,15 +159,13 @@ def _summary_lines(event: Summary, request: BackfillRequest) -> list[str]:
 
 
 def thread_reply(request: BackfillRequest, events: Sequence[Event]) -> dict[str, Any]:
+    """One reply in the backfill's thread with everything a runner pass saw, in order."""
     lines = [line for event in events for line in _event_lines(event, request)]
-    sections, hidden = messages.pack(lines, limit=SECTION_TEXT, sections=MESSAGE_BLOCKS - 1)
-    fallback = messages.clip(lines[0] if lines else "Backfill progress", 300)
+    sections, hidden = pack(lines, limit=SECTION_TEXT, sections=MESSAGE_BLOCKS - 1)
+    fallback = clip(lines[0] if lines else "Backfill progress", 300)
     view = {
         "sections": sections,
-        "more": messages.plural(hidden, "more line") if hidden else "",
+        "more": plural(hidden, "more line") if hidden else "",
         "fallback": fallback,
     }
-    text = environment().get_template("backfill/progress.json.j2").render(**view)
-    payload: dict[str, Any] = json.loads(text)
-    check_message(payload)
-    return payload
+    return render("backfill/progress.json.j2", view)

@@ -1,44 +1,32 @@
-"""Every Slack message and modal of the bot, as data ready for chat.postMessage / views.open.
-
-Three pure steps per message (STYLE.md point 3): domain object → view model (counting and
-truncation, here) → Jinja2 Block Kit template (layout and mrkdwn escaping, templates/backfill/ and
-templates/common/) → Slack's limits (bot.slack_limits). Sending is the caller's business; messages
-return `{"text", "blocks"}` whichever way they are posted (ephemeral or not), modals a `view`.
-
-Truncation budgets below are measured in *escaped* characters, so a name full of `&` cannot push
-a block over Slack's limits after the template escapes it.
-"""
+"""Messages of `/backfill`: the plan preview and its modal, the status message a backfill's
+progress thread hangs off, the list of recent requests, the help, and why someone may not act
+on a request. Layout in templates/backfill/."""
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC
-from typing import Any
+from typing import Any, Literal
 
 from bot.domain.model import Interval
 from bot.domain.planner import Plan, PlanStep
 from bot.domain.progress import Counts
-from bot.render import describe_intervals, environment
-from bot.slack_ids import ActionId, BlockId, ViewCallbackId
-from bot.slack_limits import (
-    MESSAGE_BLOCKS,
-    SECTION_TEXT,
-    VIEW_BLOCKS,
-    check_message,
-    check_view,
+from bot.messages._render import (
+    LIST,
+    NAME,
+    clip,
+    join_clipped,
+    macros,
+    pack,
+    plural,
+    render,
 )
+from bot.render import describe_intervals
+from bot.services.access import Denial, DenialKind
+from bot.slack_limits import MESSAGE_BLOCKS, SECTION_TEXT, VIEW_BLOCKS
 from bot.store.models import RequestState, StepState
 
-_ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
-# What a caller's sentence may keep unescaped: user, channel and user-group mentions, no links.
-_MENTION = re.compile(r"<(?:@[UW][A-Z0-9]+|#C[A-Z0-9]+|!subteam\^[A-Z0-9]+)>")
-
-NAME = 150  # a DAG id or namespace in a line
-LIST = 300  # upstream DAGs, owners, excluded DAGs
-SENTENCE = 2900  # a caller's sentence, one section with room for the icon
 STATUS_ROWS = 20  # requests in /backfill status
 _LISTED_RUNS = 3  # a step lists this many intervals, then summarises them
 
@@ -71,26 +59,6 @@ _STEP_URGENCY: Mapping[str, int] = {
 _DONE_URGENCY = 4
 # Blocks of the preview and the status message around their step rows; rows fill the rest.
 _PREVIEW_FRAME, _STATUS_FRAME = 6, 5
-
-
-def escape_mrkdwn(text: str) -> str:
-    """Escape `&`, `<`, `>` so Slack shows the text as typed (no mentions, links or entities)."""
-    return "".join(_ESCAPES.get(char, char) for char in text)
-
-
-def escape_keeping_mentions(text: str) -> str:
-    """Escape a sentence written by the bot, keeping its `<@U…>`, `<#C…>`, `<!subteam^S…>`."""
-    parts: list[str] = []
-    last = 0
-    for match in _MENTION.finditer(text):
-        parts += [escape_mrkdwn(text[last : match.start()]), match.group()]
-        last = match.end()
-    return "".join([*parts, escape_mrkdwn(text[last:])])
-
-
-_env = environment()
-_env.filters["mrkdwn"] = escape_mrkdwn
-_env.filters["mrkdwn_mentions"] = escape_keeping_mentions
 
 
 @dataclass(frozen=True)
@@ -128,40 +96,6 @@ class RequestStatus:
 # --- view-model helpers -------------------------------------------------------------------
 
 
-def clip(text: str, limit: int) -> str:
-    """`text`, cut with "…" so that it is at most `limit` characters once escaped."""
-    if len(escape_mrkdwn(text)) <= limit:
-        return text
-    kept: list[str] = []
-    size = 1  # the ellipsis
-    for char in text:
-        size += len(_ESCAPES.get(char, char))
-        if size > limit:
-            break
-        kept.append(char)
-    return "".join(kept) + "…"
-
-
-def join_clipped(names: Sequence[str], limit: int, *, sep: str = ", ") -> str:
-    """`a, b, c`, or `a, b and 5 more` when the whole list is too long once escaped."""
-    full = sep.join(names)
-    if len(escape_mrkdwn(full)) <= limit:
-        return full
-    budget = limit - len(" and 99999 more")
-    shown: list[str] = []
-    for name in names:
-        if len(escape_mrkdwn(sep.join([*shown, name]))) > budget:
-            break
-        shown.append(name)
-    if not shown:
-        shown = [clip(names[0], budget)]
-    return f"{sep.join(shown)} and {len(names) - len(shown)} more"
-
-
-def plural(count: int, noun: str) -> str:
-    return f"{count} {noun}{'' if count == 1 else 's'}"
-
-
 def _runs_text(intervals: Sequence[Interval]) -> str:
     described = describe_intervals(tuple(intervals), limit=_LISTED_RUNS)
     # Past the limit describe_intervals says "N runs over …" itself.
@@ -195,28 +129,6 @@ def _plan_summary(plan: Plan) -> dict[str, Any]:
         "only": plan.only,
         "excluded": join_clipped([d.dag_id for d in plan.excluded], LIST),
     }
-
-
-def pack(lines: Sequence[str], *, limit: int, sections: int) -> tuple[list[str], int]:
-    """Join lines into at most `sections` texts of at most `limit` characters each.
-
-    Returns the texts and how many lines did not fit.
-    """
-    packed: list[str] = []
-    current: list[str] = []
-    size = 0
-    for index, line in enumerate(lines):
-        extra = len(line) + (1 if current else 0)
-        if current and size + extra > limit:
-            packed.append("\n".join(current))
-            if len(packed) == sections:
-                return packed, len(lines) - index
-            current, size, extra = [], 0, len(line)
-        current.append(line)
-        size += extra
-    if current:
-        packed.append("\n".join(current))
-    return packed, 0
 
 
 def _request_look(state: str) -> tuple[str, str]:
@@ -274,28 +186,9 @@ def _status_view(status: RequestStatus, *, max_rows: int) -> dict[str, Any]:
     }
 
 
-def _render(template: str, view: Mapping[str, Any]) -> dict[str, Any]:
-    text = (
-        environment()
-        .get_template(template)
-        .render(**view, ActionId=ActionId, BlockId=BlockId, ViewCallbackId=ViewCallbackId)
-    )
-    payload = json.loads(text)
-    if not isinstance(payload, dict):
-        raise TypeError(f"{template} must render a JSON object")
-    return payload
-
-
-def _message(template: str, view: Mapping[str, Any]) -> dict[str, Any]:
-    payload = _render(template, view)
-    check_message(payload)
-    return payload
-
-
 def _step_line(row: Mapping[str, Any]) -> str:
     """One plan step as the template writes it, for packing by rendered length."""
-    macros = environment().get_template("backfill/macros.json.j2").module
-    return str(macros.step_line(row))  # type: ignore[attr-defined]
+    return str(macros("backfill/macros.json.j2").step_line(row))
 
 
 # --- messages -----------------------------------------------------------------------------
@@ -324,7 +217,7 @@ def plan_preview(
             else ""
         ),
     }
-    return _message("backfill/plan_preview.json.j2", view)
+    return render("backfill/plan_preview.json.j2", view)
 
 
 def plan_modal(plan: Plan, *, request_id: str) -> dict[str, Any]:
@@ -339,15 +232,13 @@ def plan_modal(plan: Plan, *, request_id: str) -> dict[str, Any]:
         "sections": sections,
         "more": plural(hidden, "more DAG") if hidden else "",
     }
-    payload = _render("backfill/plan_modal.json.j2", view)
-    check_view(payload)
-    return payload
+    return render("backfill/plan_modal.json.j2", view)
 
 
 def request_status(status: RequestStatus, *, max_rows: int = 12) -> dict[str, Any]:
     """The channel message that is the parent of a backfill's progress thread."""
     view = _status_view(status, max_rows=min(max_rows, MESSAGE_BLOCKS - _STATUS_FRAME))
-    return _message("backfill/request_status.json.j2", view)
+    return render("backfill/request_status.json.j2", view)
 
 
 def status_list(
@@ -361,33 +252,38 @@ def status_list(
         "total": len(statuses),
         "more": plural(hidden, "more request") if hidden else "",
     }
-    return _message("backfill/status_list.json.j2", view)
+    return render("backfill/status_list.json.j2", view)
 
 
 def help_message(command: str = "/backfill") -> dict[str, Any]:
     """Usage of every `/backfill` form, with examples."""
-    return _message("backfill/help.json.j2", {"command": clip(command, 40)})
+    return render("backfill/help.json.j2", {"command": clip(command, 40)})
 
 
-def _notice(icon: str, text: str, hint: str | None = None) -> dict[str, Any]:
-    view = {
-        "icon": icon,
-        "text": clip(text, SENTENCE),
-        "hint": clip(hint, SENTENCE) if hint else "",
-    }
-    return _message("common/notice.json.j2", view)
-
-
-def refusal(reason: str, *, hint: str | None = None) -> dict[str, Any]:
-    """Why the bot will not do what was asked, and (in `hint`) how to fix it. Post ephemerally."""
-    return _notice(":no_entry:", reason, hint)
-
-
-def action_result(text: str) -> dict[str, Any]:
-    """Why a click changed nothing ("Already approved by <@U…>"). Post ephemerally."""
-    return _notice(":information_source:", text)
-
-
-def acknowledgement(text: str) -> dict[str, Any]:
-    """The immediate answer to a slash command, before the slow work."""
-    return _notice(":hourglass_flowing_sand:", text)
+def denied(denial: Denial, *, action: Literal["approve", "cancel"]) -> str:
+    """Why someone may not approve (or cancel) a backfill, and whom to ask instead."""
+    dag, who = denial.dag_id, ", ".join(denial.teams) or "none"
+    if action == "cancel":
+        if denial.kind == DenialKind.NO_ONE:
+            return (
+                f"No team owns {dag} and no approvers are configured, so only its requester "
+                "may cancel this backfill. Add an ownership rule or approvers to BOT_CONFIG."
+            )
+        return (
+            f"You may not cancel backfills of {dag}: only the requester, members of its owning "
+            f"teams ({who}) or the configured approvers may. Ask one of them to click Cancel."
+        )
+    if denial.kind == DenialKind.SECOND_PERSON:
+        return (
+            f"Backfills of {dag} need a second person: someone other than the requester "
+            "must approve."
+        )
+    if denial.kind == DenialKind.NO_ONE:
+        return (
+            f"No team owns {dag} and no approvers are configured, so nobody may approve "
+            "its backfills yet. Add an ownership rule or approvers to BOT_CONFIG."
+        )
+    return (
+        f"You may not approve backfills of {dag}: only members of its owning teams "
+        f"({who}) or the configured approvers may. Ask one of them to click Approve."
+    )

@@ -1,0 +1,109 @@
+"""What an incident records of its impact: a typed snapshot of the planner's answer (the DAGs
+downstream and their owners, the datasets, the reports, the teams to tell), stored as JSON on
+the incident and read back as the same type. Whether it is known, still being worked out, or
+could not be worked out is explicit, so no caller guesses from missing keys."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from typing import Any
+
+SCHEMA = 2
+"""Version of the stored JSON (1 was the CLI's text view, converted by migration 0007)."""
+
+
+class ImpactStatus(StrEnum):
+    KNOWN = "known"
+    PENDING = "pending"  # the alert went out before the lineage answered; edited in later
+    UNAVAILABLE = "unavailable"  # the lineage could not say (unknown DAG, Marquez down, cycle)
+
+
+@dataclass(frozen=True)
+class DagImpact:
+    namespace: str
+    dag_id: str
+    owners: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ReportImpact:
+    name: str
+    dataset: str
+    team: str | None = None
+    url: str | None = None
+
+
+@dataclass(frozen=True)
+class ImpactSnapshot:
+    status: ImpactStatus
+    root_owners: tuple[str, ...] = ()
+    downstream: tuple[DagImpact, ...] = ()
+    datasets: tuple[str, ...] = ()
+    reports: tuple[ReportImpact, ...] = ()
+    teams: tuple[str, ...] = ()
+    """Every team that owns the root, a DAG downstream or a report reading what they write."""
+    error: str | None = None
+    """Why the impact is unavailable, in words for the alert."""
+
+    @classmethod
+    def pending(cls) -> ImpactSnapshot:
+        return cls(ImpactStatus.PENDING)
+
+    @classmethod
+    def unavailable(cls, error: str) -> ImpactSnapshot:
+        return cls(ImpactStatus.UNAVAILABLE, error=error[:300])
+
+    @property
+    def is_pending(self) -> bool:
+        return self.status == ImpactStatus.PENDING
+
+    def with_root_owners(self, owners: Sequence[str]) -> ImpactSnapshot:
+        """The snapshot naming `owners` for the root when the lineage named nobody (a DAG
+        Marquez does not know yet, or Marquez down when the incident opened)."""
+        if self.root_owners or not owners:
+            return self
+        return replace(self, root_owners=tuple(owners))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "v": SCHEMA,
+            "status": self.status.value,
+            "root_owners": list(self.root_owners),
+            "downstream": [
+                {"namespace": d.namespace, "dag_id": d.dag_id, "owners": list(d.owners)}
+                for d in self.downstream
+            ],
+            "datasets": list(self.datasets),
+            "reports": [
+                {"name": r.name, "dataset": r.dataset, "team": r.team, "url": r.url}
+                for r in self.reports
+            ],
+            "teams": list(self.teams),
+            "error": self.error,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> ImpactSnapshot:
+        """The stored snapshot; a grouped failure's empty record reads as no impact known."""
+        if not data:
+            return cls(ImpactStatus.UNAVAILABLE, error="no impact recorded")
+        return cls(
+            status=ImpactStatus(data["status"]),
+            root_owners=tuple(data.get("root_owners", ())),
+            downstream=tuple(
+                DagImpact(d["namespace"], d["dag_id"], tuple(d.get("owners", ())))
+                for d in data.get("downstream", ())
+            ),
+            datasets=tuple(data.get("datasets", ())),
+            reports=tuple(
+                ReportImpact(r["name"], r["dataset"], r.get("team"), r.get("url"))
+                for r in data.get("reports", ())
+            ),
+            teams=tuple(data.get("teams", ())),
+            error=data.get("error"),
+        )
+
+    def downstream_of(self, namespace: str, dag_id: str) -> bool:
+        return any(d.dag_id == dag_id and d.namespace == namespace for d in self.downstream)

@@ -1,0 +1,91 @@
+"""The App Home tab: the viewing user's teams, their open incidents, running backfills and
+recent SLA misses (templates/watch/home.json.j2). The service loads the rows; this module cuts
+them to what a Home view holds."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Any, TypeVar
+
+from bot.messages._render import LIST, NAME, clip, plural, render
+
+ROWS = 15  # per section; Slack allows 100 blocks in a Home view
+
+_Row = TypeVar("_Row")
+
+
+@dataclass(frozen=True)
+class HomeIncident:
+    dag_id: str
+    day: str
+    """The failed interval's day, `YYYY-MM-DD`."""
+    grouped: int
+    backfill: str | None
+
+
+@dataclass(frozen=True)
+class HomeBackfill:
+    request_id: str
+    root_dag: str
+    start: date
+    end: date
+    state: str
+    dags: int
+
+
+@dataclass(frozen=True)
+class HomeSlaMiss:
+    dag_id: str
+    kind: str
+    day: str
+    due: datetime
+
+
+def _section(items: Sequence[_Row], row: Callable[[_Row], dict[str, Any]]) -> dict[str, Any]:
+    return {"total": len(items), "rows": [row(item) for item in items[:ROWS]]}
+
+
+def _incident(i: HomeIncident) -> dict[str, Any]:
+    return {
+        "dag_id": clip(i.dag_id, NAME),
+        "day": clip(i.day, 40),
+        "grouped": i.grouped,
+        "backfill": clip(i.backfill, 64) if i.backfill else "",
+    }
+
+
+def _backfill(b: HomeBackfill) -> dict[str, Any]:
+    return {
+        "root_dag": clip(b.root_dag, NAME),
+        "range": f"{b.start.isoformat()}..{b.end.isoformat()}",
+        "state": clip(b.state, 40),
+        "dags": plural(b.dags, "DAG"),
+        "request_id": clip(b.request_id, 64),
+    }
+
+
+def _miss(m: HomeSlaMiss) -> dict[str, Any]:
+    return {
+        "dag_id": clip(m.dag_id, NAME),
+        "what": clip(m.kind.replace("_", " "), 40),
+        "day": clip(m.day, 40),
+        "due": f"{m.due:%Y-%m-%d %H:%M} UTC",
+    }
+
+
+def home_view(
+    teams: Sequence[str],
+    incidents: Sequence[HomeIncident],
+    backfills: Sequence[HomeBackfill],
+    misses: Sequence[HomeSlaMiss],
+) -> dict[str, Any]:
+    """The Home view for views.publish; each sequence newest first, as the service loaded it."""
+    view = {
+        "teams": clip(", ".join(teams), LIST),
+        "incidents": _section(incidents, _incident),
+        "backfills": _section(backfills, _backfill),
+        "misses": _section(misses, _miss),
+    }
+    return render("watch/home.json.j2", view)

@@ -1,0 +1,252 @@
+"""Incident SQL: the run events the watcher has still to handle, the incidents they open or
+change (moves checked against the domain's state machine), and what an alert shows of them.
+Callers own the transaction; rows an incident's change depends on are locked (FOR UPDATE)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import func, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from bot.domain.impact import ImpactSnapshot
+from bot.domain.incidents import (
+    TRANSITIONS,
+    EventFacts,
+    FailedRun,
+    IncidentFacts,
+    IncidentState,
+    joins_outage,
+    span,
+    with_failure,
+)
+from bot.store.watch_models import Incident, RunEvent
+
+
+class IllegalIncidentMove(ValueError):
+    """A move the incident state machine does not allow: a bug, raised before any write."""
+
+
+async def unhandled(session: AsyncSession, *, limit: int) -> list[RunEvent]:
+    """Stored run events not handled yet, oldest first."""
+    return list(
+        await session.scalars(
+            select(RunEvent)
+            .where(RunEvent.processed_at.is_(None))
+            .order_by(RunEvent.id)
+            .limit(limit)
+        )
+    )
+
+
+async def claim(session: AsyncSession, row_id: int, *, now: datetime) -> bool:
+    """Take a run event for this transaction (a conditional UPDATE of `processed_at`); False
+    when another worker handled it already."""
+    result = await session.execute(
+        update(RunEvent)
+        .where(RunEvent.id == row_id, RunEvent.processed_at.is_(None))
+        .values(processed_at=now)
+        .execution_options(synchronize_session=False)
+    )
+    return bool(getattr(result, "rowcount", 0))
+
+
+async def of_run(session: AsyncSession, event: EventFacts) -> Incident | None:
+    """The incident holding the event's DAG and interval (its first interval, or one its
+    outage grew to), locked."""
+    exact = await session.scalar(
+        select(Incident)
+        .where(
+            Incident.namespace == event.dag_namespace,
+            Incident.dag_id == event.dag_id,
+            Incident.interval_key == event.interval_key,
+        )
+        .with_for_update()
+    )
+    if exact is not None or event.nominal_start is None:
+        return exact
+    for incident in await _touching(session, event):
+        if any(run.key == event.interval_key for run in runs_of(incident)):
+            return incident
+    return None
+
+
+async def outage_of(session: AsyncSession, event: EventFacts) -> Incident | None:
+    """The open, ungrouped incident of the event's DAG whose range the event's interval
+    touches or overlaps (the same outage), locked."""
+    if event.nominal_start is None:
+        return None
+    for incident in await _touching(session, event):
+        if incident.root_id is None and joins_outage(facts(incident), event):
+            return incident
+    return None
+
+
+async def _touching(session: AsyncSession, event: EventFacts) -> list[Incident]:
+    assert event.nominal_start is not None
+    end = event.nominal_end or event.nominal_start
+    return list(
+        await session.scalars(
+            select(Incident)
+            .where(
+                Incident.namespace == event.dag_namespace,
+                Incident.dag_id == event.dag_id,
+                Incident.interval_start <= end,
+                func.coalesce(Incident.interval_end, Incident.interval_start)
+                >= event.nominal_start,
+            )
+            .order_by(Incident.opened_at.desc())
+            .limit(20)
+            .with_for_update()
+        )
+    )
+
+
+def runs_of(incident: Incident) -> tuple[FailedRun, ...]:
+    """The outage's intervals; an incident from before migration 0007 is its one interval."""
+    if incident.runs is None:
+        return (
+            FailedRun(
+                key=incident.interval_key,
+                start=incident.interval_start,
+                end=incident.interval_end,
+                failed_at=incident.failed_at or incident.opened_at,
+                succeeded=incident.state == IncidentState.RESOLVED,
+            ),
+        )
+    return tuple(
+        FailedRun(
+            key=r["key"],
+            start=_moment(r["start"]),
+            end=_moment(r["end"]),
+            failed_at=_moment(r["failed_at"]) or incident.opened_at,
+            succeeded=bool(r["succeeded"]),
+        )
+        for r in incident.runs
+    )
+
+
+def set_runs(incident: Incident, runs: tuple[FailedRun, ...]) -> None:
+    """Record the outage's intervals and the range they span."""
+    incident.runs = [
+        {
+            "key": r.key,
+            "start": _iso(r.start),
+            "end": _iso(r.end),
+            "failed_at": _iso(r.failed_at),
+            "succeeded": r.succeeded,
+        }
+        for r in runs
+    ]
+    start, end = span(runs)
+    if start is not None:
+        incident.interval_start, incident.interval_end = start, end
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def _moment(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value else None
+
+
+async def get(session: AsyncSession, incident_id: str, *, lock: bool = False) -> Incident | None:
+    query = select(Incident).where(Incident.id == incident_id)
+    return await session.scalar(query.with_for_update() if lock else query)
+
+
+async def open_roots(session: AsyncSession) -> list[Incident]:
+    """Open incidents that are not grouped under another, oldest first."""
+    return list(
+        await session.scalars(
+            select(Incident)
+            .where(Incident.state == IncidentState.OPEN, Incident.root_id.is_(None))
+            .order_by(Incident.opened_at)
+        )
+    )
+
+
+async def grouped_dags(session: AsyncSession, root_id: str, *, limit: int = 50) -> list[str]:
+    """Distinct DAGs whose failures joined the root, by name."""
+    return list(
+        await session.scalars(
+            select(Incident.dag_id)
+            .where(Incident.root_id == root_id)
+            .group_by(Incident.dag_id)
+            .order_by(Incident.dag_id)
+            .limit(limit)
+        )
+    )
+
+
+def opened(
+    event: EventFacts, impact: ImpactSnapshot | None, *, now: datetime, root_id: str | None = None
+) -> Incident:
+    """A new incident for a failed run (`root_id`: grouped under an incident upstream)."""
+    incident = Incident(
+        namespace=event.dag_namespace,
+        dag_id=event.dag_id,
+        interval_key=event.interval_key,
+        interval_start=event.nominal_start,
+        interval_end=event.nominal_end,
+        state=IncidentState.OPEN,
+        root_id=root_id,
+        failures=1,
+        grouped=0,
+        error_message=event.error_message,
+        error_job=event.job_name if event.error_message else None,
+        dag_run_id=event.dag_run_id,
+        failed_at=event.event_time,
+        impact=impact.to_json() if impact is not None else {},
+        opened_at=now,
+        updated_at=now,
+    )
+    set_runs(incident, with_failure((), event))
+    return incident
+
+
+def move(incident: Incident, to: IncidentState, *, now: datetime) -> None:
+    """Change the incident's state as the state machine allows (a no-op when it is there)."""
+    if incident.state == to:
+        return
+    if to not in TRANSITIONS.get(incident.state, frozenset()):
+        raise IllegalIncidentMove(f"incident cannot move from {incident.state} to {to}")
+    incident.state = to
+    incident.resolved_at = now if to == IncidentState.RESOLVED else None
+    incident.updated_at = now
+
+
+def facts(incident: Incident) -> IncidentFacts:
+    return IncidentFacts(
+        state=incident.state,
+        dag_id=incident.dag_id,
+        failed_at=incident.failed_at,
+        opened_at=incident.opened_at,
+        dag_run_id=incident.dag_run_id,
+        error_message=incident.error_message,
+        error_job=incident.error_job,
+        interval_start=incident.interval_start,
+        interval_end=incident.interval_end,
+        runs=runs_of(incident),
+    )
+
+
+def event_facts(row: RunEvent) -> EventFacts:
+    return EventFacts(
+        event_type=row.event_type,
+        event_time=row.event_time,
+        namespace=row.namespace,
+        job_name=row.job_name,
+        dag_namespace=row.dag_namespace,
+        dag_id=row.dag_id,
+        job_type=row.job_type,
+        dag_run_id=row.dag_run_id,
+        nominal_start=row.nominal_start,
+        nominal_end=row.nominal_end,
+        error_message=row.error_message,
+    )
+
+
+def impact_of(incident: Incident) -> ImpactSnapshot:
+    return ImpactSnapshot.from_json(incident.impact)

@@ -1,0 +1,245 @@
+"""The incident rules as pure functions of plain data (bot/domain/incidents.py)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from bot.domain.impact import DagImpact, ImpactSnapshot, ImpactStatus, ReportImpact
+from bot.domain.incidents import (
+    TRANSITIONS,
+    EventFacts,
+    EventKind,
+    FailedRun,
+    IncidentFacts,
+    IncidentState,
+    backfill_range,
+    explains,
+    joins_outage,
+    kind_of,
+    on_failure,
+    on_success,
+    span,
+    with_failure,
+)
+
+DAY = datetime(2021, 6, 4, tzinfo=UTC)
+T0 = DAY + timedelta(days=1, hours=1)
+
+
+def event(
+    event_type: str = "FAIL",
+    *,
+    job: str = "etl_orders",
+    dag: str = "etl_orders",
+    job_type: str | None = None,
+    run: str | None = "run-1",
+    at: datetime = T0,
+    start: datetime | None = DAY,
+    end: datetime | None = DAY + timedelta(days=1),
+    error: str | None = None,
+) -> EventFacts:
+    return EventFacts(
+        event_type=event_type,
+        event_time=at,
+        namespace="ns",
+        job_name=job,
+        dag_namespace="ns",
+        dag_id=dag,
+        job_type=job_type,
+        dag_run_id=run,
+        nominal_start=start,
+        nominal_end=end,
+        error_message=error,
+    )
+
+
+def incident(
+    state: str = IncidentState.OPEN,
+    *,
+    failed_at: datetime | None = T0,
+    run: str | None = "run-1",
+    error: str | None = "disk full",
+    error_job: str | None = "etl_orders.load",
+    start: datetime | None = DAY,
+    end: datetime | None = DAY + timedelta(days=1),
+) -> IncidentFacts:
+    return IncidentFacts(
+        state=state,
+        dag_id="etl_orders",
+        failed_at=failed_at,
+        opened_at=T0,
+        dag_run_id=run,
+        error_message=error,
+        error_job=error_job,
+        interval_start=start,
+        interval_end=end,
+        runs=(FailedRun(start.isoformat(), start, end, failed_at),)
+        if start is not None and failed_at is not None
+        else (),
+    )
+
+
+def test_the_state_machine_opens_resolves_and_reopens_only() -> None:
+    assert {
+        IncidentState.OPEN: {IncidentState.RESOLVED},
+        IncidentState.RESOLVED: {IncidentState.OPEN},
+    } == TRANSITIONS
+
+
+@pytest.mark.parametrize(
+    ("event_type", "kind"),
+    [("FAIL", EventKind.FAILURE), ("ABORT", EventKind.FAILURE), ("COMPLETE", EventKind.SUCCESS)]
+    + [(t, EventKind.OTHER) for t in ("START", "RUNNING", "OTHER")],
+)
+def test_event_kinds(event_type: str, kind: EventKind) -> None:
+    assert kind_of(event_type) == kind
+
+
+def test_a_task_fail_then_its_dags_fail_of_one_dag_run_is_one_failure_keeping_the_real_error() -> (
+    None
+):
+    dag_fail = event(job="etl_orders", job_type="DAG", error="task_failure", at=T0 + timedelta(1))
+    outcome = on_failure(incident(), dag_fail)
+    assert not outcome.counts
+    assert not outcome.takes_error  # the task's message is the cause, not the DAG's summary
+    assert not outcome.reopens
+
+
+def test_a_new_dag_run_of_the_same_interval_counts_and_takes_its_error() -> None:
+    outcome = on_failure(incident(), event(run="run-2", error="no space", job="etl_orders.load"))
+    assert outcome.counts
+    assert outcome.takes_error
+
+
+def test_a_task_error_replaces_the_dags_summary_of_the_same_run() -> None:
+    summary = incident(error="task_failure", error_job="etl_orders")
+    outcome = on_failure(summary, event(job="etl_orders.load", error="disk full"))
+    assert outcome.takes_error
+    assert not outcome.counts
+
+
+def test_without_dag_run_ids_only_the_dags_own_failure_counts() -> None:
+    untracked = incident(run=None)
+    assert not on_failure(untracked, event(job="etl_orders.load", run=None)).counts
+    assert on_failure(untracked, event(job="etl_orders", run=None)).counts
+
+
+def test_a_failure_after_a_resolution_reopens_and_an_older_one_is_ignored() -> None:
+    resolved = incident(IncidentState.RESOLVED)
+    later = on_failure(resolved, event(at=T0 + timedelta(hours=2)))
+    assert later.reopens
+    assert later.counts
+    assert on_failure(resolved, event(at=T0 - timedelta(minutes=1))).ignored
+
+
+def test_only_the_dags_own_success_after_the_failure_resolves() -> None:
+    after = T0 + timedelta(hours=1)
+    assert on_success(incident(), event("COMPLETE", at=after)).resolves
+    assert on_success(incident(), event("COMPLETE", job="x", job_type="DAG", at=after)).resolves
+    assert not on_success(incident(), event("COMPLETE", job="etl_orders.load", at=after)).counts
+    assert not on_success(incident(), event("COMPLETE", at=T0)).counts  # not after the failure
+    assert not on_success(incident(IncidentState.RESOLVED), event("COMPLETE", at=after)).counts
+
+
+def daily(day: int, *, at: datetime = T0) -> EventFacts:
+    start = DAY + timedelta(days=day)
+    return event(start=start, end=start + timedelta(days=1), run=f"run-{day}", at=at)
+
+
+def outage(*days: int) -> IncidentFacts:
+    runs: tuple[FailedRun, ...] = ()
+    for day in days:
+        runs = with_failure(runs, daily(day))
+    start, end = span(runs)
+    return replace(incident(start=start, end=end), runs=runs)
+
+
+def test_consecutive_failed_intervals_are_one_outage_in_order() -> None:
+    three = outage(0, 1, 2)
+    assert [r.key for r in three.runs] == [daily(d).interval_key for d in (0, 1, 2)]
+    assert (three.interval_start, three.interval_end) == (DAY, DAY + timedelta(days=3))
+    assert joins_outage(three, daily(3))  # the next day
+    assert joins_outage(outage(1), daily(0))  # the day before, arriving late
+    assert not joins_outage(three, daily(5))  # a gap: another outage
+    assert not joins_outage(replace(three, state=IncidentState.RESOLVED), daily(3))
+    assert not joins_outage(three, event(start=None, end=None))
+
+
+def test_an_outage_resolves_when_every_interval_succeeded_after_failing() -> None:
+    after = T0 + timedelta(hours=1)
+    three = outage(0, 1, 2)
+    first = on_success(three, replace(daily(0, at=after), event_type="COMPLETE"))
+    assert first.counts
+    assert not first.resolves
+    assert [r.succeeded for r in first.runs] == [True, False, False]
+    rest = replace(three, runs=first.runs)
+    for day in (1, 2):
+        done = on_success(rest, replace(daily(day, at=after), event_type="COMPLETE"))
+        rest = replace(rest, runs=done.runs)
+    assert done.resolves
+    again = on_success(rest, replace(daily(0, at=after), event_type="COMPLETE"))
+    assert not again.counts  # that interval had succeeded already
+
+
+def test_an_interval_failing_again_is_one_run_with_its_latest_failure() -> None:
+    runs = with_failure(with_failure((), daily(0)), daily(0, at=T0 + timedelta(hours=3)))
+    assert len(runs) == 1
+    assert runs[0].failed_at == T0 + timedelta(hours=3)
+    assert not runs[0].succeeded
+
+
+def test_a_failure_downstream_is_explained_within_a_week_of_the_roots_interval() -> None:
+    root = incident()
+    week = event(dag="orders_7_days", start=DAY - timedelta(days=3), end=DAY + timedelta(days=4))
+    assert explains(root, week, now=T0)
+    later = DAY + timedelta(days=30)
+    assert not explains(root, event(start=later, end=later + timedelta(days=1)), now=T0)
+    point = event(start=DAY + timedelta(hours=5), end=DAY + timedelta(hours=5))
+    assert explains(root, point, now=T0)  # one logical date is a point, not an empty range
+
+
+def test_without_intervals_a_failure_within_a_day_of_the_roots_is_explained() -> None:
+    root = incident(start=None, end=None)
+    bare = event(start=None, end=None)
+    assert explains(root, bare, now=T0 + timedelta(hours=23))
+    assert not explains(root, bare, now=T0 + timedelta(hours=25))
+
+
+def test_interval_keys_tell_runs_apart_and_fall_back_to_the_events_day() -> None:
+    assert event().interval_key == DAY.isoformat()
+    assert event(start=None, end=None).interval_key == "day:2021-06-05"
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "days"),
+    [
+        (DAY, DAY + timedelta(days=1), "2021-06-04"),
+        (DAY, DAY + timedelta(days=3), "2021-06-04..2021-06-06"),
+        (DAY, DAY, "2021-06-04"),
+        (DAY, None, "2021-06-04"),
+    ],
+)
+def test_backfill_range_is_the_failed_days_inclusive(
+    start: datetime, end: datetime | None, days: str
+) -> None:
+    assert backfill_range(start, end) == days
+
+
+def test_an_impact_snapshot_round_trips_through_json() -> None:
+    snapshot = ImpactSnapshot(
+        ImpactStatus.KNOWN,
+        root_owners=("orders",),
+        downstream=(DagImpact("ns", "etl_orders_7_days", ("analytics",)),),
+        datasets=("ns.orders",),
+        reports=(ReportImpact("Weekly", "ns.orders_7_days", "analytics", "https://r"),),
+        teams=("analytics", "orders"),
+    )
+    assert ImpactSnapshot.from_json(snapshot.to_json()) == snapshot
+    assert snapshot.downstream_of("ns", "etl_orders_7_days")
+    assert not snapshot.downstream_of("other", "etl_orders_7_days")
+    assert ImpactSnapshot.pending().with_root_owners(["orders"]).root_owners == ("orders",)
+    assert snapshot.with_root_owners(["platform"]).root_owners == ("orders",)
+    assert ImpactSnapshot.from_json({}).status == ImpactStatus.UNAVAILABLE
