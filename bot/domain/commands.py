@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 USAGE = "/backfill DAG START..END [--only] [--exclude DAG[,DAG]] [--namespace NS] [--dry-run]"
@@ -46,6 +47,22 @@ def _split_exclusions(value: str) -> tuple[str, ...]:
     return names
 
 
+SHORT_ID = 8
+"""How many leading characters of a request id `/backfill status` and `cancel` accept."""
+_ID = re.compile(rf"[0-9a-f]{{{SHORT_ID},32}}")
+
+
+def request_id(text: str) -> str:
+    """A request id as typed: the whole id (32 hex characters) or at least its first 8."""
+    candidate = text.strip("`").lower()
+    if not _ID.fullmatch(candidate):
+        raise CommandError(
+            f"A backfill id is 32 hex characters, or its first {SHORT_ID} or more, "
+            "as /backfill status shows them."
+        )
+    return candidate
+
+
 def parse_command(text: str) -> Command:
     """`help`, `status [ID]`, `cancel ID`, or `DAG START..END` with options."""
     # Slack clients may send non-breaking spaces and smart dashes from autocorrect.
@@ -57,11 +74,11 @@ def parse_command(text: str) -> Command:
     if head == "status":
         if len(words) > 2:
             raise CommandError("Usage: /backfill status [REQUEST_ID]")
-        return StatusCommand(words[1] if len(words) == 2 else None)
+        return StatusCommand(request_id(words[1]) if len(words) == 2 else None)
     if head == "cancel":
         if len(words) != 2:
             raise CommandError("Usage: /backfill cancel REQUEST_ID (see /backfill status)")
-        return CancelCommand(words[1])
+        return CancelCommand(request_id(words[1]))
     positional: list[str] = []
     only = dry_run = False
     exclude: list[str] = []

@@ -208,12 +208,19 @@ def explains(root: IncidentFacts, event: EventFacts, *, now: datetime) -> bool:
     """Whether a failure of a DAG downstream of `root` is explained by it: the intervals meet
     (with a week's slack for weekly readers), or, for runs without intervals, the root failed
     within the last day."""
-    if root.interval_start is not None and event.nominal_start is not None:
-        end = (root.interval_end or root.interval_start) + GROUP_SLACK
-        event_end = event.nominal_end or event.nominal_start
-        if event_end <= event.nominal_start:  # one logical date: a point, not an empty range
-            event_end = event.nominal_start + timedelta(microseconds=1)
-        return event.nominal_start < end and event_end > root.interval_start
+    return explains_interval(root, event.nominal_start, event.nominal_end, now=now)
+
+
+def explains_interval(
+    root: IncidentFacts, start: datetime | None, end: datetime | None, *, now: datetime
+) -> bool:
+    """`explains` for an interval of a DAG downstream of `root` (a run, or a late one)."""
+    if root.interval_start is not None and start is not None:
+        root_end = (root.interval_end or root.interval_start) + GROUP_SLACK
+        stop = end or start
+        if stop <= start:  # one logical date: a point, not an empty range
+            stop = start + timedelta(microseconds=1)
+        return start < root_end and stop > root.interval_start
     return now - root.opened_at < GROUP_RECENT
 
 

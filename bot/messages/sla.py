@@ -22,8 +22,9 @@ WHAT: dict[str, str] = {
 }
 
 
-def _view(dag_id: str, miss: Miss) -> dict[str, Any]:
+def _view(dag_id: str, miss: Miss, cause: str | None) -> dict[str, Any]:
     return {
+        "cause": clip(cause, NAME) if cause else "",
         "dag_id": clip(dag_id, NAME),
         "what": WHAT[miss.kind],
         "interval": clip(interval_words(miss.interval.start, miss.interval.end), NAME),
@@ -34,14 +35,17 @@ def _view(dag_id: str, miss: Miss) -> dict[str, Any]:
     }
 
 
-def late_notice(dag_id: str, miss: Miss) -> dict[str, Any]:
-    """To the DAG's owners and the rule's teams: the run is missing, late or running too long."""
-    return render("watch/sla_notice.json.j2", _view(dag_id, miss))
+def late_notice(dag_id: str, miss: Miss, *, cause: str | None = None) -> dict[str, Any]:
+    """To the DAG's owners and the rule's teams: the run is missing, late or running too long
+    (`cause`: the DAG whose open incident explains it, itself or one upstream)."""
+    return render("watch/sla_notice.json.j2", _view(dag_id, miss, cause))
 
 
-def reports_late(reports: Sequence[str], dag_id: str, miss: Miss) -> dict[str, Any]:
+def reports_late(
+    reports: Sequence[str], dag_id: str, miss: Miss, *, cause: str | None = None
+) -> dict[str, Any]:
     """To a team whose `reports` read what the late DAG writes (or what is downstream of it)."""
-    view = _view(dag_id, miss)
+    view = _view(dag_id, miss, cause)
     view["reports"] = [clip(name, _REPORT_NAME) for name in reports[:_REPORTS]]
     view["more"] = max(0, len(reports) - _REPORTS)
     return render("watch/sla_notice.json.j2", view)

@@ -254,8 +254,29 @@ class BackfillService:
                 resumed += 1
         return resumed
 
+    async def _full_id(self, request_id: str) -> str | Reply:
+        """The request id a short prefix stands for, or the answer saying why it stands for
+        none (no request, or several: the user types more of it)."""
+        if len(request_id) >= 32:
+            return request_id
+        async with self.sessions() as session:
+            found = await repository.ids_starting(session, request_id)
+        if len(found) == 1:
+            return found[0]
+        if not found:
+            return Reply(messages.refusal(f"No backfill id starts with {request_id}."))
+        return Reply(
+            messages.refusal(
+                f"More than one backfill id starts with {request_id}.",
+                hint="Type more of the id (see /backfill status).",
+            )
+        )
+
     async def cancel(self, request_id: str, *, user: str) -> Reply:
-        request = await self._load(request_id)
+        full = await self._full_id(request_id)
+        if isinstance(full, Reply):
+            return full
+        request = await self._load(full)
         if request is None:
             return Reply(messages.action_result(f"Backfill {request_id} does not exist."))
         if request.state not in OPEN_STATES:
@@ -357,8 +378,11 @@ class BackfillService:
                 recent = await repository.list_requests(session, limit=200)
                 mine = [r for r in recent if r.channel == channel or r.requester == user][:10]
                 return Reply(messages.status_list([status_of(r) for r in mine]))
+            full = await self._full_id(request_id)
+            if isinstance(full, Reply):
+                return full
             try:
-                request = await repository.get_request(session, request_id)
+                request = await repository.get_request(session, full)
             except repository.RequestNotFound:
                 return Reply(messages.refusal(f"Backfill {request_id} does not exist."))
         return Reply(messages.request_status(status_of(request)))

@@ -16,13 +16,12 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot import messages
-from bot.clients.marquez import MarquezError
 from bot.config import BotConfig
+from bot.domain.errors import PlanningError
 from bot.domain.model import DagRef, Interval
 from bot.domain.sla import Miss, RunFacts, misses
 from bot.services.backfills import PlannerFactory
-from bot.services.catalog import AmbiguousDag, TaskNotDag, UnknownDag
-from bot.store import outbox
+from bot.store import incidents, outbox
 from bot.store.models import utcnow
 from bot.store.watch_models import RunEvent, SlaMiss
 
@@ -99,8 +98,11 @@ class SlaService:
                 max_duration=rule.max_duration if rule else None,
             )
             for miss in found:
-                if await self._notify(dag, miss, rule.notify if rule else ()):
-                    notified += 1
+                try:
+                    if await self._notify(dag, miss, rule.notify if rule else ()):
+                        notified += 1
+                except Exception:  # one bad DAG must not stop the pass for every other
+                    logger.exception("SLA notice for %s failed; the next pass retries", dag)
         if notified:
             self.wake_sender()
         return notified
@@ -122,7 +124,7 @@ class SlaService:
         try:
             async with self.planners() as planner:
                 impact = await planner.impact(dag.dag_id, dag.namespace)
-        except (UnknownDag, AmbiguousDag, TaskNotDag, MarquezError) as exc:
+        except PlanningError as exc:  # unknown DAG, Marquez down, a lineage cycle, …
             logger.warning("no impact for the late %s: %s", dag.dag_id, exc)
             return []
         return [(hit.report.name, hit.report.team or "") for hit in impact.reports]
@@ -144,9 +146,18 @@ class SlaService:
             channel = self._channel(team)
             if channel:
                 by_team[channel].append(name)
-        late = messages.sla.late_notice(dag.dag_id, miss)
+        async with self.sessions() as session:
+            cause = await incidents.cause_of_lateness(
+                session,
+                dag.namespace,
+                dag.dag_id,
+                miss.interval.start,
+                miss.interval.end,
+                now=self.clock(),
+            )
+        late = messages.sla.late_notice(dag.dag_id, miss, cause=cause)
         reports_late = {
-            channel: messages.sla.reports_late(names, dag.dag_id, miss)
+            channel: messages.sla.reports_late(names, dag.dag_id, miss, cause=cause)
             for channel, names in by_team.items()
         }
         try:

@@ -16,6 +16,7 @@ from bot.domain.incidents import (
     FailedRun,
     IncidentFacts,
     IncidentState,
+    explains_interval,
     joins_outage,
     span,
     with_failure,
@@ -250,3 +251,25 @@ def event_facts(row: RunEvent) -> EventFacts:
 
 def impact_of(incident: Incident) -> ImpactSnapshot:
     return ImpactSnapshot.from_json(incident.impact)
+
+
+async def cause_of_lateness(
+    session: AsyncSession,
+    namespace: str,
+    dag_id: str,
+    start: datetime,
+    end: datetime | None,
+    *,
+    now: datetime,
+) -> str | None:
+    """The DAG whose open incident explains why this DAG's run for the interval is late: its
+    own failure, else a failure upstream of it whose impact lists it downstream."""
+    for incident in await open_roots(session):
+        if incident.namespace == namespace and incident.dag_id == dag_id:
+            if any(run.start == start for run in runs_of(incident)):
+                return incident.dag_id  # this very run failed
+        elif impact_of(incident).downstream_of(namespace, dag_id) and explains_interval(
+            facts(incident), start, end, now=now
+        ):
+            return incident.dag_id
+    return None

@@ -206,6 +206,18 @@ async def create_request(
     return request
 
 
+async def ids_starting(session: AsyncSession, prefix: str, *, limit: int = 2) -> list[str]:
+    """Ids of requests that start with `prefix` (hex only: the caller checked it)."""
+    return list(
+        await session.scalars(
+            select(BackfillRequest.id)
+            .where(BackfillRequest.id.startswith(prefix, autoescape=True))
+            .order_by(BackfillRequest.id)
+            .limit(limit)
+        )
+    )
+
+
 async def get_request(session: AsyncSession, request_id: str) -> BackfillRequest:
     """The request as the database has it now, with its steps ordered by position.
 

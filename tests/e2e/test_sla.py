@@ -6,14 +6,17 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from e2e_support import Bot, running_bot
 from test_incidents import ANALYTICS, CONFIG, LOGISTICS, ORDERS
 
 from bot.config import parse_config
+from bot.domain.lineage import LineageCycleError
 from bot.services.sla import SlaService
 from bot.standins.marquez import StandInServer
 from bot.store.watch_models import EventSource, RunEvent
@@ -98,3 +101,54 @@ async def test_without_a_rule_lateness_is_learned_from_history(bot: Bot) -> None
     [notice] = texts(bot, ORDERS)
     assert "has not succeeded yet" in notice
     assert "usually finish within" in notice
+
+
+async def test_a_notice_names_the_failure_upstream_that_explains_it(bot: Bot) -> None:
+    async with bot.services.sessions.begin() as session:
+        for n in range(7):
+            session.add_all(dag_run("example.etl_orders_7_days", n))
+        session.add_all(dag_run("example.etl_orders_7_days", 7, finished=False))
+        failed = dag_run("example.etl_orders", 7, finished=False)[0]
+        failed.event_type = "FAIL"  # the DAG upstream failed that day: an open incident
+        session.add(failed)
+    while await bot.services.incidents.process():
+        pass
+    end = T0 + 8 * DAY
+    assert await service(bot, end + timedelta(hours=4)).check() == 2  # the root is late too
+    await bot.settle()
+    notices = [t for t in texts(bot, ORDERS) if ":hourglass:" in t]
+    [weekly] = [t for t in notices if "`example.etl_orders_7_days` has not succeeded" in t]
+    assert "Late because `example.etl_orders` failed" in weekly
+    assert all("Late because `example.etl_orders` failed" in t for t in notices)
+
+
+async def test_a_dag_whose_lineage_cannot_be_planned_does_not_stop_the_pass(bot: Bot) -> None:
+    real = bot.services.backfills.planners
+
+    @asynccontextmanager
+    async def broken_for_one() -> AsyncIterator[Any]:
+        async with real() as planner:
+
+            class OneCycle:  # a lineage cycle through one DAG only
+                async def impact(self, name: str, namespace: str | None = None) -> Any:
+                    if name == "example.etl_orders":
+                        raise LineageCycleError("a cycle through example.etl_orders")
+                    return await planner.impact(name, namespace)
+
+            yield OneCycle()
+
+    async with bot.services.sessions.begin() as session:
+        for dag in ("example.etl_orders", "example.etl_orders_7_days"):
+            for n in range(7):
+                session.add_all(dag_run(dag, n))
+            session.add_all(dag_run(dag, 7, finished=False))
+    sla = SlaService(
+        bot.services.sessions,
+        bot.services.config,
+        broken_for_one,
+        wake_sender=bot.services.sender.wake,
+        clock=lambda: T0 + 8 * DAY + timedelta(hours=4),
+    )
+    assert await sla.check() == 2  # both notified; the cycle only costs its reports
+    await bot.settle()
+    assert len([t for t in texts(bot, ORDERS) if ":hourglass:" in t]) == 2

@@ -67,7 +67,9 @@ async def test_nobody_may_approve_a_dag_no_team_owns(bot: Bot) -> None:
         ("example.etl_orders 2021-06-04 --bogus", "Unknown option --bogus"),
         ("example.etl_orders.extract 2021-06-04", "Marquez has no job by that name"),
         ("cancel", "Usage: /backfill cancel REQUEST_ID"),
-        ("status nope", "does not exist"),
+        ("status nope", "32 hex characters, or its first 8"),
+        ("status 0123abcd", "No backfill id starts with 0123abcd"),
+        ("cancel <!channel>", "32 hex characters"),
     ],
 )
 async def test_bad_commands_are_refused_with_the_fix(bot: Bot, text: str, expected: str) -> None:
@@ -111,6 +113,11 @@ async def test_status_lists_requests_and_shows_one(bot: Bot) -> None:
     assert "example.etl_orders" in listing
     one = await ask(bot, f"status {request_id}")
     assert "example.etl_orders" in one
+    short = await ask(bot, f"status {request_id[:8].upper()}")  # as status lists it, any case
+    assert request_id in short
+    assert "example.etl_orders" in short
+    cancelled = await ask(bot, f"cancel {request_id[:8]}")
+    assert "cancelled" in cancelled.lower()
 
 
 @pytest.fixture

@@ -59,6 +59,10 @@ CASES: dict[str, Case] = {
     "sla_notice_missing": Case(SLA, lambda: sla.late_notice("example.etl_orders", MISSING)),
     "sla_notice_late": Case(SLA, lambda: sla.late_notice("example.etl_orders_7_days", LATE)),
     "sla_notice_too_long": Case(SLA, lambda: sla.late_notice("example.etl_orders", TOO_LONG)),
+    "sla_notice_late_cause": Case(
+        SLA,
+        lambda: sla.late_notice("example.etl_orders_7_days", LATE, cause="example.etl_orders"),
+    ),
     "sla_notice_reports": Case(
         SLA,
         lambda: sla.reports_late(["Weekly KPIs", "Ops board"], "example.etl_orders", MISSING),
