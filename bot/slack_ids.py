@@ -20,6 +20,14 @@ class ActionId(StrEnum):
     INCIDENT_SNOOZE_1H = "incident.snooze_1h"
     INCIDENT_SNOOZE_24H = "incident.snooze_24h"
     INCIDENT_MARQUEZ = "incident.open_marquez"
+    INCIDENT_APPROVE = "incident.approve_backfill"
+    INCIDENT_REVIEW = "incident.review_plan"
+    INCIDENT_ACK = "incident.acknowledge"
+    INCIDENT_UNSNOOZE = "incident.unsnooze"
+    INCIDENT_DOWNSTREAM = "incident.backfill_downstream"
+    INCIDENT_AIRFLOW = "incident.open_airflow"
+    INCIDENT_LOG = "incident.open_log"
+    RETRY = "backfill.retry"
 
 
 class BlockId(StrEnum):

@@ -152,6 +152,15 @@ class BackfillRequest(Base):
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     progress_digest: Mapped[str | None] = mapped_column(String(64))
     progress_posted_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    incident_id: Mapped[str | None] = mapped_column(String(32))
+    """The incident whose alert this backfill was started from (its thread is the request's)."""
+    thread_ts: Mapped[str | None] = mapped_column(String(32))
+    """The thread the request lives in (its alert's ts): its preview, status message and
+    progress replies go there instead of the channel."""
+    retry_of: Mapped[str | None] = mapped_column(String(32))
+    """The failed request this one retries (its failed and skipped DAGs)."""
+    pending_lines: Mapped[list[str] | None] = mapped_column(JSON)
+    """Progress lines seen but not posted yet: the runner gathers them into fewer replies."""
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     version: Mapped[int] = mapped_column(Integer, default=1)
@@ -170,6 +179,7 @@ class BackfillRequest(Base):
         Index("ix_backfill_requests_state_created_at", "state", "created_at"),
         Index("ix_backfill_requests_requester_created_at", "requester", "created_at"),
         Index("ix_backfill_requests_created_at", "created_at"),
+        Index("ix_backfill_requests_incident_id", "incident_id"),
     )
 
 
@@ -267,6 +277,9 @@ class OutboxMessage(Base):
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     next_attempt_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     posted_ts: Mapped[str | None] = mapped_column(String(32))
+    edit_key: Mapped[str | None] = mapped_column(String(64))
+    """Rows of one parent with the same key are one message: the first posts it, later ones
+    edit it in place (e.g. the single "N failures downstream joined" reply)."""
     error: Mapped[str | None] = mapped_column(String(500))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)

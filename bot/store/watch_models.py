@@ -42,6 +42,11 @@ class RunEvent(Base):
     for a task or a Spark job under it): a task's FAIL and its DAG's FAIL are one failure."""
     job_type: Mapped[str | None] = mapped_column(String(32))
     """`JobTypeJobFacet.jobType` (DAG, TASK, APPLICATION, JOB, QUERY, …) as the producer said."""
+    airflow_run_id: Mapped[str | None] = mapped_column(String(250))
+    """Airflow's own run id (`scheduled__2021-06-04T00:00:00+00:00`), for links to the run."""
+    task_id: Mapped[str | None] = mapped_column(String(250))
+    """The Airflow task of a task event, for a link to its log."""
+    try_number: Mapped[int | None] = mapped_column(Integer)
     source: Mapped[str] = mapped_column(String(16))
     received_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     processed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
@@ -107,6 +112,15 @@ class Incident(Base):
     channel: Mapped[str | None] = mapped_column(String(64))
     alert_ts: Mapped[str | None] = mapped_column(String(32))
     snoozed_until: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    snoozed_by: Mapped[str | None] = mapped_column(String(64))
+    acknowledged_by: Mapped[str | None] = mapped_column(String(64))
+    acknowledged_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    try_number: Mapped[int | None] = mapped_column(Integer)
+    """Airflow's try number of the failure the alert shows."""
+    airflow_run_id: Mapped[str | None] = mapped_column(String(250))
+    airflow_task_id: Mapped[str | None] = mapped_column(String(250))
+    proposal: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    """The backfill the alert proposes (`bot/domain/proposal.py`), planned with the impact."""
     backfill_request_id: Mapped[str | None] = mapped_column(
         String(32), ForeignKey("backfill_requests.id", ondelete="SET NULL")
     )
