@@ -34,6 +34,7 @@ from bot.executors.runner import Runner
 from bot.executors.spark import SparkBackend
 from bot.receiver import add_receiver
 from bot.services.access import SlackGroups
+from bot.services.backfill_retry import RetryService
 from bot.services.backfills import BackfillService
 from bot.services.home import HomeService
 from bot.services.incident_actions import IncidentActions
@@ -41,12 +42,14 @@ from bot.services.incidents import IncidentService
 from bot.services.index_planner import IndexPlanner
 from bot.services.ingest import record_lineage
 from bot.services.lineage_index import LineageIndex
+from bot.services.links import AirflowUi
 from bot.services.planning import Planner, PlanSource
 from bot.services.poller import MarquezPoller
 from bot.services.reconcile import Reconciler
 from bot.services.sla import SlaService
 from bot.settings import Settings
 from bot.store.db import make_engine, session_factory, upgrade
+from bot.store.models import BackfillRequest
 from bot.worker import Worker
 
 logger = logging.getLogger(__name__)
@@ -128,20 +131,31 @@ def build_services(settings: Settings, config: BotConfig, slack: AsyncWebClient)
         planners,
         marquez_web_url=config.watch.marquez_web_url or settings.marquez_url,
         wake_sender=sender.wake,
+        airflow_ui=airflow_ui(settings, config, runner),
     )
     incident_actions = IncidentActions(
         sessions, incidents.alerts, backfills, wake_sender=sender.wake
     )
+    retries = RetryService(sessions=sessions, wake_sender=sender.wake)
+    if runner is not None:
+
+        async def ended(session: AsyncSession, request: BackfillRequest) -> None:
+            await backfills.notices.ended(session, request)
+            await incidents.alerts.backfill_ended(session, request)
+
+        runner.on_end = ended
     home = HomeService(sessions, config, groups)
 
     on_events = partial(record_lineage, sessions) if index is not None else None
     poller = MarquezPoller(
         sessions, marquez, config.watch, on_stored=incidents.wake, on_events=on_events
     )
-    sla = SlaService(sessions, config, planners, wake_sender=sender.wake)
+    sla = SlaService(
+        sessions, config, planners, wake_sender=sender.wake, links=incidents.alerts.links
+    )
     return Services(
         settings, config, engine, sessions, slack, sender, backfills, incidents,
-        incident_actions, home, poller, sla, runner, reconciler,
+        incident_actions, home, poller, sla, retries, runner, reconciler,
     )  # fmt: skip
 
 
@@ -169,6 +183,17 @@ def build_backend(settings: Settings, config: BotConfig) -> Backend | None:
             options=spark.options,
         )
     return None
+
+
+def airflow_ui(settings: Settings, config: BotConfig, runner: Runner | None) -> AirflowUi | None:
+    """Where alerts link to Airflow runs: `execution.airflow.ui_url`, else AIRFLOW_URL."""
+    base = config.execution.airflow.ui_url or settings.airflow_url
+    if not base:
+        return None
+    backend = runner.backend if runner is not None else None
+    if isinstance(backend, AirflowBackend):
+        return AirflowUi(base, lambda: backend.version)
+    return AirflowUi(base, lambda: 3)
 
 
 def build_runner(

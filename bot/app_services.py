@@ -10,6 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from bot.clients.slack_sender import OutboxSender
 from bot.config import BotConfig
 from bot.executors.runner import Runner
+from bot.services.backfill_retry import RetryService
 from bot.services.backfills import BackfillService
 from bot.services.home import HomeService
 from bot.services.incident_actions import IncidentActions
@@ -34,6 +35,7 @@ class Services:
     home: HomeService
     poller: MarquezPoller
     sla: SlaService
+    retries: RetryService
     runner: Runner | None = None
     """The step runner, unless backfills are run by hand (BOT_EXECUTOR=manual)."""
     reconciler: Reconciler | None = None

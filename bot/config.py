@@ -65,11 +65,14 @@ class Team(_Strict):
 
 
 class Ownership(_Strict):
-    """Which DAGs a team owns; `second_approver` means the requester cannot approve alone."""
+    """Which DAGs a team owns; `second_approver` means the requester cannot approve alone;
+    `approve: all_owners` means a backfill of a matching DAG also needs one approval from each
+    team owning a DAG it reruns downstream (a global approver's approval counts for all)."""
 
     pattern: str = Field(min_length=1)
     team: str
     second_approver: bool = False
+    approve: Literal["any_owner", "all_owners"] = "any_owner"
 
 
 class Approvers(_Strict):

@@ -23,6 +23,7 @@ def environment() -> Environment:
         loader=FileSystemLoader(TEMPLATES),
         undefined=StrictUndefined,
         autoescape=False,  # text templates; Block Kit templates escape through |tojson
+        extensions=["jinja2.ext.do"],  # templates gather Block Kit elements into lists
         keep_trailing_newline=True,
         trim_blocks=True,
         lstrip_blocks=True,

@@ -28,6 +28,9 @@ class ActionId(StrEnum):
     INCIDENT_AIRFLOW = "incident.open_airflow"
     INCIDENT_LOG = "incident.open_log"
     RETRY = "backfill.retry"
+    SLA_ACK = "sla.acknowledge"
+    SLA_AIRFLOW = "sla.open_airflow"
+    SLA_MARQUEZ = "sla.open_marquez"
 
 
 class BlockId(StrEnum):
@@ -37,6 +40,7 @@ class BlockId(StrEnum):
     PLAN_MORE = "backfill.plan.more"
     STATUS_ACTIONS = "backfill.status.actions"
     INCIDENT_ACTIONS = "incident.actions"
+    SLA_ACTIONS = "sla.actions"
 
 
 class ViewCallbackId(StrEnum):

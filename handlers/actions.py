@@ -1,6 +1,7 @@
-"""Buttons: Approve, Cancel, Show full plan (a request id each), and an incident alert's
-Backfill, Snooze and Open in Marquez (an incident id each). Services reload what the id names
-on every click."""
+"""Buttons: Approve, Cancel, Retry, Show full plan (a request id each), and an incident alert's
+Approve backfill, Review plan, Backfill downstream, Acknowledge, Snooze, Unsnooze, the older
+Backfill, and its links (an incident id each). Services reload what the id names on every
+click."""
 
 from __future__ import annotations
 
@@ -71,8 +72,66 @@ def register(app: AsyncApp, services: Services) -> None:
         await ack()
         await decide(partial(services.incident_actions.snooze, hours=24), body, respond)
 
+    @app.action(ActionId.INCIDENT_UNSNOOZE)
+    async def unsnooze(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
+        await ack()
+        await decide(services.incident_actions.unsnooze, body, respond)
+
+    @app.action(ActionId.INCIDENT_ACK)
+    async def acknowledge(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
+        await ack()
+        await decide(services.incident_actions.acknowledge, body, respond)
+
+    @app.action(ActionId.INCIDENT_APPROVE)
+    async def approve_from_alert(
+        ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond
+    ) -> None:
+        await ack()
+        await decide(services.incident_actions.approve, body, respond)
+
+    @app.action(ActionId.INCIDENT_DOWNSTREAM)
+    async def backfill_downstream(
+        ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond
+    ) -> None:
+        await ack()
+        await decide(services.incident_actions.downstream, body, respond)
+
+    @app.action(ActionId.RETRY)
+    async def retry(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
+        await ack()
+        await decide(services.retries.retry, body, respond)
+
+    @app.action(ActionId.INCIDENT_REVIEW)
+    async def review_plan(
+        ack: AsyncAck, body: dict[str, Any], client: AsyncWebClient, respond: AsyncRespond
+    ) -> None:
+        await ack()
+        incident_id, user = _clicked(body)
+        try:
+            plan = await services.incident_actions.review(incident_id, user=user)
+            if isinstance(plan, Reply):
+                await respond(response_type="ephemeral", replace_original=False, **plan.payload)
+                return
+            view = messages.plan_modal(plan, request_id="")
+            await client.views_open(trigger_id=body["trigger_id"], view=view)
+        except Exception:
+            await _say_failed(respond)
+
+    @app.action(ActionId.SLA_ACK)
+    async def acknowledge_sla(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
+        await ack()
+        message: dict[str, Any] = body.get("message") or {}
+        channel = str((body.get("channel") or {}).get("id") or "")
+        ts = str(message.get("ts") or (body.get("container") or {}).get("message_ts") or "")
+        acknowledge = partial(services.sla.acknowledge, channel=channel, ts=ts, message=message)
+        await decide(acknowledge, body, respond)
+
     @app.action(ActionId.INCIDENT_MARQUEZ)
-    async def open_marquez(ack: AsyncAck) -> None:
+    @app.action(ActionId.SLA_AIRFLOW)
+    @app.action(ActionId.SLA_MARQUEZ)
+    @app.action(ActionId.INCIDENT_AIRFLOW)
+    @app.action(ActionId.INCIDENT_LOG)
+    async def open_link(ack: AsyncAck) -> None:
         await ack()  # a link button: Slack opens the URL, the bot only acknowledges
 
     @app.action(ActionId.SHOW_PLAN)

@@ -1,5 +1,6 @@
 """Delivers the outbox to Slack: in order per channel, pacing on Retry-After, threading replies
-under a request's status message once its ts is known.
+under a request's status message once its ts is known (or in the thread the request lives in),
+and editing in place the one message that rows sharing an edit key make.
 
 Each message is claimed (a lease on `next_attempt_at`) before it is sent, so two senders on one
 database never both send it. Delivery is at-least-once: Slack has no idempotency key, so a crash
@@ -71,9 +72,13 @@ def merged(batch: list[OutboxMessage]) -> dict[str, Any]:
     return {**batch[0].payload, "blocks": blocks}
 
 
+# Arguments that place a new message; an edit of a posted one takes only its content.
+_PLACEMENT = frozenset({"channel", "ts", "thread_ts", "reply_broadcast"})
+
+
 @dataclass(frozen=True)
 class _Outcome:
-    kind: str  # "sent" | "retry" | "failed"
+    kind: str  # "sent" | "retry" | "wait" (for another row, not an attempt) | "failed"
     ts: str | None = None
     delay_s: float = 0.0
     error: str = ""
@@ -144,13 +149,12 @@ class OutboxSender:
                     continue
                 batch = [row, *await self._followers(session, rows[index + 1 :], row)]
             taken.update(r.id for r in batch)
-            if row.role == OutboxRole.STATUS_UPDATE:
+            if row.role == OutboxRole.STATUS_UPDATE or row.edit_key is not None:
                 async with self.sessions.begin() as session:
-                    if await outbox.newer_status_update(session, row):
-                        # Only the newest state of a status message matters; that row sends it.
+                    if await outbox.superseded(session, row):
+                        # Only the newest content of a message matters; a later row sends it.
                         await outbox.mark_sent(session, row, ts=None)
                         continue
-            await self._pace(row)
             outcome = await self._send(row, merged(batch))
             async with self.sessions.begin() as session:
                 for item in batch:
@@ -166,8 +170,9 @@ class OutboxSender:
     ) -> list[OutboxMessage]:
         """Due replies that can go with `first` in one post (within Slack's block limit): the
         next replies of the same thread. Stops at anything else for the channel but edits of
-        the thread's parent, since the channel must keep its order."""
-        if first.role != OutboxRole.THREAD:
+        the thread's parent, since the channel must keep its order. A keyed row is a message
+        of its own that later rows edit: it is never merged."""
+        if first.role != OutboxRole.THREAD or first.edit_key is not None:
             return []
         found: list[OutboxMessage] = []
         blocks = len(first.payload.get("blocks") or [])
@@ -180,7 +185,7 @@ class OutboxSender:
             )
             if same_request and row.role == OutboxRole.STATUS_UPDATE:
                 continue  # an edit of the parent does not change the thread's order
-            if row.role != OutboxRole.THREAD or not same_request:
+            if row.role != OutboxRole.THREAD or not same_request or row.edit_key is not None:
                 break
             blocks += len(row.payload.get("blocks") or [])
             if blocks > MERGED_BLOCKS:
@@ -190,16 +195,20 @@ class OutboxSender:
             found.append(row)
         return found
 
-    async def _pace(self, row: OutboxMessage) -> None:
-        if row.method == "chat.update" or row.role == OutboxRole.STATUS_UPDATE:
-            if self._update_pace:
-                await self._update_pace.take("chat.update")
-        elif row.method == "chat.postMessage" and self._post_pace:
-            await self._post_pace.take(row.channel)
+    async def _pace_update(self) -> None:
+        if self._update_pace:
+            await self._update_pace.take("chat.update")
+
+    async def _pace_post(self, channel: str) -> None:
+        if self._post_pace:
+            await self._post_pace.take(channel)
 
     async def _record(self, session: AsyncSession, row: OutboxMessage, outcome: _Outcome) -> None:
         if outcome.kind == "sent":
             await outbox.mark_sent(session, row, ts=outcome.ts)
+        elif outcome.kind == "wait":
+            at = utcnow() + timedelta(seconds=outcome.delay_s)
+            await outbox.wait(session, row, at=at, reason=outcome.error)
         elif outcome.kind == "retry" and row.attempts + 1 < self.max_attempts:
             at = utcnow() + timedelta(seconds=outcome.delay_s)
             await outbox.retry_later(session, row, at=at, error=outcome.error)
@@ -234,29 +243,10 @@ class OutboxSender:
         return ts, True
 
     async def _send(self, row: OutboxMessage, payload: dict[str, Any]) -> _Outcome:
-        args: dict[str, Any] = dict(payload)
         try:
-            if row.role in (OutboxRole.THREAD, OutboxRole.STATUS_UPDATE):
-                ts, ready = await self._thread_parent(row)
-                if not ready:
-                    return _Outcome("retry", delay_s=1.0, error=outbox.WAITING_FOR_PARENT)
-                if row.role == OutboxRole.STATUS_UPDATE:
-                    if ts is None:
-                        return _Outcome("failed", error="the status message was never posted")
-                    await self.client.chat_update(channel=row.channel, ts=ts, **args)
-                    return _Outcome("sent", ts=ts)
-                if ts:
-                    args["thread_ts"] = ts
-            if row.method == "chat.update":  # a plain update names its ts in the payload
-                await self.client.chat_update(channel=row.channel, **args)
-                return _Outcome("sent", ts=args.get("ts"))
-            if row.method == "chat.postEphemeral":
-                reply = await self.client.chat_postEphemeral(
-                    channel=row.channel, user=row.user or "", **args
-                )
-                return _Outcome("sent", ts=reply.get("message_ts"))
-            reply = await self.client.chat_postMessage(channel=row.channel, **args)
-            return _Outcome("sent", ts=reply.get("ts"))
+            if row.edit_key is not None:
+                return await self._send_keyed(row, payload)
+            return await self._deliver(row, payload)
         except SlackApiError as exc:
             return self._classify(exc, row)
         except (aiohttp.ClientError, TimeoutError) as exc:
@@ -268,6 +258,58 @@ class OutboxSender:
             return _Outcome(
                 "retry", delay_s=self._backoff(row), error=f"{type(exc).__name__}: {exc}"[:400]
             )
+
+    async def _send_keyed(self, row: OutboxMessage, payload: dict[str, Any]) -> _Outcome:
+        """A row of an edit key: the first posts the key's message, later ones edit it (once
+        it is posted: while an earlier row of the key is pending, this one waits)."""
+        async with self.sessions() as session:
+            posted = await outbox.key_message(session, row)
+            waiting = posted is None and await outbox.first_post_pending(session, row)
+        if waiting:
+            return _Outcome("wait", delay_s=1.0, error=outbox.WAITING_FOR_FIRST_POST)
+        if posted is None:  # this row is the first (or every earlier one gave up)
+            return await self._deliver(row, payload)
+        channel, ts = posted
+        content = {k: v for k, v in payload.items() if k not in _PLACEMENT}
+        await self._pace_update()
+        await self.client.chat_update(channel=channel, ts=ts, **content)
+        return _Outcome("sent", ts=ts)
+
+    async def _deliver(self, row: OutboxMessage, payload: dict[str, Any]) -> _Outcome:
+        """Send one row as its role and method say (SlackApiError and network errors pass up)."""
+        args: dict[str, Any] = dict(payload)
+        thread = None
+        if row.role in (OutboxRole.STATUS, OutboxRole.THREAD):
+            async with self.sessions() as session:
+                # A request that lives in a thread posts its status message there, and its
+                # replies too: Slack threads are one level deep, so not under that reply.
+                thread = await outbox.request_thread(session, row)
+        if row.role == OutboxRole.STATUS and thread:
+            args["thread_ts"] = thread
+        if row.role in (OutboxRole.THREAD, OutboxRole.STATUS_UPDATE):
+            ts, ready = await self._thread_parent(row)
+            if not ready:
+                return _Outcome("wait", delay_s=1.0, error=outbox.WAITING_FOR_PARENT)
+            if row.role == OutboxRole.STATUS_UPDATE:
+                if ts is None:
+                    return _Outcome("failed", error="the status message was never posted")
+                await self._pace_update()
+                await self.client.chat_update(channel=row.channel, ts=ts, **args)
+                return _Outcome("sent", ts=ts)
+            if thread or ts:
+                args["thread_ts"] = thread or ts
+        if row.method == "chat.update":  # a plain update names its ts in the payload
+            await self._pace_update()
+            await self.client.chat_update(channel=row.channel, **args)
+            return _Outcome("sent", ts=args.get("ts"))
+        if row.method == "chat.postEphemeral":
+            reply = await self.client.chat_postEphemeral(
+                channel=row.channel, user=row.user or "", **args
+            )
+            return _Outcome("sent", ts=reply.get("message_ts"))
+        await self._pace_post(row.channel)
+        reply = await self.client.chat_postMessage(channel=row.channel, **args)
+        return _Outcome("sent", ts=reply.get("ts"))
 
     def _classify(self, exc: SlackApiError, row: OutboxMessage) -> _Outcome:
         response = exc.response

@@ -37,6 +37,12 @@ class ParsedEvent:
     outputs: tuple[DatasetName, ...] = ()
     parent_run_id: str | None = None
     """The parent run whose recorded DAG, if the store knows it, this event belongs to."""
+    airflow_run_id: str | None = None
+    """Airflow's own id of the DAG run (`scheduled__2021-06-04T00:00:00+00:00`), for links."""
+    task_id: str | None = None
+    """The Airflow task of a task's event (or of the task a job under it ran in)."""
+    try_number: int | None = None
+    """That task's try, for a link to the log of the try that failed."""
 
     @property
     def key(self) -> tuple[str, str, datetime]:

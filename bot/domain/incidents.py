@@ -11,9 +11,11 @@ of those intervals; a failure after that reopens it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
+
+from bot.domain.producers import AirflowRef
 
 FAILED_EVENTS = frozenset({"FAIL", "ABORT"})
 GROUP_SLACK = timedelta(days=7)
@@ -62,6 +64,14 @@ class EventFacts:
     nominal_start: datetime | None = None
     nominal_end: datetime | None = None
     error_message: str | None = None
+    airflow_run_id: str | None = None
+    task_id: str | None = None
+    try_number: int | None = None
+
+    @property
+    def airflow(self) -> AirflowRef:
+        """Where in Airflow this failure is: its run, and its task and try if it names one."""
+        return AirflowRef(self.airflow_run_id, self.task_id, self.try_number)
 
     @property
     def dag_level(self) -> bool:
@@ -106,6 +116,14 @@ class IncidentFacts:
     interval_end: datetime | None = None
     runs: tuple[FailedRun, ...] = ()
     """The outage's intervals, oldest first."""
+    airflow_run_id: str | None = None
+    airflow_task_id: str | None = None
+    try_number: int | None = None
+
+    @property
+    def airflow(self) -> AirflowRef:
+        """Where in Airflow the failure the alert shows is (its run, task and try)."""
+        return AirflowRef(self.airflow_run_id, self.airflow_task_id, self.try_number)
 
     def run(self, key: str) -> FailedRun | None:
         return next((r for r in self.runs if r.key == key), None)
@@ -122,13 +140,15 @@ class Failure:
     takes_error: bool = False
     """The alert shows this event's error from now on."""
     reopens: bool = False
+    airflow: AirflowRef = field(default_factory=AirflowRef)
+    """Where in Airflow the failure the alert shows is, from now on (`alert_airflow`)."""
 
 
 def on_failure(incident: IncidentFacts, event: EventFacts) -> Failure:
     reopened = incident.state == IncidentState.RESOLVED
     if reopened and incident.failed_at is not None and event.event_time <= incident.failed_at:
         return Failure(ignored=True)
-    same_run = event.dag_run_id is not None and event.dag_run_id == incident.dag_run_id
+    same_run = _same_run(incident, event)
     if event.dag_run_id is not None:
         # A task's FAIL and its DAG's FAIL for one DAG run are one failure.
         counts = reopened or not same_run
@@ -140,7 +160,43 @@ def on_failure(incident: IncidentFacts, event: EventFacts) -> Failure:
         # in one DAG run the first real error is the cause; the DAG's summary comes last
         or (incident.error_job == incident.dag_id and not event.dag_level)
     )
-    return Failure(counts=counts, takes_error=takes_error, reopens=reopened)
+    return Failure(
+        counts=counts,
+        takes_error=takes_error,
+        reopens=reopened,
+        airflow=alert_airflow(incident, event, takes_error=takes_error),
+    )
+
+
+def _same_run(incident: IncidentFacts, event: EventFacts) -> bool:
+    return event.dag_run_id is not None and event.dag_run_id == incident.dag_run_id
+
+
+def alert_airflow(incident: IncidentFacts, event: EventFacts, *, takes_error: bool) -> AirflowRef:
+    """Where in Airflow the failure the alert shows is once `event` has been counted, the alert
+    showing its error from now on if `takes_error`: the links go where the error came from.
+
+    Within one DAG run the run's task failure is the one to link, whichever event brought the
+    error shown: the DAG's own FAIL names no task ("task_failure", or the failed tasks from its
+    `airflowState`), so it keeps the task of the run's task failure, and a task failure fills in
+    the task of a DAG FAIL that came first. Another run's failure takes over only with the error
+    it brings, or when the alert shows no error at all (the latest failed run is then the best
+    link); otherwise the links stay with the error they explain.
+    """
+    new, old = event.airflow, incident.airflow
+    if _same_run(incident, event):
+        return _filled(new, old) if takes_error else _filled(old, new)
+    if takes_error or (incident.error_message is None and new.run_id is not None):
+        return new
+    return old
+
+
+def _filled(ref: AirflowRef, other: AirflowRef) -> AirflowRef:
+    """`ref` with its gaps filled from `other`, a failure of the same DAG run; a task comes with
+    its own try number, never with another task's."""
+    if ref.task_id is not None:
+        return AirflowRef(ref.run_id or other.run_id, ref.task_id, ref.try_number)
+    return AirflowRef(ref.run_id or other.run_id, other.task_id, other.try_number)
 
 
 @dataclass(frozen=True)

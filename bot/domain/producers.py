@@ -16,6 +16,13 @@ Pure functions of one event's job and run facets. The rules follow what the prod
   task's DAG, not to the task or the application), else the direct parent. The store then
   prefers the DAG it already recorded for the parent run, which follows chains deeper than one
   level (dbt: sql → model → `dbt run` → task → DAG) even when a producer sends no `root`.
+
+Where an event sits in Airflow (its DAG run's own run id, and for a task its task id and try
+number, for links to the run and to the task's log) is read from the provider's facets as built
+by `utils.get_airflow_run_facet` / `get_airflow_dag_run_facet` (providers/openlineage, the same
+code for Airflow 2 and 3): `airflow.dagRun.run_id`, `airflow.task.task_id` and
+`airflow.taskInstance.try_number` on a task's events, `airflowDagRun.dagRun.run_id` on the DAG
+run's own.
 """
 
 from __future__ import annotations
@@ -26,10 +33,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 __all__ = [
+    "AIRFLOW_ID_MAX",
     "DAG_FACET",
+    "TRY_NUMBER_MAX",
+    "AirflowRef",
     "Owner",
     "RunLink",
     "airflow_interval",
+    "airflow_ref",
     "dag_from_facets",
     "failed_tasks_message",
     "job_type_of",
@@ -41,6 +52,11 @@ _TIME_MIN = datetime(1900, 1, 1, tzinfo=UTC)
 _TIME_MAX = datetime(2200, 1, 1, tzinfo=UTC)
 _TASKS_NAMED = 5
 NAME_MAX = 1024  # run_events.dag_id and the other name columns
+AIRFLOW_ID_MAX = 250
+"""Airflow's own `ID_LEN`: its dag_id, task_id and run_id columns are VARCHAR(250), and so are
+the bot's `airflow_run_id` / `task_id` columns. A longer value is no Airflow id."""
+TRY_NUMBER_MAX = 100_000
+"""Far above any real count of retries and clears, far below the INTEGER column's limit."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +81,53 @@ class Owner:
     run_id: str | None
     via: str  # "self", "airflow", "root" or "parent"
     parent_run_id: str | None = None
+
+
+@dataclass(frozen=True)
+class AirflowRef:
+    """Where an event sits in Airflow: its DAG run's own run id (as Airflow names the run:
+    `scheduled__2021-06-04T00:00:00+00:00`, `manual__…`), and for a task's event the task id
+    and the try number."""
+
+    run_id: str | None = None
+    task_id: str | None = None
+    try_number: int | None = None
+
+
+def airflow_ref(facets: Mapping[str, Any]) -> AirflowRef:
+    """The Airflow run, task and try an event's facets name; None for each that is missing or
+    not usable as it stands.
+
+    A value is taken as sent or not at all: an id cut to fit, or a try number pulled into range,
+    would name another run, task or try, and a link to it would mislead. The DAG run's own event
+    (`airflowDagRun`, the facet `owner_of` also reads as "this is the DAG") names no task, even
+    should an `airflow` facet come with it.
+    """
+    dag_run = _get(facets, DAG_FACET, "dagRun")
+    if isinstance(dag_run, Mapping):
+        return AirflowRef(run_id=_airflow_id(dag_run.get("run_id")))
+    facet = facets.get("airflow")
+    if not isinstance(facet, Mapping):
+        return AirflowRef()
+    task_id = _airflow_id(_get(facet, "task", "task_id"))
+    return AirflowRef(
+        run_id=_airflow_id(_get(facet, "dagRun", "run_id")),
+        task_id=task_id,
+        # a try belongs to its task: without the task it names nothing
+        try_number=_try_number(_get(facet, "taskInstance", "try_number")) if task_id else None,
+    )
+
+
+def _airflow_id(value: Any) -> str | None:
+    return value if _usable_name(value) and len(value) <= AIRFLOW_ID_MAX else None
+
+
+def _try_number(value: Any) -> int | None:
+    # bool is an int to Python, never a try number; 0 is "not tried yet" (Airflow's own
+    # TaskInstance.log_url leaves the try out then too)
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if 1 <= value <= TRY_NUMBER_MAX else None
 
 
 def job_type_of(job: Mapping[str, Any]) -> str | None:

@@ -3,13 +3,14 @@
 A step starts only when every upstream step of the plan has succeeded; a step whose upstream
 failed, was skipped or cancelled is skipped (its input did not change as intended, so rerunning
 it would recompute from wrong data); independent branches run side by side up to a limit.
+How often a running backfill reports in Slack is decided here too (`report_gap`, `report_due`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from bot.domain.model import Interval
 
@@ -142,3 +143,49 @@ def duration_text(span: timedelta | None) -> str:
     if minutes:
         return f"{minutes}m {secs:02d}s"
     return f"{secs}s"
+
+
+# --- how often a running backfill reports ----------------------------------------------------
+
+MAX_REPORT_GAP = timedelta(minutes=30)
+"""However old a backfill, its channel hears from it at least this often while it changes."""
+AGE_SHARE = 8
+"""A report waits at least 1/AGE_SHARE of the backfill's age since the last one."""
+
+
+def report_gap(age: timedelta, base_s: float) -> timedelta:
+    """The least time between two progress reports (a status edit, a batch of thread lines) of a
+    backfill that has been running for `age`; `base_s` is execution.progress_update_s.
+
+    max(base, min(age / 8, 30 min)). A reader judges progress against how long the backfill has
+    run: a change in the first minute is news, one more DAG after five hours is not. Spacing
+    reports by a share of the age makes them geometric (each ~14% later than the one before),
+    so their number grows with the logarithm of the duration: a 6-hour backfill makes ~55
+    reports (<= 2 Slack calls each), a one-minute one is edited every base to 7.5 s (base 5 s).
+    1/8 keeps a short backfill lively; a larger share would quiet the first minutes for little
+    saving later. The cap keeps a day-long backfill visibly alive (2 reports an hour).
+    """
+    base = timedelta(seconds=base_s)
+    return max(base, min(age / AGE_SHARE, MAX_REPORT_GAP))
+
+
+def report_due(
+    *,
+    now: datetime,
+    started: datetime | None,
+    last: datetime | None,
+    base_s: float,
+    urgent: bool = False,
+) -> bool:
+    """Whether a backfill that started at `started` and last reported at `last` may report now.
+
+    The first report goes at once. An urgent one (a DAG failed: someone may want to act on it)
+    waits only `base_s`, never less, so a burst of failures is still one report per base.
+    The final state is always reported; the caller does not ask.
+    """
+    if last is None:
+        return True
+    since = now - last
+    if urgent:
+        return since >= timedelta(seconds=base_s)
+    return since >= report_gap(now - (started or last), base_s)

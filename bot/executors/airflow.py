@@ -43,6 +43,11 @@ class AirflowBackend:
         self._steps: Airflow3Steps | Airflow2Steps | None = None
         self._lock = asyncio.Lock()
 
+    @property
+    def version(self) -> int:
+        """Airflow's major version once connected (3 until then: the current line)."""
+        return 2 if isinstance(self._client, Airflow2Client) else 3
+
     async def steps(self) -> Airflow3Steps | Airflow2Steps:
         async with self._lock:
             if self._steps is None:

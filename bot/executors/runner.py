@@ -2,19 +2,23 @@
 
 Each pass over a request has three phases. (A) Outside any transaction, ask the backend about
 the steps under way (and cancel them if the request was cancelled). (B) In one transaction,
-record what changed: step states and counts, steps to skip, steps claimed to start, the thread
-reply and the coalesced status edit those changes owe. (C) Outside, submit the claimed steps,
-then record each backend's answer. A claim is a conditional UPDATE, so two bot processes never
-start the same step, and a backend's `submit` finds work a crashed process already started.
+record what changed: step states and counts, steps to skip, steps claimed to start, and the
+thread lines those changes owe, gathered with the request; when a report is due (the gap of
+bot/domain/progress.py `report_due`, which grows as the backfill ages, or the final state) the
+gathered lines become one thread reply and the status message one edit, if it changed.
+(C) Outside, submit the claimed steps, then record each backend's answer. A claim is a
+conditional UPDATE, so two bot processes never start the same step, and a backend's `submit`
+finds work a crashed process already started.
 Everything the runner knows lives in the database, so a restarted bot carries on where it was.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -28,6 +32,7 @@ from bot.domain.progress import (
     StepView,
     next_moves,
     outcome,
+    report_due,
 )
 from bot.executors.backends import Backend, Busy, Progress, StepRejected, StepWork
 from bot.messages import progress as progress_messages
@@ -43,6 +48,7 @@ from bot.store.models import (
 from bot.worker import Worker
 
 logger = logging.getLogger(__name__)
+EndHook = Callable[[AsyncSession, BackfillRequest], Coroutine[Any, Any, None]]
 # A claimed step with no backend answer recorded this long ago was left by a crashed process.
 ORPHAN_AFTER = timedelta(minutes=2)
 
@@ -74,6 +80,9 @@ class Runner:
         self.settings = settings
         self.wake_sender = wake_sender
         self.clock = clock
+        self.on_end: EndHook | None = None
+        """What else a request owes when it ends (notices to other teams, its alert's edit),
+        written in the same transaction as its final state."""
         self._in_flight: set[str] = set()
         self._worker = Worker("runner", self.tick, every_s=self.settings.poll_interval_s)
         self._booted = clock()
@@ -266,8 +275,8 @@ class Runner:
             request = await repository.get_request(session, request_id)
             await self._finish_if_done(session, request, seen, now)
             request = await repository.get_request(session, request_id)
-            await self._owe_messages(session, request, seen, now)
-        if seen.events:
+            owed = await self._owe_messages(session, request, seen, now)
+        if owed:
             self.wake_sender()
         return starts
 
@@ -351,39 +360,55 @@ class Runner:
             await repository.transition_request(
                 session, request.id, expected={RequestState.RUNNING}, to=final, actor="system"
             )
+        if self.on_end is not None:
+            await self.on_end(session, await repository.get_request(session, request.id))
         seen.events.append(progress_messages.Summary(final))
 
     async def _owe_messages(
         self, session: AsyncSession, request: BackfillRequest, seen: _Pass, now: datetime
-    ) -> None:
+    ) -> bool:
+        """Gather the pass's thread lines with those already owed, and report (one thread reply
+        with every gathered line, one edit of the status message if it changed) when the
+        report gap has passed, or at once on the final state. True if a report was owed."""
+        reported = await execution.lock_reported(session, request.id)
+        lines = [*reported.lines, *progress_messages.event_lines(request, seen.events)]
+        status = progress_messages.status_payload(request)
+        digest = progress_messages.digest(status)
+        changed = digest != reported.digest
+        final = request.finished_at is not None
+        due = final or report_due(
+            now=now,
+            started=request.started_at,
+            last=reported.at,
+            base_s=self.settings.progress_update_s,
+            urgent=progress_messages.tells_failure(lines),
+        )
+        if not due or not (lines or changed):
+            if len(lines) != len(reported.lines):
+                await execution.keep_lines(session, request.id, lines)
+            return False
         channel = request.status_channel or request.channel or ""
-        if seen.events:
-            payload = progress_messages.thread_reply(request, seen.events)
+        if lines:
             await outbox.enqueue(
                 session,
                 channel=channel,
-                payload=payload,
+                payload=progress_messages.reply(lines),
                 role=OutboxRole.THREAD,
                 request_id=request.id,
             )
-        status = progress_messages.status_payload(request)
-        digest = progress_messages.digest(status)
-        if digest == request.progress_digest:
-            return
-        last = request.progress_posted_at
-        final = request.finished_at is not None
-        if not final and last and now - last < timedelta(seconds=self.settings.progress_update_s):
-            return  # coalesced: a later pass posts the newest state
-        await outbox.enqueue(
-            session,
-            channel=channel,
-            payload=status,
-            method="chat.update",
-            role=OutboxRole.STATUS_UPDATE,
-            request_id=request.id,
+        if changed:
+            await outbox.enqueue(
+                session,
+                channel=channel,
+                payload=status,
+                method="chat.update",
+                role=OutboxRole.STATUS_UPDATE,
+                request_id=request.id,
+            )
+        await execution.progress_posted(
+            session, request.id, digest=digest if changed else None, at=now
         )
-        await execution.progress_posted(session, request.id, digest=digest, at=now)
-        self.wake_sender()
+        return True
 
     # --- phase C: submit ------------------------------------------------------------------
 

@@ -18,11 +18,12 @@ block over Slack's limits after the template escapes it.
     sla       SLA notices: a late DAG, the reports late because of it
     home      the App Home tab
     ops       the ops channel's notices about Marquez
+    teams     notices to the teams whose DAGs a backfill reruns
 """
 
 from __future__ import annotations
 
-from bot.messages import home, ops, progress, sla, watch
+from bot.messages import home, ops, progress, sla, teams, watch
 from bot.messages._render import (
     LIST,
     NAME,
@@ -79,5 +80,6 @@ __all__ = [
     "request_status",
     "sla",
     "status_list",
+    "teams",
     "watch",
 ]

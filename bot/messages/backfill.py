@@ -57,7 +57,8 @@ _STEP_URGENCY: Mapping[str, int] = {
     StepState.PENDING: 3,
 }
 _DONE_URGENCY = 4
-# Blocks of the preview and the status message around their step rows; rows fill the rest.
+# Blocks of the preview and the status message around their step rows; rows fill the rest
+# (one more for each optional line: whose approval is awaited, which backfill a plan retries).
 _PREVIEW_FRAME, _STATUS_FRAME = 6, 5
 
 
@@ -91,6 +92,8 @@ class RequestStatus:
     approvers: tuple[str, ...]
     steps: tuple[StepStatus, ...]
     cancellable: bool
+    awaiting: tuple[str, ...] = ()
+    """Teams whose approval is still needed."""
 
 
 # --- view-model helpers -------------------------------------------------------------------
@@ -143,6 +146,12 @@ def _mentions(user_ids: Sequence[str], limit: int = 10) -> dict[str, Any]:
     return {"users": [clip(u, 40) for u in user_ids[:limit]], "more": len(user_ids[limit:])}
 
 
+def _awaiting(teams: Sequence[str], limit: int = 8) -> dict[str, Any]:
+    """Teams still to approve, for the "Waiting for approval from …" line (a long list is cut
+    and counted: the line must stay one short context element)."""
+    return {"teams": [clip(t, 80) for t in teams[:limit]], "more": len(teams[limit:])}
+
+
 def _status_view(status: RequestStatus, *, max_rows: int) -> dict[str, Any]:
     emoji, label = _request_look(status.state)
     ranked = sorted(
@@ -183,6 +192,9 @@ def _status_view(status: RequestStatus, *, max_rows: int) -> dict[str, Any]:
         "rows": rows,
         "more": plural(hidden, "more DAG") if hidden else "",
         "cancellable": status.cancellable,
+        # What did not succeed can be run again (bot/services/backfill_retry.py).
+        "retryable": status.state == RequestState.FAILED,
+        "awaiting": _awaiting(status.awaiting),
     }
 
 
@@ -195,10 +207,20 @@ def _step_line(row: Mapping[str, Any]) -> str:
 
 
 def plan_preview(
-    plan: Plan, *, request_id: str, requester: str, dry_run: bool, max_rows: int = 12
+    plan: Plan,
+    *,
+    request_id: str,
+    requester: str,
+    dry_run: bool,
+    max_rows: int = 12,
+    awaiting: tuple[str, ...] = (),
+    retry_of: str = "",
 ) -> dict[str, Any]:
-    """The plan posted after `/backfill`: steps up to `max_rows`, then Approve and Cancel."""
-    max_rows = min(max_rows, MESSAGE_BLOCKS - _PREVIEW_FRAME)
+    """The plan posted after `/backfill`: steps up to `max_rows`, then Approve and Cancel;
+    `awaiting` names the teams whose approval is still needed, `retry_of` the failed backfill
+    this plan runs again."""
+    frame = _PREVIEW_FRAME + bool(awaiting) + bool(retry_of)
+    max_rows = min(max_rows, MESSAGE_BLOCKS - frame)
     notes = {n.dag_id: n for n in plan.notes}
     rows = [_step_row(i, s, notes) for i, s in enumerate(plan.steps[:max_rows], start=1)]
     hidden = len(plan.steps) - len(rows)
@@ -216,6 +238,8 @@ def plan_preview(
             if plan.lineage_as_of
             else ""
         ),
+        "awaiting": _awaiting(awaiting),
+        "retry_of": retry_of,  # a request id: never cut
     }
     return render("backfill/plan_preview.json.j2", view)
 
@@ -237,7 +261,8 @@ def plan_modal(plan: Plan, *, request_id: str) -> dict[str, Any]:
 
 def request_status(status: RequestStatus, *, max_rows: int = 12) -> dict[str, Any]:
     """The channel message that is the parent of a backfill's progress thread."""
-    view = _status_view(status, max_rows=min(max_rows, MESSAGE_BLOCKS - _STATUS_FRAME))
+    frame = _STATUS_FRAME + bool(status.awaiting)
+    view = _status_view(status, max_rows=min(max_rows, MESSAGE_BLOCKS - frame))
     return render("backfill/request_status.json.j2", view)
 
 

@@ -1,8 +1,10 @@
 """Messages of a running backfill: the status message rows (with run counts) and the thread
-replies posted when DAGs start, finish or are skipped, ending with a summary with durations.
+replies saying which DAGs started, finished or were skipped, ending with a summary with durations.
 
-Replies gather everything one runner pass saw into one message, so a 50-DAG backfill posts a
-few dozen replies, not hundreds; the status message is edited, never reposted.
+Lines are rendered when the runner sees what they tell (`event_lines`) and kept with the request
+until it reports; `reply` then packs whatever gathered into one thread reply. So a long backfill
+posts a reply per report, not per event (bot/domain/progress.py `report_due` says when); the
+status message is edited, never reposted.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from bot.domain.progress import Counts, duration_text
 from bot.messages._render import NAME, clip, macros, pack, plural, render
 from bot.messages.backfill import REQUEST_LOOK, STEP_LOOK, RequestStatus, StepStatus, request_status
 from bot.slack_limits import MESSAGE_BLOCKS, SECTION_TEXT
-from bot.store.models import BackfillRequest, RequestState, StepState
+from bot.store.models import BackfillRequest, BackfillStep, RequestState, StepState
 
 OPEN_STATES = {RequestState.PREVIEWED, RequestState.APPROVED, RequestState.RUNNING}
 _SUMMARY_ROWS = 60
@@ -59,7 +61,20 @@ def span(start: datetime | None, end: datetime | None) -> timedelta | None:
     return end - start if start and end else None
 
 
-def status_of(request: BackfillRequest) -> RequestStatus:
+def _note(step: BackfillStep) -> str:
+    """What the status row says beside a step: the backend's message. A failed row always says
+    why, so whoever decides on a retry need not dig through the thread."""
+    if step.message or step.state != StepState.FAILED:
+        return step.message or ""
+    counts = Counts.from_json(step.counts)
+    if counts.failed:
+        return f"{counts.failed} of {plural(counts.total, 'run')} failed"
+    return "the executor gave no reason"
+
+
+def status_of(request: BackfillRequest, *, awaiting: tuple[str, ...] = ()) -> RequestStatus:
+    """The status message's view of a stored request; `awaiting` names the teams whose approval
+    is still needed (the approval service knows them)."""
     return RequestStatus(
         request_id=request.id,
         root_dag=request.root_dag,
@@ -73,11 +88,12 @@ def status_of(request: BackfillRequest) -> RequestStatus:
                 step.state,
                 len(step.intervals),
                 Counts.from_json(step.counts) if step.counts else None,
-                step.message or "",
+                _note(step),
             )
             for step in request.steps
         ),
         cancellable=request.state in OPEN_STATES,
+        awaiting=awaiting,
     )
 
 
@@ -98,7 +114,7 @@ def _clip(text: str | None, limit: int = NAME) -> str | None:
     return clip(text, limit) if text else text
 
 
-def _event_lines(event: Event, request: BackfillRequest) -> list[str]:
+def _lines_of(event: Event, request: BackfillRequest) -> list[str]:
     macros = _macros()
     if isinstance(event, Started):
         started = {
@@ -158,9 +174,24 @@ def _summary_lines(event: Summary, request: BackfillRequest) -> list[str]:
     return lines
 
 
-def thread_reply(request: BackfillRequest, events: Sequence[Event]) -> dict[str, Any]:
-    """One reply in the backfill's thread with everything a runner pass saw, in order."""
-    lines = [line for event in events for line in _event_lines(event, request)]
+def event_lines(request: BackfillRequest, events: Sequence[Event]) -> list[str]:
+    """The thread lines telling `events`, in order, as they will appear in a reply. They are
+    final text: kept with the request (`pending_lines`) until `reply` posts them."""
+    return [line for event in events for line in _lines_of(event, request)]
+
+
+_FAILED_MARK = f"{STEP_LOOK[StepState.FAILED][0]} `"
+"""How a line about a failed DAG begins (progress_macros.finished with the failed emoji)."""
+
+
+def tells_failure(lines: Sequence[str]) -> bool:
+    """Whether any of these lines says a DAG failed: such news may be posted sooner."""
+    return any(line.startswith(_FAILED_MARK) for line in lines)
+
+
+def reply(lines: Sequence[str]) -> dict[str, Any]:
+    """One reply in the backfill's thread carrying `lines`, packed into sections; what does not
+    fit in one message is counted ("… and N more lines")."""
     sections, hidden = pack(lines, limit=SECTION_TEXT, sections=MESSAGE_BLOCKS - 1)
     fallback = clip(lines[0] if lines else "Backfill progress", 300)
     view = {
@@ -169,3 +200,8 @@ def thread_reply(request: BackfillRequest, events: Sequence[Event]) -> dict[str,
         "fallback": fallback,
     }
     return render("backfill/progress.json.j2", view)
+
+
+def thread_reply(request: BackfillRequest, events: Sequence[Event]) -> dict[str, Any]:
+    """One reply telling `events` at once (`reply` of their `event_lines`)."""
+    return reply(event_lines(request, events))

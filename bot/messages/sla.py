@@ -5,11 +5,13 @@ Each is its own message (templates/watch/sla_notice.json.j2), not a reply in a t
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from bot.domain.sla import Miss
-from bot.messages._render import NAME, clip, render
+from bot.messages._render import NAME, clip, render, user_mention
 from bot.messages.watch import interval_words
+from bot.slack_ids import ActionId
 
 _REPORTS = 20  # reports named in one notice before "and N more"
 _REPORT_NAME = 100  # each of them, so that 20 fit one section
@@ -22,8 +24,23 @@ WHAT: dict[str, str] = {
 }
 
 
-def _view(dag_id: str, miss: Miss, cause: str | None) -> dict[str, Any]:
+@dataclass(frozen=True)
+class NoticeLinks:
+    """What an SLA notice's buttons point at: the miss (Acknowledge) and the DAG's pages."""
+
+    miss_id: str = ""
+    airflow_url: str | None = None
+    marquez_url: str | None = None
+
+
+_URL_MAX = 3000  # Slack's limit for a button's url
+
+
+def _view(dag_id: str, miss: Miss, cause: str | None, links: NoticeLinks) -> dict[str, Any]:
     return {
+        "miss_id": links.miss_id,
+        "airflow_url": _url(links.airflow_url),
+        "marquez_url": _url(links.marquez_url),
         "cause": clip(cause, NAME) if cause else "",
         "dag_id": clip(dag_id, NAME),
         "what": WHAT[miss.kind],
@@ -35,17 +52,49 @@ def _view(dag_id: str, miss: Miss, cause: str | None) -> dict[str, Any]:
     }
 
 
-def late_notice(dag_id: str, miss: Miss, *, cause: str | None = None) -> dict[str, Any]:
+def _url(url: str | None) -> str:
+    return url if url and len(url) <= _URL_MAX else ""
+
+
+def late_notice(
+    dag_id: str, miss: Miss, *, cause: str | None = None, links: NoticeLinks = NoticeLinks()
+) -> dict[str, Any]:
     """To the DAG's owners and the rule's teams: the run is missing, late or running too long
     (`cause`: the DAG whose open incident explains it, itself or one upstream)."""
-    return render("watch/sla_notice.json.j2", _view(dag_id, miss, cause))
+    return render("watch/sla_notice.json.j2", _view(dag_id, miss, cause, links))
 
 
 def reports_late(
-    reports: Sequence[str], dag_id: str, miss: Miss, *, cause: str | None = None
+    reports: Sequence[str],
+    dag_id: str,
+    miss: Miss,
+    *,
+    cause: str | None = None,
+    links: NoticeLinks = NoticeLinks(),
 ) -> dict[str, Any]:
     """To a team whose `reports` read what the late DAG writes (or what is downstream of it)."""
-    view = _view(dag_id, miss, cause)
+    view = _view(dag_id, miss, cause, links)
     view["reports"] = [clip(name, _REPORT_NAME) for name in reports[:_REPORTS]]
     view["more"] = max(0, len(reports) - _REPORTS)
     return render("watch/sla_notice.json.j2", view)
+
+
+def acknowledged(message: dict[str, Any], user: str) -> dict[str, Any]:
+    """The notice as it was clicked (`message` from the click), saying who is on it and
+    without its Acknowledge button: what `chat.update` sends back."""
+    blocks = [dict(b) for b in message.get("blocks") or []]
+    kept: list[dict[str, Any]] = []
+    for block in blocks:
+        if block.get("type") == "actions":
+            elements = [
+                e for e in block.get("elements") or [] if e.get("action_id") != ActionId.SLA_ACK
+            ]
+            line = {"type": "mrkdwn", "text": f":eyes: {user_mention(user)} is on it"}
+            kept.append({"type": "context", "elements": [line]})
+            if elements:
+                kept.append({**block, "elements": elements})
+            continue
+        if block.get("type") == "context" and ":eyes:" in str(block):
+            continue  # acknowledged before: the newest acknowledgement replaces it
+        kept.append(block)
+    return {"text": str(message.get("text") or "SLA notice"), "blocks": kept}

@@ -13,6 +13,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bot.domain.impact import ImpactSnapshot, ImpactStatus
+from bot.domain.progress import duration_text
+from bot.domain.proposal import Proposal
 from bot.messages._render import (
     LIST,
     NAME,
@@ -79,6 +81,20 @@ class AlertView:
     marquez_url: str
     error_job: str | None = None
     """The task or job whose failure `error` is, when it is not the DAG itself."""
+    failed_at: datetime | None = None
+    try_number: int | None = None
+    airflow_url: str | None = None
+    """The failed Airflow run (where Airflow is configured)."""
+    log_url: str | None = None
+    """The failed task's log in Airflow."""
+    acknowledged_by: str | None = None
+    acknowledged_at: datetime | None = None
+    proposal: Proposal | None = None
+    """The backfill Approve backfill would start (None once one is under way or done)."""
+    backfill_state: str | None = None
+    """The state of `backfill`, the incident's backfill request."""
+    recovered: bool = False
+    """Resolved by a rerun outside the bot: what is downstream still holds bad data."""
 
 
 def _names(items: Sequence[str], noun: str) -> str:
@@ -108,7 +124,11 @@ def alert(view: AlertView) -> dict[str, Any]:
         "namespace": clip(view.namespace, NAME),
         "interval": view.interval,
         "emoji": ":rotating_light:" if view.open else ":white_check_mark:",
-        "headline": "failed" if view.open else "failed, now resolved",
+        "headline": "failed"
+        if view.open
+        else "failed, now resolved on its own"
+        if view.recovered
+        else "failed, now resolved",
         "owners": clip(", ".join(impact.root_owners) or "no team", LIST),
         "failures": view.failures,
         "error": clip(view.error, 1500) if view.error else "",
@@ -128,9 +148,67 @@ def alert(view: AlertView) -> dict[str, Any]:
         else "",
         "snoozed_by": user_mention(view.snoozed_by) if view.snoozed_by else "",
         "open": view.open,
-        "marquez_url": view.marquez_url,
+        "marquez_url": _url(view.marquez_url),
+        "facts": _facts(view),
+        "airflow_url": _url(view.airflow_url),
+        "log_url": _url(view.log_url),
+        "acknowledged_by": user_mention(view.acknowledged_by) if view.acknowledged_by else "",
+        "proposal": _proposal_words(view.proposal) if view.proposal else "",
+        "confirm": _confirm_words(view),
+        "backfill_state": _BACKFILL_WORDS.get(view.backfill_state or "", "requested"),
+        "recovered": view.recovered,
+        "downstream_count": len(impact.downstream),
     }
     return render("watch/incident_alert.json.j2", page)
+
+
+_BACKFILL_WORDS = {
+    "previewed": "waiting for approval (see the thread)",
+    "approved": "approved",
+    "running": "running (progress in the thread)",
+    "succeeded": "succeeded",
+    "failed": "failed (Retry is in the thread)",
+    "cancelled": "cancelled",
+}
+_URL_MAX = 3000  # Slack's limit for a button's url
+
+
+def _url(url: str | None) -> str:
+    """A link the bot built, if Slack can carry it (a longer one is left out, not the alert)."""
+    return url if url and len(url) <= _URL_MAX else ""
+
+
+def _facts(view: AlertView) -> str:
+    """When it failed and which try, for the responder (plain text, escaped in the template)."""
+    parts = []
+    if view.failed_at is not None:
+        parts.append(f"Last failed {view.failed_at:%Y-%m-%d %H:%M} UTC")
+    if view.try_number is not None:
+        parts.append(f"try {view.try_number}")
+    return " · ".join(parts)
+
+
+def _proposal_words(proposal: Proposal) -> str:
+    runs = plural(proposal.runs, "run")
+    head = f"{plural(proposal.dags, 'DAG')} · about {runs}"
+    if proposal.estimate is None:
+        return f"{head} · no run history to estimate the time from"
+    took = duration_text(proposal.estimate)
+    if proposal.unknown:
+        return f"{head} · at least {took} ({plural(proposal.unknown, 'DAG')} without run history)"
+    return f"{head} · about {took}, from run history"
+
+
+def _confirm_words(view: AlertView) -> str:
+    """The confirm dialog of Approve backfill / Backfill downstream: what starts at once."""
+    others = len(view.impact.downstream)
+    dag = escape_code(clip(view.dag_id, NAME))
+    if view.recovered:
+        what = f"Rerun the {plural(others, 'DAG')} downstream of `{dag}`"
+    else:
+        what = f"Rerun `{dag}` and {plural(others, 'DAG')} downstream"
+    when = escape_mrkdwn(view.interval)
+    return f"{what} for {when}? It starts at once; progress follows in the thread."
 
 
 # --- replies in the alert's thread ----------------------------------------------------------
@@ -195,8 +273,16 @@ def snoozed(user: str, hours: int) -> dict[str, Any]:
     return _reply(f"{user_mention(user)} snoozed this incident for {hours} h.")
 
 
+def unsnoozed(user: str) -> dict[str, Any]:
+    return _reply(f"{user_mention(user)} ended the snooze: new failures alert again.")
+
+
+def acknowledged(user: str) -> dict[str, Any]:
+    return _reply(f":eyes: {user_mention(user)} is on it.")
+
+
 def backfill_asked(user: str, request_id: str) -> dict[str, Any]:
     return _reply(
         f"{user_mention(user)} asked for backfill {_code(request_id, 64)}; "
-        "its plan is in the channel."
+        "its plan is in this thread."
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
@@ -74,10 +75,19 @@ async def _in_any(
 
 
 async def may_approve(
-    config: BotConfig, directory: GroupDirectory, root: DagRef, *, requester: str, user: str
+    config: BotConfig,
+    directory: GroupDirectory,
+    root: DagRef,
+    *,
+    requester: str,
+    user: str,
+    also: Iterable[str] = (),
 ) -> Denial | None:
-    """None if `user` may approve (or cancel) a backfill of `root`, else why they may not."""
-    owners = [team for name in config.owners_of(root) if (team := config.team(name))]
+    """None if `user` may approve (or cancel) a backfill of `root`, else why they may not.
+    `also` names more teams whose members may approve (the downstream owners an
+    `approve: all_owners` rule asks for)."""
+    names = dict.fromkeys([*config.owners_of(root), *also])
+    owners = [team for name in names if (team := config.team(name))]
     teams = tuple(t.name for t in owners)
     approvers = config.approvers
     if user == requester and requires_second_person(config, root):
@@ -90,6 +100,46 @@ async def may_approve(
     if not owners and not approvers.users and not approvers.user_groups:
         return Denial(DenialKind.NO_ONE, root.dag_id)
     return Denial(DenialKind.NOT_ALLOWED, root.dag_id, teams)
+
+
+def requires_all_owners(config: BotConfig, root: DagRef) -> bool:
+    """Whether an ownership rule for `root` asks every team owning a DAG of the plan to approve."""
+    return any(
+        rule.approve == "all_owners" and matches(rule.pattern, root.namespace, root.dag_id)
+        for rule in config.ownership
+    )
+
+
+async def still_to_approve(
+    config: BotConfig,
+    directory: GroupDirectory,
+    root: DagRef,
+    plan_owners: Iterable[str],
+    approvers: Sequence[str],
+) -> tuple[str, ...]:
+    """The teams whose approval a backfill of `root` still needs, in plan order: under an
+    `approve: all_owners` rule, each configured team owning a DAG of the plan none of whose
+    members approved yet (nothing once a global approver approved); otherwise none."""
+    if not requires_all_owners(config, root):
+        return ()
+    for user in approvers:
+        if await _in_any(user, config.approvers.users, config.approvers.user_groups, directory):
+            return ()
+    waiting: list[str] = []
+    for name in _teams(config, root, plan_owners):
+        team = config.team(name)
+        assert team is not None
+        approved = False
+        for user in approvers:
+            approved = approved or await _in_any(user, team.members, team.user_groups, directory)
+        if not approved:
+            waiting.append(name)
+    return tuple(waiting)
+
+
+def _teams(config: BotConfig, root: DagRef, plan_owners: Iterable[str]) -> tuple[str, ...]:
+    names = dict.fromkeys([*config.owners_of(root), *plan_owners])
+    return tuple(name for name in names if config.team(name) is not None)
 
 
 def requires_second_person(config: BotConfig, root: DagRef) -> bool:

@@ -23,9 +23,11 @@ from bot.domain.errors import PlanningError
 from bot.domain.model import DagRef
 from bot.domain.planner import Plan, PlanNote, PlanStep, plan_from_json
 from bot.executors.base import Executor
+from bot.messages import plural
 from bot.messages.progress import status_of
-from bot.services.access import GroupDirectory, may_approve
+from bot.services.access import GroupDirectory, may_approve, requires_all_owners, still_to_approve
 from bot.services.planning import PlanRequest, PlanSource
+from bot.services.team_notices import TeamNotices
 from bot.store import execution, guards, outbox, repository
 from bot.store.models import BackfillRequest, OutboxRole, RequestState
 
@@ -33,6 +35,7 @@ logger = logging.getLogger(__name__)
 
 Payload = dict[str, Any]
 PlannerFactory = Callable[[], AbstractAsyncContextManager[PlanSource]]
+PlanChange = Callable[[Plan], Plan]
 OPEN_STATES = {RequestState.PREVIEWED, RequestState.APPROVED, RequestState.RUNNING}
 ACTIVE_STATES = {RequestState.APPROVED, RequestState.RUNNING}
 STATE_WORDS = {
@@ -69,6 +72,7 @@ class BackfillService:
         executor: Executor,
         groups: GroupDirectory,
         wake_sender: Callable[[], None],
+        notices: TeamNotices | None = None,
     ) -> None:
         self.sessions = sessions
         self.config = config
@@ -76,6 +80,7 @@ class BackfillService:
         self.executor = executor
         self.groups = groups
         self.wake_sender = wake_sender
+        self.notices = notices or TeamNotices(config)
 
     async def _refuse(self, user: str, action: str, reason: str, **detail: Any) -> Reply:
         async with self.sessions.begin() as session:
@@ -94,25 +99,30 @@ class BackfillService:
                 detail={"reason": reason, "text": text},
             )
 
-    async def preview(self, command: PlanCommand, *, user: str, channel: str) -> Reply:
-        """Plan the backfill; post the preview with Approve/Cancel (or show a dry run)."""
+    async def make_plan(self, command: PlanCommand) -> Plan:
+        """The plan a command asks for (raises PlanningError or a Marquez error)."""
         request = PlanRequest(
             command.dag, command.range_text, command.namespace, command.only, command.exclude
         )
-        try:
-            async with self.planners() as planner:
-                plan = await planner.plan(request)
-        except MarquezUnavailable as exc:
-            reason = f"Marquez is unreachable, so no plan can be made right now ({exc})."
-            return await self._refuse(user, "command.refused", reason)
-        except MarquezError as exc:
-            return await self._refuse(user, "command.refused", f"Marquez answered badly: {exc}")
-        except PlanningError as exc:  # unknown DAG, bad range, cycle, schedule, plan too big
-            return await self._refuse(user, "command.refused", str(exc), text=command.dag)
-        plan = replace(plan, notes=await self._check(plan))
-        busy = await self._busy(plan.steps)
-        if busy:
-            return await self._refuse(user, "command.refused", busy, text=command.dag)
+        async with self.planners() as planner:
+            return await planner.plan(request)
+
+    async def preview(
+        self,
+        command: PlanCommand,
+        *,
+        user: str,
+        channel: str,
+        thread_ts: str | None = None,
+        incident_id: str | None = None,
+        change: PlanChange | None = None,
+    ) -> Reply:
+        """Plan the backfill; post the preview with Approve/Cancel (or show a dry run). From an
+        alert, the request lives in the alert's thread (`thread_ts`) and names its incident;
+        `change` adjusts the plan (Backfill downstream drops the root)."""
+        plan = await self._planned(command, user=user, change=change)
+        if isinstance(plan, Reply):
+            return plan
         if command.dry_run:
             async with self.sessions.begin() as session:
                 await repository.add_audit(
@@ -120,11 +130,16 @@ class BackfillService:
                 )
             return Reply(messages.plan_preview(plan, request_id="", requester=user, dry_run=True))
         options = {"only": command.only, "exclude": list(command.exclude), "dry_run": False}
+        awaiting = await self._awaiting(plan, [])
         async with self.sessions.begin() as session:
             row = await repository.create_request(
                 session, plan=plan.to_json(), requester=user, channel=channel, options=options
             )
-            preview = messages.plan_preview(plan, request_id=row.id, requester=user, dry_run=False)
+            row.thread_ts, row.incident_id = thread_ts, incident_id
+            await session.flush()
+            preview = messages.plan_preview(
+                plan, request_id=row.id, requester=user, dry_run=False, awaiting=awaiting
+            )
             await outbox.enqueue(
                 session,
                 channel=channel,
@@ -138,6 +153,135 @@ class BackfillService:
             changed=True,
             request_id=row.id,
         )
+
+    async def _planned(
+        self, command: PlanCommand, *, user: str, change: PlanChange | None = None
+    ) -> Plan | Reply:
+        """The checked plan of a command, or the audited refusal saying why there is none."""
+        try:
+            plan = await self.make_plan(command)
+            plan = change(plan) if change else plan
+        except MarquezUnavailable as exc:
+            reason = f"Marquez is unreachable, so no plan can be made right now ({exc})."
+            return await self._refuse(user, "command.refused", reason)
+        except MarquezError as exc:
+            return await self._refuse(user, "command.refused", f"Marquez answered badly: {exc}")
+        except PlanningError as exc:  # unknown DAG, bad range, cycle, schedule, plan too big
+            return await self._refuse(user, "command.refused", str(exc), text=command.dag)
+        plan = replace(plan, notes=await self._check(plan))
+        busy = await self._busy(plan.steps)
+        if busy:
+            return await self._refuse(user, "command.refused", busy, text=command.dag)
+        return plan
+
+    async def start_now(
+        self,
+        command: PlanCommand,
+        *,
+        user: str,
+        channel: str,
+        thread_ts: str | None,
+        incident_id: str | None,
+        change: PlanChange | None = None,
+    ) -> Reply:
+        """**Approve backfill** in an alert. When the clicker's approval is all the plan needs,
+        the request is recorded approved at once (no preview to click again), its status
+        message goes to the alert's thread and it starts. When it needs more (a second person,
+        other owners), the preview goes to the thread with this approval recorded. Someone not
+        allowed to approve is refused before anything is planned or posted."""
+        root = await self._root_of(command)
+        also = await self._downstream_owners(command, root)
+        denial = await may_approve(
+            self.config, self.groups, root, requester="", user=user, also=also
+        )
+        if denial is not None:
+            reason = messages.denied(denial, action="approve")
+            return await self._refuse(user, "approval.refused", reason, text=command.dag)
+        plan = await self._planned(command, user=user, change=change)
+        if isinstance(plan, Reply):
+            return plan
+        second = await may_approve(
+            self.config, self.groups, root, requester=user, user=user, also=also
+        )
+        if plan.blocked or second is not None or await self._awaiting(plan, [user]):
+            previewed = await self.preview(
+                command,
+                user=user,
+                channel=channel,
+                change=change,
+                thread_ts=thread_ts,
+                incident_id=incident_id,
+            )
+            if previewed.request_id is None or plan.blocked:
+                return previewed
+            if second is not None:  # the clicker asked; someone else approves in the thread
+                return Reply(
+                    messages.action_result(
+                        f"{messages.denied(second, action='approve')} The plan "
+                        f"({previewed.request_id}) is in the alert's thread for them."
+                    ),
+                    changed=True,
+                    request_id=previewed.request_id,
+                )
+            approval = await self.approve(previewed.request_id, user=user)
+            return replace(approval, request_id=previewed.request_id)
+        options = {"only": command.only, "exclude": list(command.exclude), "dry_run": False}
+        try:
+            async with self.sessions.begin() as session:
+                await execution.lock_dags(session, [s.dag.dag_id for s in plan.steps])
+                busy = await self._busy(plan.steps, session=session)
+                if busy:
+                    raise _Busy(busy)
+                row = await repository.create_request(
+                    session, plan=plan.to_json(), requester=user, channel=channel, options=options
+                )
+                row.thread_ts, row.incident_id = thread_ts, incident_id
+                await session.flush()
+                approved = await repository.transition_request(
+                    session,
+                    row.id,
+                    expected={RequestState.PREVIEWED},
+                    to=RequestState.APPROVED,
+                    actor=user,
+                    detail={"from": "alert"},
+                )
+                await self._owe_approval_messages(session, approved)
+                await self.notices.approved(session, approved)
+        except _Busy as exc:
+            return await self._refuse(user, "approval.refused", str(exc), text=command.dag)
+        self.wake_sender()
+        try:
+            await self.hand_off(row.id)
+        except Exception:  # recorded as approved; the resume loop hands it off again
+            logger.exception("hand-off of %s failed; it will be retried", row.id)
+        return Reply(
+            messages.action_result(
+                f"Approved backfill {row.id}: {plural(len(plan.steps), 'DAG')}, "
+                f"{plural(plan.run_count, 'run')}. Progress follows in the alert's thread."
+            ),
+            changed=True,
+            request_id=row.id,
+        )
+
+    async def _root_of(self, command: PlanCommand) -> DagRef:
+        """The DAG a command names, as far as the planner resolves it (else as typed)."""
+        try:
+            async with self.planners() as planner:
+                return await planner.resolve(command.dag, command.namespace)
+        except Exception:  # the plan that follows says why, with the usual refusal
+            return DagRef(command.namespace or "", command.dag)
+
+    async def _downstream_owners(self, command: PlanCommand, root: DagRef) -> list[str]:
+        """Teams that may approve besides the root's owners: under `approve: all_owners`, the
+        owners of the DAGs a backfill of `root` reruns."""
+        if not requires_all_owners(self.config, root):
+            return []
+        try:
+            async with self.planners() as planner:
+                impact = await planner.impact(root.dag_id, root.namespace)
+        except Exception:
+            return []
+        return [name for owners in impact.owners.values() for name in owners]
 
     async def _check(self, plan: Plan) -> tuple[PlanNote, ...]:
         """The executor's notes on the plan's DAGs; a failed check is a note, not a refusal."""
@@ -185,12 +329,15 @@ class BackfillService:
             return Reply(messages.action_result(f"Backfill {request_id} does not exist."))
         if request.state != RequestState.PREVIEWED:
             return Reply(messages.action_result(self._unchanged(request)))
-        refused = await self._check_clicker(request, user, verb="approve")
+        plan = plan_from_json(request.plan)
+        refused = await self._check_clicker(request, user, verb="approve", plan=plan)
         if refused is not None:
             return refused
-        plan = plan_from_json(request.plan)
         if plan.blocked:
             return Reply(messages.refusal("This plan cannot run as it is; see its preview."))
+        awaiting = await self._awaiting(plan, [*request.approvers, user])
+        if awaiting:
+            return await self._approve_in_part(request, plan, user, awaiting)
         try:
             async with self.sessions.begin() as session:
                 # Two overlapping approvals at once: the second waits here, then sees the first.
@@ -206,6 +353,7 @@ class BackfillService:
                 if busy:
                     raise _Busy(busy)
                 await self._owe_approval_messages(session, approved)
+                await self.notices.approved(session, approved)
         except _Busy as exc:
             return await self._refuse(user, "approval.refused", str(exc), request_id=request.id)
         except repository.InvalidTransition:
@@ -217,6 +365,51 @@ class BackfillService:
         except Exception:  # recorded as approved; the resume loop hands it off again
             logger.exception("hand-off of %s failed; it will be retried", request.id)
         return Reply(messages.action_result(f"Approved backfill {request.id}."), changed=True)
+
+    async def _awaiting(self, plan: Plan, approvers: Sequence[str]) -> tuple[str, ...]:
+        """Teams whose approval the plan still needs (an `approve: all_owners` rule)."""
+        owners = [name for step in plan.steps for name in step.owners]
+        return await still_to_approve(self.config, self.groups, plan.root, owners, approvers)
+
+    async def _approve_in_part(
+        self, request: BackfillRequest, plan: Plan, user: str, awaiting: tuple[str, ...]
+    ) -> Reply:
+        """Record one approval of several that an `approve: all_owners` rule asks for, and
+        redraw the preview naming the teams still to approve."""
+        waiting = ", ".join(awaiting)
+        if user in request.approvers:
+            return Reply(
+                messages.action_result(f"You approved already; still waiting for {waiting}.")
+            )
+        try:
+            async with self.sessions.begin() as session:
+                recorded = await repository.add_approval(session, request.id, actor=user)
+                preview = messages.plan_preview(
+                    plan,
+                    request_id=request.id,
+                    requester=request.requester,
+                    dry_run=False,
+                    awaiting=awaiting,
+                )
+                await outbox.enqueue(
+                    session,
+                    channel=recorded.status_channel or recorded.channel or "",
+                    payload=preview,
+                    method="chat.update",
+                    role=OutboxRole.STATUS_UPDATE,
+                    request_id=request.id,
+                )
+        except repository.InvalidTransition:
+            fresh = await self._load(request.id)
+            return Reply(messages.action_result(self._unchanged(fresh or request)))
+        self.wake_sender()
+        return Reply(
+            messages.action_result(
+                f"Your approval of backfill {request.id} is recorded; it starts once {waiting} "
+                "approve as well."
+            ),
+            changed=True,
+        )
 
     async def hand_off(self, request_id: str) -> bool:
         """Give an approved request to the executor, exactly once: the request is held in
@@ -296,6 +489,8 @@ class BackfillService:
                 )
                 if request.state != RequestState.PREVIEWED:
                     await self.executor.cancel(session, cancelled)
+                if request.state == RequestState.APPROVED:
+                    await self.notices.ended(session, cancelled)  # a running one: the runner
                 await self._owe_status_update(session, cancelled)
         except repository.InvalidTransition:
             fresh = await self._load(request_id)
@@ -305,12 +500,21 @@ class BackfillService:
         return Reply(messages.action_result(f"Cancelled backfill {request.id}."), changed=True)
 
     async def _check_clicker(
-        self, request: BackfillRequest, user: str, *, verb: Literal["approve", "cancel"]
+        self,
+        request: BackfillRequest,
+        user: str,
+        *,
+        verb: Literal["approve", "cancel"],
+        plan: Plan | None = None,
     ) -> Reply | None:
-        """None if `user` may approve (or cancel) the request; else the audited refusal."""
+        """None if `user` may approve (or cancel) the request; else the audited refusal. Under
+        an `approve: all_owners` rule the owners of the plan's other DAGs may approve too."""
         root = DagRef(request.root_namespace, request.root_dag)
+        also: list[str] = []
+        if plan is not None and requires_all_owners(self.config, root):
+            also = [name for step in plan.steps for name in step.owners]
         denial = await may_approve(
-            self.config, self.groups, root, requester=request.requester, user=user
+            self.config, self.groups, root, requester=request.requester, user=user, also=also
         )
         if denial is None:
             return None

@@ -1,21 +1,32 @@
-"""The alert's buttons: Snooze, and Backfill (the plan preview for the failed DAG and
-interval, then the usual approval), each in one transaction with what it owes Slack."""
+"""The alert's buttons, each in one transaction with what it owes Slack: **Approve backfill**
+(plan and start the backfill of the outage at once, in the alert's thread), **Review plan**
+(the plan, for a modal), **Backfill downstream** (a root that recovered on its own: rerun what
+read its bad data), **Acknowledge**, **Snooze** and **Unsnooze**; and the older **Backfill**
+(a preview in the thread, then the usual approval)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from functools import partial
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot import messages
 from bot.domain.commands import PlanCommand
-from bot.domain.incidents import IncidentState, backfill_range
+from bot.domain.errors import PlanningError
+from bot.domain.incidents import IncidentState, backfill_range, span
+from bot.domain.planner import Plan
+from bot.domain.proposal import without_root
 from bot.messages import watch as watch_messages
 from bot.services.backfills import BackfillService, Reply
 from bot.services.incident_alerts import AlertOutbox
 from bot.store import incidents as store
-from bot.store.models import utcnow
+from bot.store import repository
+from bot.store.models import RequestState, utcnow
+from bot.store.watch_models import Incident
+
+OPEN_REQUEST = {RequestState.PREVIEWED, RequestState.APPROVED, RequestState.RUNNING}
 
 
 class IncidentActions:
@@ -34,6 +45,23 @@ class IncidentActions:
         self.wake_sender = wake_sender
         self.clock = clock
 
+    # --- who is on it ---------------------------------------------------------------------
+
+    async def acknowledge(self, incident_id: str, *, user: str) -> Reply:
+        async with self.sessions.begin() as session:
+            incident = await store.get(session, incident_id, lock=True)
+            if incident is None:
+                return Reply(messages.action_result("This incident no longer exists."))
+            if incident.acknowledged_by == user:
+                return Reply(messages.action_result("You acknowledged this incident already."))
+            incident.acknowledged_by, incident.acknowledged_at = user, self.clock()
+            incident.updated_at = self.clock()
+            await session.flush()
+            await self.alerts.alert(session, incident)
+            await self.alerts.reply(session, incident, watch_messages.acknowledged(user))
+        self.wake_sender()
+        return Reply(messages.action_result("Acknowledged: the alert shows you are on it."), True)
+
     async def snooze(self, incident_id: str, *, user: str, hours: int) -> Reply:
         async with self.sessions.begin() as session:
             incident = await store.get(session, incident_id, lock=True)
@@ -42,6 +70,7 @@ class IncidentActions:
             if incident.state != IncidentState.OPEN:
                 return Reply(messages.action_result("This incident is resolved already."))
             incident.snoozed_until = self.clock() + timedelta(hours=hours)
+            incident.snoozed_by = user
             incident.updated_at = self.clock()
             await session.flush()
             await self.alerts.alert(session, incident)
@@ -49,31 +78,103 @@ class IncidentActions:
         self.wake_sender()
         return Reply(messages.action_result(f"Snoozed for {hours} h."), changed=True)
 
-    async def backfill(self, incident_id: str, *, user: str) -> Reply:
-        """The alert's Backfill button: the plan preview for the failed DAG and interval, in
-        the alert's channel (then the usual approval), linked to the incident."""
-        async with self.sessions() as session:
-            incident = await store.get(session, incident_id)
-        if incident is None:
-            return Reply(messages.action_result("This incident no longer exists."))
-        if incident.interval_start is None:
-            return Reply(
-                messages.refusal(
-                    "The failed run reported no interval, so the range to backfill is unknown.",
-                    hint=f"Type /backfill {incident.dag_id} START..END with the days to redo.",
-                )
-            )
-        command = PlanCommand(
-            dag=incident.dag_id,
-            range_text=backfill_range(incident.interval_start, incident.interval_end),
-            namespace=incident.namespace,
+    async def unsnooze(self, incident_id: str, *, user: str) -> Reply:
+        async with self.sessions.begin() as session:
+            incident = await store.get(session, incident_id, lock=True)
+            if incident is None:
+                return Reply(messages.action_result("This incident no longer exists."))
+            if not self.alerts.snoozed(incident):
+                return Reply(messages.action_result("This incident is not snoozed."))
+            incident.snoozed_until, incident.snoozed_by = None, None
+            incident.updated_at = self.clock()
+            await session.flush()
+            await self.alerts.alert(session, incident)
+            await self.alerts.reply(session, incident, watch_messages.unsnoozed(user))
+        self.wake_sender()
+        return Reply(messages.action_result("Snooze ended: new failures alert again."), True)
+
+    # --- backfills ------------------------------------------------------------------------
+
+    async def approve(self, incident_id: str, *, user: str) -> Reply:
+        """**Approve backfill**: the DAG and everything downstream over the outage's failed
+        range, started at once when this click is all the approval it needs."""
+        return await self._start(incident_id, user=user, downstream=False)
+
+    async def downstream(self, incident_id: str, *, user: str) -> Reply:
+        """**Backfill downstream**: the root was rerun outside the bot and succeeded; the DAGs
+        downstream still hold what they computed from its bad data."""
+        return await self._start(incident_id, user=user, downstream=True)
+
+    async def _start(self, incident_id: str, *, user: str, downstream: bool) -> Reply:
+        incident = await self._load(incident_id)
+        if isinstance(incident, Reply):
+            return incident
+        if downstream and incident.state != IncidentState.RESOLVED:
+            return Reply(messages.action_result("The DAG has not recovered yet."))
+        if not downstream and incident.state != IncidentState.OPEN:
+            return Reply(messages.action_result("This incident is resolved already."))
+        under_way = await self._request_under_way(incident)
+        if isinstance(under_way, Reply):
+            return under_way
+        if under_way is not None:  # a preview from the older Backfill button: approve it
+            return await self.backfills.approve(under_way, user=user)
+        command = self._command(incident)
+        if isinstance(command, Reply):
+            return command
+        change = partial(without_root, why=_RECOVERED_NOTE) if downstream else None
+        reply = await self.backfills.start_now(
+            command,
+            user=user,
+            channel=incident.channel or user,
+            thread_ts=incident.alert_ts,
+            incident_id=incident.id,
+            change=change,
         )
-        reply = await self.backfills.preview(command, user=user, channel=incident.channel or user)
+        if reply.request_id is not None:
+            await self.link_backfill(incident_id, reply.request_id, user=user, announce=False)
+        return reply
+
+    async def review(self, incident_id: str, *, user: str) -> Plan | Reply:
+        """**Review plan**: the plan Approve backfill would run (nothing is recorded)."""
+        incident = await self._load(incident_id)
+        if isinstance(incident, Reply):
+            return incident
+        command = self._command(incident)
+        if isinstance(command, Reply):
+            return command
+        try:
+            plan = await self.backfills.make_plan(command)
+        except PlanningError as exc:
+            return Reply(messages.refusal(str(exc)))
+        except Exception as exc:  # Marquez down or confused: say so, not a stack trace
+            return Reply(messages.refusal(f"No plan can be made right now: {exc}"))
+        if incident.state == IncidentState.RESOLVED:
+            return without_root(plan, why=_RECOVERED_NOTE)
+        return plan
+
+    async def backfill(self, incident_id: str, *, user: str) -> Reply:
+        """The older **Backfill** button: the plan preview in the alert's thread, then the
+        usual approval."""
+        incident = await self._load(incident_id)
+        if isinstance(incident, Reply):
+            return incident
+        command = self._command(incident)
+        if isinstance(command, Reply):
+            return command
+        reply = await self.backfills.preview(
+            command,
+            user=user,
+            channel=incident.channel or user,
+            thread_ts=incident.alert_ts,
+            incident_id=incident.id,
+        )
         if reply.request_id is not None:
             await self.link_backfill(incident_id, reply.request_id, user=user)
         return reply
 
-    async def link_backfill(self, incident_id: str, request_id: str, *, user: str) -> None:
+    async def link_backfill(
+        self, incident_id: str, request_id: str, *, user: str, announce: bool = True
+    ) -> None:
         async with self.sessions.begin() as session:
             incident = await store.get(session, incident_id, lock=True)
             if incident is None:
@@ -82,7 +183,56 @@ class IncidentActions:
             incident.updated_at = self.clock()
             await session.flush()
             await self.alerts.alert(session, incident)
-            await self.alerts.reply(
-                session, incident, watch_messages.backfill_asked(user, request_id)
-            )
+            if announce:
+                await self.alerts.reply(
+                    session, incident, watch_messages.backfill_asked(user, request_id)
+                )
         self.wake_sender()
+
+    # --- helpers --------------------------------------------------------------------------
+
+    async def _load(self, incident_id: str) -> Incident | Reply:
+        async with self.sessions() as session:
+            incident = await store.get(session, incident_id)
+        if incident is None:
+            return Reply(messages.action_result("This incident no longer exists."))
+        return incident
+
+    async def _request_under_way(self, incident: Incident) -> str | Reply | None:
+        """The incident's backfill if it is still open: a preview's id (to approve), or the
+        answer that one is approved or running already."""
+        if incident.backfill_request_id is None:
+            return None
+        async with self.sessions() as session:
+            try:
+                request = await repository.get_request(session, incident.backfill_request_id)
+            except repository.RequestNotFound:
+                return None
+        if request.state not in OPEN_REQUEST:
+            return None
+        if request.state == RequestState.PREVIEWED:
+            return request.id
+        return Reply(
+            messages.action_result(
+                f"Backfill {request.id} of this incident is {request.state} already; "
+                "its progress is in the alert's thread."
+            )
+        )
+
+    def _command(self, incident: Incident) -> PlanCommand | Reply:
+        start, end = span(store.runs_of(incident))
+        if start is None:
+            return Reply(
+                messages.refusal(
+                    "The failed run reported no interval, so the range to backfill is unknown.",
+                    hint=f"Type /backfill {incident.dag_id} START..END with the days to redo.",
+                )
+            )
+        return PlanCommand(
+            dag=incident.dag_id,
+            range_text=backfill_range(start, end),
+            namespace=incident.namespace,
+        )
+
+
+_RECOVERED_NOTE = "recovered on its own (rerun outside the bot): only what is downstream reruns"

@@ -9,7 +9,6 @@ import logging
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
-from urllib.parse import quote
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -17,22 +16,30 @@ from bot.config import BotConfig
 from bot.domain.impact import ImpactSnapshot
 from bot.domain.incidents import IncidentState, snoozed
 from bot.domain.model import DagRef
+from bot.domain.proposal import Proposal, propose
 from bot.messages import watch as watch_messages
+from bot.services.links import AirflowUi, Links
 from bot.store import incidents as store
-from bot.store import outbox
-from bot.store.models import OutboxRole
+from bot.store import outbox, repository, run_history
+from bot.store.models import BackfillRequest, OutboxRole, RequestState
 from bot.store.watch_models import Incident
 
 logger = logging.getLogger(__name__)
+_ESTIMATED_DAGS = 50  # DAGs whose run history an alert's estimate reads at most
 
 
 class AlertOutbox:
     def __init__(
-        self, config: BotConfig, *, marquez_web_url: str, clock: Callable[[], datetime]
+        self,
+        config: BotConfig,
+        *,
+        marquez_web_url: str,
+        clock: Callable[[], datetime],
+        airflow_ui: AirflowUi | None = None,
     ) -> None:
         self.config = config
-        self.marquez_web_url = marquez_web_url.rstrip("/")
         self.clock = clock
+        self.links = Links(config, marquez_web_url=marquez_web_url, airflow_ui=airflow_ui)
 
     def snoozed(self, incident: Incident) -> bool:
         return snoozed(incident.snoozed_until, now=self.clock())
@@ -60,22 +67,56 @@ class AlertOutbox:
             grouped_dags=await store.grouped_dags(session, incident.id),
             backfill=incident.backfill_request_id,
             snoozed_until=incident.snoozed_until,
-            snoozed_by=None,
-            marquez_url=self._marquez_link(incident),
+            snoozed_by=incident.snoozed_by,
+            marquez_url=self.links.marquez_job(_ref(incident)),
+            failed_at=incident.failed_at,
+            try_number=incident.try_number,
+            airflow_url=self._airflow_run_link(incident),
+            log_url=self._airflow_log_link(incident),
+            acknowledged_by=incident.acknowledged_by,
+            acknowledged_at=incident.acknowledged_at,
+            proposal=await self._proposal(session, incident, impact),
+            backfill_state=await repository.request_state(session, incident.backfill_request_id),
+            recovered=incident.state == IncidentState.RESOLVED
+            and incident.backfill_request_id is None,
         )
+        payload = watch_messages.alert(view)
+        if not new and await store.last_alert_payload(session, incident.id) == payload:
+            return  # nothing the reader sees changed: an edit would be a wasted Slack call
         await outbox.enqueue(
             session,
             channel=channel,
-            payload=watch_messages.alert(view),
+            payload=payload,
             method="chat.postMessage" if new else "chat.update",
             role=OutboxRole.STATUS if new else OutboxRole.STATUS_UPDATE,
             incident_id=incident.id,
         )
 
+    async def backfill_told_it(self, session: AsyncSession, incident: Incident) -> bool:
+        """Whether the incident's backfill succeeded (its summary, in the alert's thread, said
+        so: a "resolved" reply would repeat it)."""
+        state = await repository.request_state(session, incident.backfill_request_id)
+        return state == RequestState.SUCCEEDED
+
+    async def backfill_ended(self, session: AsyncSession, request: BackfillRequest) -> None:
+        """Redraw the alert a backfill started from when it failed or was cancelled (it then
+        shows how it ended, and points at Retry)."""
+        if request.incident_id is None or request.state == RequestState.SUCCEEDED:
+            return  # a success: the reruns' COMPLETE events resolve the alert and redraw it
+        incident = await store.get(session, request.incident_id, lock=True)
+        if incident is not None and incident.backfill_request_id == request.id:
+            await self.alert(session, incident)
+
     async def reply(
-        self, session: AsyncSession, incident: Incident, payload: dict[str, Any]
+        self,
+        session: AsyncSession,
+        incident: Incident,
+        payload: dict[str, Any],
+        *,
+        edit_key: str | None = None,
     ) -> None:
-        """A reply in the alert's thread (it waits for the alert's ts like a status reply)."""
+        """A reply in the alert's thread (it waits for the alert's ts like a status reply).
+        Replies with the same `edit_key` are one reply, posted once and then edited in place."""
         if incident.channel is None:
             return
         await outbox.enqueue(
@@ -84,6 +125,7 @@ class AlertOutbox:
             payload=payload,
             role=OutboxRole.THREAD,
             incident_id=incident.id,
+            edit_key=edit_key,
         )
 
     def impact(self, incident: Incident) -> ImpactSnapshot:
@@ -113,11 +155,43 @@ class AlertOutbox:
             ]
         return tuple(dict.fromkeys(found))
 
-    def _marquez_link(self, incident: Incident) -> str:
-        return (
-            f"{self.marquez_web_url}/lineage/job/{quote(incident.namespace, safe='')}/"
-            f"{quote(incident.dag_id, safe='')}"
+    async def _proposal(
+        self, session: AsyncSession, incident: Incident, impact: ImpactSnapshot
+    ) -> Proposal | None:
+        """About what Approve backfill (or Backfill downstream) reruns and how long it takes:
+        each DAG once per failed interval (the plan made on click is exact), timed from run
+        history."""
+        if incident.backfill_request_id is not None or impact.is_pending:
+            return None
+        intervals = max(1, len(store.runs_of(incident)))
+        dags = [DagRef(d.namespace, d.dag_id) for d in impact.downstream[:_ESTIMATED_DAGS]]
+        if incident.state == IncidentState.OPEN:
+            dags.insert(0, _ref(incident))
+        if not dags:
+            return None
+        history = await run_history.run_durations(session, dags)
+        runs = {dag.dag_id: intervals for dag in dags}
+        return propose(runs, history, parallel_runs=self.config.execution.airflow.max_active_runs)
+
+    def _airflow_run_link(self, incident: Incident) -> str | None:
+        return self.links.airflow_run(
+            _ref(incident), incident.airflow_run_id, logical_date=_last_start(incident)
         )
+
+    def _airflow_log_link(self, incident: Incident) -> str | None:
+        return self.links.airflow_log(
+            _ref(incident),
+            incident.airflow_run_id,
+            incident.airflow_task_id,
+            incident.try_number,
+            logical_date=_last_start(incident),
+        )
+
+
+def _last_start(incident: Incident) -> datetime | None:
+    """The logical date of the outage's newest failed run (Airflow 2's grid lists up to it)."""
+    starts = [r.start for r in store.runs_of(incident) if r.start is not None]
+    return max(starts) if starts else None
 
 
 def outage_words(incident: Incident) -> str:

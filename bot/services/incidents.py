@@ -35,6 +35,7 @@ from bot.domain.incidents import (
 from bot.messages import watch as watch_messages
 from bot.services.backfills import PlannerFactory
 from bot.services.incident_alerts import AlertOutbox, outage_words
+from bot.services.links import AirflowUi
 from bot.store import incidents as store
 from bot.store.models import utcnow
 from bot.store.watch_models import Incident, RunEvent
@@ -44,13 +45,15 @@ logger = logging.getLogger(__name__)
 
 BATCH = 500
 MAX_TRIES = 3
+GROUPED_REPLY = "grouped"  # the edit key of an alert's one "failures downstream joined" reply
 
 
 @dataclass
 class _Batch:
-    """What one processing pass grouped under each root, for one thread reply per root."""
+    """The roots that failures joined in one processing pass: each root's grouped reply is
+    brought up to date once per pass."""
 
-    grouped: dict[str, list[str]] = field(default_factory=dict)
+    joined: set[str] = field(default_factory=set)
 
 
 class IncidentService:
@@ -63,13 +66,16 @@ class IncidentService:
         marquez_web_url: str,
         wake_sender: Callable[[], None] = lambda: None,
         clock: Callable[[], datetime] = utcnow,
+        airflow_ui: AirflowUi | None = None,
     ) -> None:
         self.sessions = sessions
         self.config = config
         self.planners = planners
         self.wake_sender = wake_sender
         self.clock = clock
-        self.alerts = AlertOutbox(config, marquez_web_url=marquez_web_url, clock=clock)
+        self.alerts = AlertOutbox(
+            config, marquez_web_url=marquez_web_url, clock=clock, airflow_ui=airflow_ui
+        )
         self._worker = Worker("incidents", self.process, every_s=5.0, again_while_busy=True)
         self._tries: dict[int, int] = {}
         self._pending: dict[str, asyncio.Task[None]] = {}
@@ -164,7 +170,7 @@ class IncidentService:
                     session.add(store.opened(event, None, now=self.clock(), root_id=root.id))
                     await session.flush()
                     await self._join_count(session, root)
-                    batch.grouped.setdefault(root.id, []).append(event.dag_id)
+                    batch.joined.add(root.id)
                 return
         # The impact comes from the lineage index (Marquez for a DAG it has not seen): the
         # alert waits for it only briefly, then goes out and has the impact edited in.
@@ -203,6 +209,7 @@ class IncidentService:
         if outcome.takes_error:
             incident.error_message = event.error_message
             incident.error_job = event.job_name
+        store.set_airflow(incident, outcome.airflow)
         incident.dag_run_id = event.dag_run_id or incident.dag_run_id
         incident.failed_at = max(incident.failed_at or event.event_time, event.event_time)
         store.set_runs(incident, with_failure(store.runs_of(incident), event))
@@ -213,7 +220,7 @@ class IncidentService:
             root = await store.get(session, incident.root_id, lock=True)
             if root is not None and root.state == IncidentState.OPEN:
                 await self._join_count(session, root)
-                batch.grouped.setdefault(root.id, []).append(event.dag_id)
+                batch.joined.add(root.id)
             return
         if not self.alerts.snoozed(incident):
             await self.alerts.alert(session, incident)
@@ -228,12 +235,26 @@ class IncidentService:
             await self.alerts.alert(session, root)
 
     async def _grouped_replies(self, batch: _Batch) -> None:
-        for root_id, dags in batch.grouped.items():
+        """ONE reply per root in its alert's thread, edited in place as more failures join
+        (a storm of them is one notification, not one per pass): all that joined so far."""
+        for root_id in sorted(batch.joined):
             async with self.sessions.begin() as session:
-                root = await store.get(session, root_id)
+                root = await store.get(session, root_id, lock=True)
                 if root is None or self.alerts.snoozed(root):
                     continue
-                await self.alerts.reply(session, root, watch_messages.grouped(len(dags), dags))
+                # Written before the count is read, so this transaction holds the root (its
+                # row lock on PostgreSQL, the write lock on SQLite) until its reply is owed:
+                # replies are owed in the order of the counts they say, and the newest row,
+                # the one the sender keeps, says the most.
+                root.updated_at = self.clock()
+                await session.flush()
+                await session.refresh(root)
+                # Only DAGs downstream in the root's impact can join it: load them all, so
+                # the reply's "and N more" counts every one.
+                most = max(50, len(store.impact_of(root).downstream))
+                dags = await store.grouped_dags(session, root.id, limit=most)
+                reply = watch_messages.grouped(root.grouped, dags)
+                await self.alerts.reply(session, root, reply, edit_key=GROUPED_REPLY)
 
     async def _success(self, row_id: int, event: EventFacts) -> None:
         async with self.sessions.begin() as session:
@@ -256,6 +277,8 @@ class IncidentService:
             await session.flush()
             if incident.root_id is None:
                 await self.alerts.alert(session, incident)
+                if await self.alerts.backfill_told_it(session, incident):
+                    return  # its backfill's summary in the thread said so already
                 interval = outage_words(incident)
                 await self.alerts.reply(
                     session,

@@ -29,6 +29,7 @@ from bot.domain.producers import (
     Owner,
     RunLink,
     airflow_interval,
+    airflow_ref,
     failed_tasks_message,
     job_type_of,
     owner_of,
@@ -146,6 +147,7 @@ def parse_run_event(body: Any) -> ParsedEvent | None:
     assert job is not None  # a problem was reported otherwise
     if nominal[0] is None:
         nominal = airflow_interval(facets)
+    airflow = airflow_ref(facets)
     return ParsedEvent(
         run_id=run_id,
         event_type=event_type,
@@ -162,6 +164,9 @@ def parse_run_event(body: Any) -> ParsedEvent | None:
         inputs=_datasets(body.get("inputs")),
         outputs=_datasets(body.get("outputs")),
         parent_run_id=owner.parent_run_id,
+        airflow_run_id=airflow.run_id,
+        task_id=airflow.task_id,
+        try_number=airflow.try_number,
     )
 
 

@@ -10,6 +10,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
@@ -20,8 +21,9 @@ from bot.config import BotConfig
 from bot.domain.errors import PlanningError
 from bot.domain.model import DagRef, Interval
 from bot.domain.sla import Miss, RunFacts, misses
-from bot.services.backfills import PlannerFactory
-from bot.store import incidents, outbox
+from bot.services.backfills import PlannerFactory, Reply
+from bot.services.links import Links
+from bot.store import incidents, outbox, repository
 from bot.store.models import utcnow
 from bot.store.watch_models import RunEvent, SlaMiss
 
@@ -67,12 +69,14 @@ class SlaService:
         *,
         wake_sender: Callable[[], None] = lambda: None,
         clock: Callable[[], datetime] = utcnow,
+        links: Links | None = None,
     ) -> None:
         self.sessions = sessions
         self.config = config
         self.planners = planners
         self.wake_sender = wake_sender
         self.clock = clock
+        self.links = links or Links(config, marquez_web_url="")
 
     async def check(self) -> int:
         """Find and notify new misses as of now; returns how many were notified."""
@@ -155,29 +159,55 @@ class SlaService:
                 miss.interval.end,
                 now=self.clock(),
             )
-        late = messages.sla.late_notice(dag.dag_id, miss, cause=cause)
-        reports_late = {
-            channel: messages.sla.reports_late(names, dag.dag_id, miss, cause=cause)
-            for channel, names in by_team.items()
-        }
         try:
             async with self.sessions.begin() as session:
-                session.add(
-                    SlaMiss(
-                        namespace=dag.namespace,
-                        dag_id=dag.dag_id,
-                        interval_key=miss.interval.start.isoformat(),
-                        kind=miss.kind,
-                        due=miss.due,
-                        reason=miss.reason[:500],
-                        detected_at=self.clock(),
-                    )
+                row = SlaMiss(
+                    namespace=dag.namespace,
+                    dag_id=dag.dag_id,
+                    interval_key=miss.interval.start.isoformat(),
+                    kind=miss.kind,
+                    due=miss.due,
+                    reason=miss.reason[:500],
+                    detected_at=self.clock(),
                 )
+                session.add(row)
                 await session.flush()
+                links = messages.sla.NoticeLinks(
+                    miss_id=str(row.id),
+                    airflow_url=self.links.airflow_dag(dag),
+                    marquez_url=self.links.marquez_job(dag) if self.links.marquez_web_url else None,
+                )
+                late = messages.sla.late_notice(dag.dag_id, miss, cause=cause, links=links)
                 for channel in dict.fromkeys(channels):
                     await outbox.enqueue(session, channel=channel, payload=late)
-                for channel, payload in reports_late.items():
+                for channel, names in by_team.items():
+                    payload = messages.sla.reports_late(
+                        names, dag.dag_id, miss, cause=cause, links=links
+                    )
                     await outbox.enqueue(session, channel=channel, payload=payload)
         except IntegrityError:  # another process notified it first
             return False
         return True
+
+    async def acknowledge(
+        self, miss_id: str, *, user: str, channel: str, ts: str, message: dict[str, Any]
+    ) -> Reply:
+        """**Acknowledge** on an SLA notice: recorded (audited), and the clicked notice edited
+        to say who is on it."""
+        if not miss_id.isdigit():
+            return Reply(messages.action_result("This SLA notice is not one the bot knows."))
+        async with self.sessions.begin() as session:
+            row = await session.get(SlaMiss, int(miss_id), with_for_update=True)
+            if row is None:
+                return Reply(messages.action_result("This SLA miss is no longer recorded."))
+            row.acknowledged_by, row.acknowledged_at = user, self.clock()
+            await repository.add_audit(
+                session, actor=user, action="sla.acknowledged", detail={"miss": row.id}
+            )
+            if channel and ts:
+                payload = {**messages.sla.acknowledged(message, user), "ts": ts}
+                await outbox.enqueue(
+                    session, channel=channel, payload=payload, method="chat.update"
+                )
+        self.wake_sender()
+        return Reply(messages.action_result("Acknowledged: the notice shows you are on it."), True)

@@ -1,5 +1,6 @@
 """Store operations of the step runner: which requests need attention, step bookkeeping that is
-not a state change, the coalescing of status edits, and the one-backfill-per-DAG rule.
+not a state change, what a request has reported and what it still owes (progress lines gathered
+for the next report), and the one-backfill-per-DAG rule.
 
 Like `repository`, every function works inside the caller's transaction and never commits.
 """
@@ -91,13 +92,57 @@ async def note_step(
     )
 
 
-async def progress_posted(
-    session: AsyncSession, request_id: str, *, digest: str, at: datetime
-) -> None:
+@dataclass(frozen=True)
+class Reported:
+    """Where a request's progress reports stand."""
+
+    digest: str | None
+    """Of the status message as last sent (None: never edited by the runner)."""
+    at: datetime | None
+    """When the last report (an edit or a batch of lines) was owed."""
+    lines: tuple[str, ...]
+    """Thread lines gathered since, not posted yet."""
+
+
+async def lock_reported(session: AsyncSession, request_id: str) -> Reported:
+    """Read the request's report state and lock its row until the transaction ends: two passes
+    over one request (two bot processes) must not both append to the lines they read."""
+    row = (
+        await session.execute(
+            select(
+                BackfillRequest.progress_digest,
+                BackfillRequest.progress_posted_at,
+                BackfillRequest.pending_lines,
+            )
+            .where(BackfillRequest.id == request_id)
+            .with_for_update()
+        )
+    ).one()
+    return Reported(row[0], row[1], tuple(row[2] or ()))
+
+
+async def keep_lines(session: AsyncSession, request_id: str, lines: Iterable[str]) -> None:
+    """Store the lines owed to the thread until the next report (they survive a restart)."""
     await session.execute(
         update(BackfillRequest)
         .where(BackfillRequest.id == request_id)
-        .values(progress_digest=digest, progress_posted_at=at)
+        .values(pending_lines=list(lines) or None)
+        .execution_options(synchronize_session=False)
+    )
+
+
+async def progress_posted(
+    session: AsyncSession, request_id: str, *, digest: str | None, at: datetime
+) -> None:
+    """A report was owed at `at` (its rows are in the outbox): the gathered lines went with it;
+    `digest` is the status message it sent (None: the status was not edited)."""
+    values: dict[str, Any] = {"progress_posted_at": at, "pending_lines": None}
+    if digest is not None:
+        values["progress_digest"] = digest
+    await session.execute(
+        update(BackfillRequest)
+        .where(BackfillRequest.id == request_id)
+        .values(values)
         .execution_options(synchronize_session=False)
     )
 

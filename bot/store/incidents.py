@@ -5,6 +5,7 @@ Callers own the transaction; rows an incident's change depends on are locked (FO
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -21,6 +22,8 @@ from bot.domain.incidents import (
     span,
     with_failure,
 )
+from bot.domain.producers import AirflowRef
+from bot.store.models import OutboxMessage, OutboxRole
 from bot.store.watch_models import Incident, RunEvent
 
 
@@ -203,8 +206,17 @@ def opened(
         opened_at=now,
         updated_at=now,
     )
+    set_airflow(incident, event.airflow)
     set_runs(incident, with_failure((), event))
     return incident
+
+
+def set_airflow(incident: Incident, ref: AirflowRef) -> None:
+    """Record where in Airflow the failure the alert shows is: its run, task and try (the alert's
+    links to the run and to the task's log; `bot/domain/incidents.py` `alert_airflow` decides)."""
+    incident.airflow_run_id = ref.run_id
+    incident.airflow_task_id = ref.task_id
+    incident.try_number = ref.try_number
 
 
 def move(incident: Incident, to: IncidentState, *, now: datetime) -> None:
@@ -230,6 +242,9 @@ def facts(incident: Incident) -> IncidentFacts:
         interval_start=incident.interval_start,
         interval_end=incident.interval_end,
         runs=runs_of(incident),
+        airflow_run_id=incident.airflow_run_id,
+        airflow_task_id=incident.airflow_task_id,
+        try_number=incident.try_number,
     )
 
 
@@ -246,6 +261,9 @@ def event_facts(row: RunEvent) -> EventFacts:
         nominal_start=row.nominal_start,
         nominal_end=row.nominal_end,
         error_message=row.error_message,
+        airflow_run_id=row.airflow_run_id,
+        task_id=row.task_id,
+        try_number=row.try_number,
     )
 
 
@@ -273,3 +291,17 @@ async def cause_of_lateness(
         ):
             return incident.dag_id
     return None
+
+
+async def last_alert_payload(session: AsyncSession, incident_id: str) -> dict[str, Any] | None:
+    """What the alert was last posted or edited to (an edit to the same is not owed)."""
+    payload = await session.scalar(
+        select(OutboxMessage.payload)
+        .where(
+            OutboxMessage.incident_id == incident_id,
+            OutboxMessage.role.in_((OutboxRole.STATUS, OutboxRole.STATUS_UPDATE)),
+        )
+        .order_by(OutboxMessage.id.desc())
+        .limit(1)
+    )
+    return dict(payload) if payload is not None else None

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, CursorResult, select, update
+from sqlalchemy import ColumnElement, CursorResult, and_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.store.models import (
@@ -31,13 +31,24 @@ async def enqueue(
     request_id: str | None = None,
     user: str | None = None,
     incident_id: str | None = None,
+    edit_key: str | None = None,
 ) -> OutboxMessage:
-    """Owe Slack one message. `payload` holds the method's arguments besides channel/ts/user."""
+    """Owe Slack one message. `payload` holds the method's arguments besides channel/ts/user.
+
+    Rows of one parent (request or incident) with the same `edit_key` are one Slack message:
+    the first posts it, each later one edits it in place with its own (newest) content.
+    """
     parented = (OutboxRole.STATUS, OutboxRole.THREAD, OutboxRole.STATUS_UPDATE)
     if role in parented and not (request_id or incident_id):
         raise ValueError(f"an outbox message with role {role} needs a request_id or incident_id")
     if method == "chat.postEphemeral" and not user:
         raise ValueError("an ephemeral message needs the user who sees it")
+    if edit_key is not None:
+        # The key is scoped by the parent; a status message already has its own edit path.
+        if not (request_id or incident_id):
+            raise ValueError("an outbox message with an edit_key needs a request_id or incident_id")
+        if method != "chat.postMessage" or role not in (OutboxRole.PLAIN, OutboxRole.THREAD):
+            raise ValueError("only posted PLAIN or THREAD messages can carry an edit_key")
     message = OutboxMessage(
         channel=channel,
         payload=dict(payload),
@@ -46,6 +57,7 @@ async def enqueue(
         request_id=request_id,
         incident_id=incident_id,
         user=user,
+        edit_key=edit_key,
     )
     session.add(message)
     await session.flush()
@@ -53,6 +65,8 @@ async def enqueue(
 
 
 WAITING_FOR_PARENT = "waiting for the status message"
+WAITING_FOR_FIRST_POST = "waiting for the first post of its edit key"
+_WAITS = (WAITING_FOR_PARENT, WAITING_FOR_FIRST_POST)
 
 
 async def due(session: AsyncSession, *, now: datetime, limit: int = 50) -> list[OutboxMessage]:
@@ -60,8 +74,8 @@ async def due(session: AsyncSession, *, now: datetime, limit: int = 50) -> list[
 
     A channel whose oldest pending message is not due yet (waiting out a Retry-After, or leased
     by a sender that may have died mid-post) gives nothing: its later messages must not
-    overtake it. Replies waiting for their thread's parent do not hold the channel, since that
-    parent may come after them.
+    overtake it. Rows waiting for their thread's parent, or for the first post their edit key
+    edits, do not hold the channel, since what they wait for may come after them.
     """
     rows = await session.scalars(
         select(OutboxMessage)
@@ -75,7 +89,7 @@ async def due(session: AsyncSession, *, now: datetime, limit: int = 50) -> list[
         if row.channel in held:
             continue
         if row.next_attempt_at > now:
-            if row.error != WAITING_FOR_PARENT:
+            if row.error not in _WAITS:
                 held.add(row.channel)
             continue
         found.append(row)
@@ -84,19 +98,75 @@ async def due(session: AsyncSession, *, now: datetime, limit: int = 50) -> list[
     return found
 
 
-async def newer_status_update(session: AsyncSession, message: OutboxMessage) -> bool:
-    """Whether a later edit of the same status message is owed (this one is then stale)."""
+async def superseded(session: AsyncSession, message: OutboxMessage) -> bool:
+    """Whether a later row owes the same Slack message's newer content, so this one is stale:
+    a later edit of the same status message, or a later row of the same edit key. The row
+    that posts a key's message is never stale (there would be nothing to edit)."""
+    if message.edit_key is not None:
+        if not await _key_started(session, message):
+            return False
+        same = OutboxMessage.edit_key == message.edit_key
+    elif message.role == OutboxRole.STATUS_UPDATE:
+        same = OutboxMessage.role == OutboxRole.STATUS_UPDATE
+    else:
+        return False
     newer = await session.scalar(
         select(OutboxMessage.id)
         .where(
             _same_parent(message),
-            OutboxMessage.role == OutboxRole.STATUS_UPDATE,
+            same,
             OutboxMessage.state == OutboxState.PENDING,
             OutboxMessage.id > message.id,
         )
         .limit(1)
     )
     return newer is not None
+
+
+def _same_key_before(message: OutboxMessage) -> ColumnElement[bool]:
+    return and_(
+        _same_parent(message),
+        OutboxMessage.edit_key == message.edit_key,
+        OutboxMessage.id < message.id,
+    )
+
+
+async def _key_started(session: AsyncSession, message: OutboxMessage) -> bool:
+    """Whether an earlier row of the key posted its message or may still post it."""
+    return await first_post_pending(session, message) or (
+        await key_message(session, message) is not None
+    )
+
+
+async def key_message(session: AsyncSession, message: OutboxMessage) -> tuple[str, str] | None:
+    """(channel, ts) of the Slack message this row's edit key names, once an earlier row of
+    the key posted it (None before). Edits record the same ts, superseded rows none."""
+    row = (
+        await session.execute(
+            select(OutboxMessage.channel, OutboxMessage.posted_ts)
+            .where(
+                _same_key_before(message),
+                OutboxMessage.state == OutboxState.SENT,
+                OutboxMessage.posted_ts.is_not(None),
+            )
+            .order_by(OutboxMessage.id)
+            .limit(1)
+        )
+    ).one_or_none()
+    if row is None or row[1] is None:
+        return None
+    return row[0], row[1]
+
+
+async def first_post_pending(session: AsyncSession, message: OutboxMessage) -> bool:
+    """Whether an earlier row of this row's edit key is still pending: the key's message may
+    be on its way, so this row must wait rather than post a second one."""
+    earlier = await session.scalar(
+        select(OutboxMessage.id)
+        .where(_same_key_before(message), OutboxMessage.state == OutboxState.PENDING)
+        .limit(1)
+    )
+    return earlier is not None
 
 
 def _same_parent(message: OutboxMessage) -> ColumnElement[bool]:
@@ -126,6 +196,17 @@ async def parent_ts(session: AsyncSession, message: OutboxMessage) -> str | None
         )
     assert message.request_id is not None
     return (await status_ts(session, message.request_id))[1]
+
+
+async def request_thread(session: AsyncSession, message: OutboxMessage) -> str | None:
+    """The thread the row's request lives in (started from an alert, or a retry in the failed
+    backfill's thread): its status message and replies are posted there. None for an
+    incident's rows and for a request posted in the channel."""
+    if message.incident_id or not message.request_id:
+        return None
+    return await session.scalar(
+        select(BackfillRequest.thread_ts).where(BackfillRequest.id == message.request_id)
+    )
 
 
 async def parent_post_state(session: AsyncSession, message: OutboxMessage) -> str | None:
@@ -177,6 +258,16 @@ async def mark_sent(session: AsyncSession, message: OutboxMessage, *, ts: str | 
             .where(BackfillRequest.id == message.request_id)
             .values(status_message_ts=ts, status_channel=message.channel, updated_at=now)
         )
+
+
+async def wait(session: AsyncSession, message: OutboxMessage, *, at: datetime, reason: str) -> None:
+    """Put the row back until `at` without counting an attempt: it waits for another row (its
+    thread's parent, its key's first post), which will be sent or give up on its own."""
+    await session.execute(
+        update(OutboxMessage)
+        .where(OutboxMessage.id == message.id)
+        .values(next_attempt_at=at, error=reason, updated_at=utcnow())
+    )
 
 
 async def retry_later(

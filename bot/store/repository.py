@@ -206,6 +206,42 @@ async def create_request(
     return request
 
 
+async def link_retry(
+    session: AsyncSession,
+    request_id: str,
+    *,
+    retry_of: str,
+    thread_ts: str | None,
+    incident_id: str | None,
+) -> None:
+    """Record that a new request retries `retry_of`, lives in the thread `thread_ts` and
+    belongs to the incident `incident_id` (as the request it retries did)."""
+    stmt = (
+        update(BackfillRequest)
+        .where(BackfillRequest.id == request_id)
+        .values(retry_of=retry_of, thread_ts=thread_ts, incident_id=incident_id)
+        .execution_options(synchronize_session=False)
+    )
+    if await _affected(session, stmt) == 0:
+        raise RequestNotFound(request_id)
+
+
+async def open_retry(session: AsyncSession, request_id: str) -> BackfillRequest | None:
+    """A retry of `request_id` that is still previewed, approved or running (the oldest)."""
+    return await session.scalar(
+        select(BackfillRequest)
+        .where(
+            BackfillRequest.retry_of == request_id,
+            BackfillRequest.state.in_(
+                [RequestState.PREVIEWED, RequestState.APPROVED, RequestState.RUNNING]
+            ),
+        )
+        .order_by(BackfillRequest.created_at, BackfillRequest.id)
+        .limit(1)
+        .execution_options(populate_existing=True)
+    )
+
+
 async def ids_starting(session: AsyncSession, prefix: str, *, limit: int = 2) -> list[str]:
     """Ids of requests that start with `prefix` (hex only: the caller checked it)."""
     return list(
@@ -234,6 +270,15 @@ async def get_request(session: AsyncSession, request_id: str) -> BackfillRequest
     return request
 
 
+async def request_state(session: AsyncSession, request_id: str | None) -> str | None:
+    """A request's state (None for no request or one that is gone)."""
+    if request_id is None:
+        return None
+    return await session.scalar(
+        select(BackfillRequest.state).where(BackfillRequest.id == request_id)
+    )
+
+
 async def list_requests(
     session: AsyncSession,
     *,
@@ -250,6 +295,46 @@ async def list_requests(
         stmt = stmt.where(BackfillRequest.requester == requester)
     stmt = stmt.order_by(BackfillRequest.created_at.desc(), BackfillRequest.id).limit(limit)
     return list((await session.scalars(stmt)).all())
+
+
+async def add_approval(session: AsyncSession, request_id: str, *, actor: str) -> BackfillRequest:
+    """Record one approval of a previewed request that needs several (it stays previewed) and
+    audit `request.approval_recorded`. Raises InvalidTransition when it is no longer previewed."""
+    now = utcnow()
+    stmt = (
+        update(BackfillRequest)
+        .where(
+            BackfillRequest.id == request_id,
+            BackfillRequest.state == RequestState.PREVIEWED.value,
+        )
+        .values(version=BackfillRequest.version + 1, updated_at=now)
+        .execution_options(synchronize_session=False)
+    )
+    if await _affected(session, stmt) == 0:
+        current = await session.scalar(
+            select(BackfillRequest.state).where(BackfillRequest.id == request_id)
+        )
+        if current is None:
+            raise RequestNotFound(request_id)
+        raise InvalidTransition(
+            "request",
+            request_id,
+            current=current,
+            expected={RequestState.PREVIEWED.value},
+            to=RequestState.PREVIEWED.value,
+        )
+    request = await get_request(session, request_id)
+    if actor not in request.approvers:
+        request.approvers = [*request.approvers, actor]  # the UPDATE above holds the row
+    await add_audit(
+        session,
+        actor=actor,
+        action="request.approval_recorded",
+        request_id=request_id,
+        detail={"version": request.version},
+        at=now,
+    )
+    return request
 
 
 async def transition_request(

@@ -3,8 +3,10 @@
 An event's identity is (run id, event type, event time), as in Marquez (NOTES.md §1.7), so the
 same event read twice across a poll overlap, or pushed to the bot and read back from Marquez,
 is one row. Before insert, an event takes what earlier rows say about its run: the DAG recorded
-for its parent run (chains deeper than one level) and the nominal interval of its run or of
-its DAG run (most producers send `nominalTime` on START only, Spark jobs under Airflow never).
+for its parent run (chains deeper than one level), the nominal interval of its run or of its
+DAG run (most producers send `nominalTime` on START only, Spark jobs under Airflow never), and
+the Airflow run, task and try it ran in (the provider's `airflow` facets are on Airflow's own
+events only, never on a Spark job's or a dbt model's).
 """
 
 from __future__ import annotations
@@ -93,8 +95,10 @@ async def store_events(
 
 async def _resolved(session: AsyncSession, events: list[ParsedEvent]) -> list[ParsedEvent]:
     """`events` with what the store knows of their runs: the DAG recorded for their parent run
-    (chains deeper than one level), then the nominal interval of their own run or DAG run."""
-    return await _with_intervals(session, await _with_parent_dags(session, events))
+    (chains deeper than one level), then the nominal interval of their own run or DAG run and
+    the Airflow run, task and try they ran in."""
+    owned = await _with_parent_dags(session, events)
+    return await _with_airflow(session, await _with_intervals(session, owned))
 
 
 async def _with_parent_dags(session: AsyncSession, events: list[ParsedEvent]) -> list[ParsedEvent]:
@@ -177,6 +181,74 @@ async def _with_intervals(session: AsyncSession, events: list[ParsedEvent]) -> l
         else e
         for e in events
     ]
+
+
+async def _with_airflow(session: AsyncSession, events: list[ParsedEvent]) -> list[ParsedEvent]:
+    """Events that do not say where in Airflow they ran take it from the runs above them, in the
+    batch or stored: the Airflow run id from any event of their DAG run, the task and its try
+    from their parent run (a Spark application or a `dbt run` started by a task, and through
+    those the jobs under them). An alert showing a Spark or dbt error then links to the log of
+    the task that ran it. An event's own DAG run is never given a task: only events with a
+    parent run take one."""
+    lacks_task = [e for e in events if e.task_id is None and e.parent_run_id]
+    lacks_run = [e for e in events if e.airflow_run_id is None and e.dag_run_id]
+    if not lacks_task and not lacks_run:
+        return events
+    by_run: dict[str, list[ParsedEvent]] = {}
+    for event in events:
+        by_run.setdefault(event.run_id, []).append(event)
+
+    stored_tasks: dict[str, tuple[str, int | None]] = {}
+    wanted = sorted({e.parent_run_id for e in lacks_task if e.parent_run_id})
+    for chunk in _chunks(wanted):
+        found = await session.execute(
+            select(_TABLE.c.run_id, _TABLE.c.task_id, _TABLE.c.try_number)
+            .where(_TABLE.c.run_id.in_(chunk), _TABLE.c.task_id.is_not(None))
+            .order_by(_TABLE.c.id)
+        )
+        for run_id, task_id, try_number in found:
+            stored_tasks.setdefault(run_id, (task_id, try_number))
+
+    airflow_runs = {
+        e.dag_run_id: e.airflow_run_id for e in events if e.dag_run_id and e.airflow_run_id
+    }
+    wanted = sorted({e.dag_run_id for e in lacks_run if e.dag_run_id} - airflow_runs.keys())
+    for chunk in _chunks(wanted):
+        named = await session.execute(
+            select(_TABLE.c.dag_run_id, _TABLE.c.airflow_run_id)
+            .where(_TABLE.c.dag_run_id.in_(chunk), _TABLE.c.airflow_run_id.is_not(None))
+            .order_by(_TABLE.c.id)
+        )
+        for dag_run_id, airflow_run_id in named:
+            airflow_runs.setdefault(dag_run_id, airflow_run_id)
+
+    tasks: dict[str, tuple[str, int | None] | None] = {}
+
+    def task_of(run_id: str, depth: int) -> tuple[str, int | None] | None:
+        """The task a run ran in: its own, else its parent's (a parent in the batch resolves
+        first, whatever the order of the batch)."""
+        if run_id in tasks:
+            return tasks[run_id]
+        own = by_run.get(run_id, [])
+        found = next(((e.task_id, e.try_number) for e in own if e.task_id is not None), None)
+        found = found or stored_tasks.get(run_id)
+        parent = next((e.parent_run_id for e in own if e.parent_run_id), None)
+        if found is None and parent and parent != run_id and depth < _CHAIN_MAX:
+            tasks[run_id] = None  # a cycle of parents ends here
+            found = task_of(parent, depth + 1)
+        tasks[run_id] = found
+        return found
+
+    def placed(event: ParsedEvent) -> ParsedEvent:
+        run_id = event.airflow_run_id
+        if run_id is None and event.dag_run_id is not None:
+            run_id = airflow_runs.get(event.dag_run_id)
+        task = (event.task_id, event.try_number)
+        if event.task_id is None and event.parent_run_id and event.parent_run_id != event.run_id:
+            task = task_of(event.parent_run_id, 0) or task
+        return replace(event, airflow_run_id=run_id, task_id=task[0], try_number=task[1])
+
+    return [placed(e) for e in events]
 
 
 def _chunks(values: list[str]) -> Iterable[list[str]]:

@@ -149,6 +149,8 @@ class SlaMiss(Base):
     due: Mapped[datetime] = mapped_column(UTCDateTime())
     reason: Mapped[str] = mapped_column(String(500))
     detected_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    acknowledged_by: Mapped[str | None] = mapped_column(String(64))
+    acknowledged_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
     __table_args__ = (
         UniqueConstraint("namespace", "dag_id", "interval_key"),

@@ -51,9 +51,15 @@ def upgrade() -> None:
             batch.add_column(column)
     with op.batch_alter_table("outbox") as batch:
         batch.add_column(sa.Column("edit_key", sa.String(64), nullable=True))
+    with op.batch_alter_table("sla_misses") as batch:
+        batch.add_column(sa.Column("acknowledged_by", sa.String(64), nullable=True))
+        batch.add_column(sa.Column("acknowledged_at", sa.DateTime(timezone=True), nullable=True))
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("sla_misses") as batch:
+        batch.drop_column("acknowledged_at")
+        batch.drop_column("acknowledged_by")
     with op.batch_alter_table("outbox") as batch:
         batch.drop_column("edit_key")
     with op.batch_alter_table("run_events") as batch:

@@ -104,7 +104,9 @@ async def test_a_failure_alerts_the_owning_team_with_its_impact(bot: Bot) -> Non
     assert "Weekly KPIs (analytics)" in text
     assert "<!subteam^S0ANALYTIC>" in text
     assert set(buttons(alert)) == {
-        ActionId.INCIDENT_BACKFILL,
+        ActionId.INCIDENT_APPROVE,
+        ActionId.INCIDENT_REVIEW,
+        ActionId.INCIDENT_ACK,
         ActionId.INCIDENT_SNOOZE_1H,
         ActionId.INCIDENT_SNOOZE_24H,
         ActionId.INCIDENT_MARQUEZ,
@@ -114,35 +116,56 @@ async def test_a_failure_alerts_the_owning_team_with_its_impact(bot: Bot) -> Non
     assert bot.slack.state.messages(ANALYTICS) == []  # mentioned, not spammed
 
 
-async def test_the_backfill_button_leads_to_an_approved_request(bot: Bot) -> None:
+async def backfill_of(bot: Bot) -> BackfillRequest:
+    async def linked() -> str | None:
+        async with bot.services.sessions() as session:
+            [incident] = list(await session.scalars(select(Incident)))
+            return incident.backfill_request_id
+
+    request_id = await eventually(linked, timeout_s=30)
+    await bot.settle()
+    async with bot.services.sessions() as session:
+        request = await session.get(BackfillRequest, request_id)
+        assert request is not None
+        return request
+
+
+async def test_approve_backfill_in_the_alert_approves_it_at_once_in_its_thread(bot: Bot) -> None:
     await store(bot, event("example.etl_orders"))
     [alert] = bot.slack.state.messages(ORDERS)
-    incident_id = buttons(alert)[ActionId.INCIDENT_BACKFILL]["value"]
     await bot.slack.click(
         channel_id=ORDERS,
         message_ts=alert.ts,
-        action_id=ActionId.INCIDENT_BACKFILL,
+        action_id=ActionId.INCIDENT_APPROVE,
         user_id=OWNER,
-        value=incident_id,
+        value=buttons(alert)[ActionId.INCIDENT_APPROVE]["value"],
     )
-    preview = (await eventually(lambda: bot.slack.state.messages(ORDERS)[1:], timeout_s=30))[0]
-    assert "example.etl_orders 2021-06-04" in preview.text or "2021-06-04" in shown(preview)
-    request_id = buttons(preview)[ActionId.APPROVE]["value"]
-    await bot.slack.click(
-        channel_id=ORDERS, message_ts=preview.ts, action_id=ActionId.APPROVE, user_id=OWNER
-    )
-
-    async def approved() -> bool:
-        async with bot.services.sessions() as session:
-            request = await session.get(BackfillRequest, request_id)
-            return request is not None and request.state == "approved"
-
-    await eventually(approved)
-    await bot.settle()
-    alert = bot.slack.state.find_message(ORDERS, alert.ts)
-    assert f"Backfill `{request_id}` requested" in shown(alert)
+    request = await backfill_of(bot)
+    assert request.state in ("approved", "running")  # the manual executor: handed over
+    assert request.approvers == [OWNER]
+    assert request.thread_ts == alert.ts
+    [alert] = bot.slack.state.messages(ORDERS)  # nothing new in the channel itself
+    assert f"Backfill `{request.id}`" in shown(alert)
+    assert ActionId.INCIDENT_APPROVE not in buttons(alert)
     replies = bot.slack.state.thread(ORDERS, alert.ts)
-    assert any(request_id in shown(r) for r in replies)
+    assert any(r.ts == request.status_message_ts for r in replies)
+
+
+async def test_review_plan_opens_the_plan_in_a_modal_and_records_nothing(bot: Bot) -> None:
+    await store(bot, event("example.etl_orders"))
+    [alert] = bot.slack.state.messages(ORDERS)
+    reply = await bot.slack.click(
+        channel_id=ORDERS,
+        message_ts=alert.ts,
+        action_id=ActionId.INCIDENT_REVIEW,
+        user_id=OWNER,
+        value=buttons(alert)[ActionId.INCIDENT_REVIEW]["value"],
+    )
+    assert reply.status == 200
+    view = await eventually(lambda: list(bot.slack.state.views.values()), timeout_s=30)
+    assert "example.etl_delivery_7_days" in json.dumps(view[0].payload)
+    async with bot.services.sessions() as session:
+        assert list(await session.scalars(select(BackfillRequest))) == []
 
 
 async def test_repeats_update_the_alert_and_a_success_resolves_it(bot: Bot) -> None:
@@ -155,7 +178,7 @@ async def test_repeats_update_the_alert_and_a_success_resolves_it(bot: Bot) -> N
     await store(bot, event("example.etl_orders", "COMPLETE"))
     [alert] = bot.slack.state.messages(ORDERS)
     assert "now resolved" in shown(alert)
-    assert ActionId.INCIDENT_BACKFILL not in buttons(alert)
+    assert ActionId.INCIDENT_APPROVE not in buttons(alert)
     assert any("Resolved" in shown(r) for r in bot.slack.state.thread(ORDERS, alert.ts))
 
 
@@ -180,6 +203,8 @@ async def test_a_storm_of_200_downstream_failures_is_one_alert(bot: Bot) -> None
     assert "200 downstream failures joined" in shown(alert)
     replies = bot.slack.state.thread(ORDERS, alert.ts)
     assert 1 <= len(replies) <= 2
+    grouped = [r for r in replies if "joined this incident" in shown(r)]
+    assert len(grouped) == 1  # one grouped reply, edited in place as more join
     updates = [c for c in bot.slack.state.calls if c.method == "chat.update"]
     assert len(updates) <= 5  # superseded edits are never sent
 
@@ -286,17 +311,15 @@ async def test_three_failed_days_are_one_incident_whose_backfill_covers_them(bot
     assert "2021-06-04" in shown(alert)
     assert "2021-06-06" in shown(alert)
     assert "disk full on 06" in shown(alert)  # the latest error
-    incident_id = buttons(alert)[ActionId.INCIDENT_BACKFILL]["value"]
+    incident_id = buttons(alert)[ActionId.INCIDENT_APPROVE]["value"]
     await bot.slack.click(
         channel_id=ORDERS,
         message_ts=alert.ts,
-        action_id=ActionId.INCIDENT_BACKFILL,
+        action_id=ActionId.INCIDENT_APPROVE,
         user_id=OWNER,
         value=incident_id,
     )
-    await eventually(lambda: bot.slack.state.messages(ORDERS)[1:], timeout_s=30)
-    async with bot.services.sessions() as session:
-        [request] = list(await session.scalars(select(BackfillRequest)))
+    request = await backfill_of(bot)
     assert (request.start_date.isoformat(), request.end_date.isoformat()) == (
         "2021-06-04",
         "2021-06-06",

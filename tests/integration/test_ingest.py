@@ -14,6 +14,8 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from bot.domain.incidents import on_failure
+from bot.domain.producers import AirflowRef
 from bot.services.ingest import (
     ERROR_MAX,
     NAME_MAX,
@@ -23,12 +25,14 @@ from bot.services.ingest import (
     store_events,
 )
 from bot.standins.food_delivery import food_delivery_events
+from bot.store import incidents as incident_store
 from bot.store import make_engine, session_factory, upgrade
-from bot.store.watch_models import EventSource, RunEvent
+from bot.store.watch_models import EventSource, Incident, RunEvent
 from pipeline.food_delivery.lineage import history_events
 
 Sessions = async_sessionmaker[AsyncSession]
 OPEN_LINEAGE = Path(__file__).resolve().parents[2].parent / "shared/fixtures/marquez/open_lineage"
+PRODUCERS = Path(__file__).resolve().parents[1] / "fixtures/openlineage"
 RUN = "0b7a7a8e-9f4c-4d2b-8a44-3d9e5c1f0a11"
 OTHER_RUN = "0b7a7a8e-9f4c-4d2b-8a44-3d9e5c1f0a22"
 
@@ -290,7 +294,8 @@ async def test_stored_rows_keep_every_field_and_instant(sessions: Sessions) -> N
     assert ParsedEvent(
         row.run_id, row.event_type, row.event_time, row.namespace, row.job_name,
         row.dag_namespace, row.dag_id, row.nominal_start, row.nominal_end, row.error_message,
-        row.dag_run_id, row.job_type,
+        row.dag_run_id, row.job_type, airflow_run_id=row.airflow_run_id, task_id=row.task_id,
+        try_number=row.try_number,
     ) == replace(fail, inputs=(), outputs=(), parent_run_id=None)  # fmt: skip
     assert (row.source, row.received_at) == ("marquez", received)
 
@@ -373,4 +378,152 @@ async def test_an_unknown_parent_leaves_the_root_as_the_dag(sessions: Sessions) 
         "etl",
         DAG_RUN,
         None,
+    )
+
+
+# -- where in Airflow each event ran --------------------------------------------------------------
+
+
+def fixture_events(name: str) -> list[ParsedEvent]:
+    """A file of real (airflow-3.3.2/) or producer-built (constructed/) events, parsed."""
+    return [parsed(body) for body in json.loads((PRODUCERS / name).read_text())]
+
+
+def test_a_real_airflow_3_failure_names_its_run_task_and_try() -> None:
+    events = fixture_events("airflow-3.3.2/failure.json")
+    run_id = "manual__2026-11-24T01:09:59.421277+00:00"
+    places = {
+        (e.job_name, e.event_type): (e.airflow_run_id, e.task_id, e.try_number) for e in events
+    }
+    assert places[("ol_test.failing.load", "FAIL")] == (run_id, "load", 1)
+    assert places[("ol_test.failing.prepare", "COMPLETE")] == (run_id, "prepare", 1)
+    # the DAG run's own events: its run, no task
+    assert places[("ol_test.failing", "START")] == (run_id, None, None)
+    assert places[("ol_test.failing", "FAIL")] == (run_id, None, None)
+
+
+def test_hostile_airflow_facets_cost_the_link_never_the_event() -> None:
+    facets = {
+        "airflow": {
+            "dagRun": {"run_id": "r" * 251},
+            "task": {"task_id": "load\x00"},
+            "taskInstance": {"try_number": 2**40},
+        }
+    }
+    event = parsed(minimal(run={"runId": RUN, "facets": facets}))
+    assert (event.airflow_run_id, event.task_id, event.try_number) == (None, None, None)
+    assert event.event_type == "FAIL"
+
+
+async def test_airflow_places_are_stored_with_the_event(sessions: Sessions) -> None:
+    events = fixture_events("airflow-3.3.2/failure.json")
+    assert await store(sessions, events, EventSource.RECEIVER) == len(events)
+    stored = {(r.job_name, r.event_type): r for r in await rows(sessions)}
+    row = stored[("ol_test.failing.load", "FAIL")]
+    assert (row.airflow_run_id, row.task_id, row.try_number) == (
+        "manual__2026-11-24T01:09:59.421277+00:00",
+        "load",
+        1,
+    )
+
+
+SPARK_SQL = (
+    "food_delivery_orders_aggregation.execute_insert_into_hadoop_fs_relation_command"
+    ".warehouse_orders_daily"
+)
+SPARK_RUN = "scheduled__2025-06-02T02:00:00+00:00"
+
+
+@pytest.mark.parametrize("order", ["as sent", "deepest first", "one by one"])
+async def test_spark_jobs_under_a_task_take_its_run_task_and_try(
+    sessions: Sessions, order: str
+) -> None:
+    # Spark's events carry no `airflow` facet: the application's parent is the task's run, the
+    # SQL job's parent the application's; both ran in task aggregate_orders_spark, try 1.
+    events = fixture_events("constructed/spark_under_airflow.json")
+    if order == "deepest first":
+        assert await store(sessions, events[::-1], EventSource.RECEIVER) == len(events)
+    elif order == "one by one":
+        for event in events:
+            assert await store(sessions, [event], EventSource.MARQUEZ) == 1
+    else:
+        assert await store(sessions, events, EventSource.RECEIVER) == len(events)
+    places = {
+        (r.job_name, r.event_type): (r.airflow_run_id, r.task_id, r.try_number)
+        for r in await rows(sessions)
+    }
+    task = (SPARK_RUN, "aggregate_orders_spark", 1)
+    assert places[(SPARK_SQL, "FAIL")] == task
+    assert places[("food_delivery_orders_aggregation", "START")] == task
+    assert places[("food_delivery_orders_spark.aggregate_orders_spark", "FAIL")] == task
+    # the DAG run itself is never given a task
+    assert places[("food_delivery_orders_spark", "FAIL")] == (SPARK_RUN, None, None)
+
+
+async def test_a_job_whose_parents_are_unknown_names_no_task(sessions: Sessions) -> None:
+    parent = {
+        "run": {"runId": TASK_RUN},
+        "job": {"namespace": "af", "name": "etl.load"},
+        "root": {"run": {"runId": DAG_RUN}, "job": {"namespace": "af", "name": "etl"}},
+    }
+    body = minimal(
+        job={"namespace": "spark", "name": "app"}, run={"runId": RUN, "facets": {"parent": parent}}
+    )
+    assert await store(sessions, [parsed(body)], EventSource.RECEIVER) == 1
+    [row] = await rows(sessions)
+    assert (row.airflow_run_id, row.task_id, row.try_number) == (None, None, None)
+
+
+async def replay(sessions: Sessions, events: list[ParsedEvent]) -> Incident:
+    """What the incident processor records of the DAG run's failures, oldest row first: the
+    first opens the incident, each later one goes through the rules (as `_repeat` does)."""
+    assert await store(sessions, events, EventSource.RECEIVER) == len(events)
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    incident: Incident | None = None
+    for row in await rows(sessions):
+        if row.event_type != "FAIL":
+            continue
+        event = incident_store.event_facts(row)
+        if incident is None:
+            incident = incident_store.opened(event, None, now=now)
+            continue
+        outcome = on_failure(incident_store.facts(incident), event)
+        if outcome.takes_error:
+            incident.error_message, incident.error_job = event.error_message, event.job_name
+        incident_store.set_airflow(incident, outcome.airflow)
+        incident.dag_run_id = event.dag_run_id or incident.dag_run_id
+    assert incident is not None
+    return incident
+
+
+async def test_a_real_failures_alert_links_the_task_not_the_dags_summary(
+    sessions: Sessions,
+) -> None:
+    incident = await replay(sessions, fixture_events("airflow-3.3.2/failure.json"))
+    assert incident.error_job == "ol_test.failing.load"
+    assert incident_store.facts(incident).airflow == AirflowRef(
+        "manual__2026-11-24T01:09:59.421277+00:00", "load", 1
+    )
+
+
+async def test_the_dags_fail_arriving_first_still_ends_on_the_task(sessions: Sessions) -> None:
+    # the scheduler's DAG FAIL and the worker's task FAIL race (airflow-3.3.2/README.md)
+    events = fixture_events("airflow-3.3.2/failure.json")
+    dag_fail, task_fail = events[-1], events[-2]
+    incident = await replay(sessions, [*events[:-2], dag_fail, task_fail])
+    assert incident.error_job == "ol_test.failing.load"
+    assert (incident.airflow_run_id, incident.airflow_task_id, incident.try_number) == (
+        "manual__2026-11-24T01:09:59.421277+00:00",
+        "load",
+        1,
+    )
+
+
+async def test_a_dbt_models_error_links_the_task_that_ran_dbt(sessions: Sessions) -> None:
+    incident = await replay(sessions, fixture_events("constructed/dbt_chain.json"))
+    assert incident.error_job == "model.food_delivery.orders_daily.sql.1"
+    assert (incident.airflow_run_id, incident.airflow_task_id, incident.try_number) == (
+        "scheduled__2025-06-02T02:00:00+00:00",
+        "dbt_run_marts",
+        1,
     )

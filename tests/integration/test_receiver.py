@@ -116,6 +116,12 @@ def seed_failure() -> dict[str, Any]:
     return next(e for e in food_delivery_events() if e["eventType"] == "FAIL")
 
 
+def real_airflow_failure() -> list[dict[str, Any]]:
+    fixture = Path(__file__).resolve().parents[1] / "fixtures/openlineage/airflow-3.3.2"
+    events: list[dict[str, Any]] = json.loads((fixture / "failure.json").read_text())
+    return events
+
+
 def event(**changes: Any) -> dict[str, Any]:
     body: dict[str, Any] = {
         "eventType": "START",
@@ -162,6 +168,21 @@ async def test_a_task_failure_rolls_up_to_its_dag_with_interval(
         datetime(2021, 6, 3, tzinfo=UTC),
     )
     assert row.error_message is not None
+
+
+async def test_a_real_airflow_task_failure_keeps_its_run_task_and_try(
+    sqlite_receiver: Receiver,
+) -> None:
+    # as a real Airflow 3.3.2's provider POSTs it (tests/fixtures/openlineage/airflow-3.3.2)
+    task_fail = next(e for e in real_airflow_failure() if e["eventType"] == "FAIL")
+    assert (await sqlite_receiver.post(task_fail))[0] == 201
+    (row,) = await sqlite_receiver.stored()
+    assert (row.dag_id, row.airflow_run_id, row.task_id, row.try_number) == (
+        "ol_test.failing",
+        "manual__2026-11-24T01:09:59.421277+00:00",
+        "load",
+        1,
+    )
 
 
 async def test_concurrent_copies_of_one_event_make_one_row(receiver: Receiver) -> None:

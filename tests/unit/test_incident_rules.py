@@ -15,6 +15,7 @@ from bot.domain.incidents import (
     FailedRun,
     IncidentFacts,
     IncidentState,
+    alert_airflow,
     backfill_range,
     explains,
     joins_outage,
@@ -24,6 +25,7 @@ from bot.domain.incidents import (
     span,
     with_failure,
 )
+from bot.domain.producers import AirflowRef
 
 DAY = datetime(2021, 6, 4, tzinfo=UTC)
 T0 = DAY + timedelta(days=1, hours=1)
@@ -243,3 +245,128 @@ def test_an_impact_snapshot_round_trips_through_json() -> None:
     assert ImpactSnapshot.pending().with_root_owners(["orders"]).root_owners == ("orders",)
     assert snapshot.with_root_owners(["platform"]).root_owners == ("orders",)
     assert ImpactSnapshot.from_json({}).status == ImpactStatus.UNAVAILABLE
+
+
+# -- which failure's Airflow run, task and try the alert links to --------------------------------
+
+R1, R2 = "scheduled__2021-06-04T00:00:00+00:00", "manual__2021-06-05T08:00:00+00:00"
+NOWHERE = AirflowRef()
+
+
+def failed(
+    job: str = "etl_orders.load",
+    *,
+    run: str = "run-1",
+    error: str | None = None,
+    airflow: AirflowRef = NOWHERE,
+    at: datetime = T0 + timedelta(minutes=5),
+) -> EventFacts:
+    """A FAIL of the DAG itself (job etl_orders) or of one of its tasks."""
+    return replace(
+        event(job=job, job_type="DAG" if job == "etl_orders" else "TASK", run=run, at=at),
+        error_message=error,
+        airflow_run_id=airflow.run_id,
+        task_id=airflow.task_id,
+        try_number=airflow.try_number,
+    )
+
+
+def alerting(
+    airflow: AirflowRef, *, error: str | None = "disk full", error_job: str | None = None
+) -> IncidentFacts:
+    """An open incident for run-1 whose alert shows `error` (of `error_job`) and links `airflow`."""
+    return replace(
+        incident(error=error, error_job=error_job if error else None),
+        airflow_run_id=airflow.run_id,
+        airflow_task_id=airflow.task_id,
+        try_number=airflow.try_number,
+    )
+
+
+def test_the_dags_fail_after_its_task_keeps_the_tasks_run_task_and_try() -> None:
+    shown = alerting(AirflowRef(R1, "load", 2), error_job="etl_orders.load")
+    dag_fail = failed("etl_orders", error="task_failure", airflow=AirflowRef(R1))
+    outcome = on_failure(shown, dag_fail)
+    assert not outcome.takes_error
+    assert outcome.airflow == AirflowRef(R1, "load", 2)
+
+
+def test_the_dags_summary_taking_the_alert_keeps_the_task_that_failed_in_its_run() -> None:
+    # the task failed without a message; the DAG's "Tasks failed: load" becomes the error shown
+    shown = alerting(AirflowRef(R1, "load", 1), error=None)
+    summary = failed("etl_orders", error="Task failed: load", airflow=AirflowRef(R1))
+    outcome = on_failure(shown, summary)
+    assert outcome.takes_error
+    assert outcome.airflow == AirflowRef(R1, "load", 1)
+
+
+def test_a_task_error_replacing_the_dags_summary_brings_its_task_and_try() -> None:
+    # the DAG's FAIL arrived first (the scheduler's and the worker's events race)
+    shown = alerting(AirflowRef(R1), error="task_failure", error_job="etl_orders")
+    task_fail = failed(error="ValueError: 3 rows", airflow=AirflowRef(R1, "load", 3))
+    outcome = on_failure(shown, task_fail)
+    assert outcome.takes_error
+    assert outcome.airflow == AirflowRef(R1, "load", 3)
+
+
+def test_a_task_failure_without_a_message_fills_in_the_task_of_the_same_run() -> None:
+    shown = alerting(AirflowRef(None), error="Task failed: load", error_job="etl_orders")
+    quiet = failed(airflow=AirflowRef(R1, "load", 1))
+    outcome = on_failure(shown, quiet)
+    assert not outcome.takes_error
+    assert outcome.airflow == AirflowRef(R1, "load", 1)
+
+
+def test_a_second_task_of_the_run_does_not_move_the_links_off_the_first_error() -> None:
+    shown = alerting(AirflowRef(R1, "load", 1), error_job="etl_orders.load")
+    other = failed("etl_orders.report", error="upstream gone", airflow=AirflowRef(R1, "report", 1))
+    assert on_failure(shown, other).airflow == AirflowRef(R1, "load", 1)
+
+
+def test_a_task_never_takes_another_tasks_try() -> None:
+    shown = alerting(AirflowRef(R1, "load", 4), error=None)
+    other = failed("etl_orders.report", error="boom", airflow=AirflowRef(R1, "report", None))
+    outcome = on_failure(shown, other)
+    assert outcome.takes_error
+    assert outcome.airflow == AirflowRef(R1, "report", None)
+
+
+def test_another_runs_failure_with_an_error_takes_over_the_links_whole() -> None:
+    shown = alerting(AirflowRef(R1, "load", 2), error_job="etl_orders.load")
+    new_run = failed("etl_orders", run="run-2", error="task_failure", airflow=AirflowRef(R2))
+    outcome = on_failure(shown, new_run)
+    assert outcome.counts
+    assert outcome.takes_error
+    # the old run's task is not the new run's: no link to it
+    assert outcome.airflow == AirflowRef(R2)
+
+
+def test_another_runs_failure_without_an_error_leaves_the_links_with_the_error_shown() -> None:
+    shown = alerting(AirflowRef(R1, "load", 2), error_job="etl_orders.load")
+    quiet = failed(run="run-2", airflow=AirflowRef(R2, "load", 1))
+    outcome = on_failure(shown, quiet)
+    assert outcome.counts
+    assert outcome.airflow == AirflowRef(R1, "load", 2)
+
+
+def test_without_any_error_shown_the_latest_failed_run_is_linked() -> None:
+    shown = alerting(AirflowRef(R1, "load", 2), error=None)
+    assert on_failure(shown, failed(run="run-2", airflow=AirflowRef(R2, "load", 1))).airflow == (
+        AirflowRef(R2, "load", 1)
+    )
+    # a failure that names no Airflow run at all leaves the link where it was
+    assert on_failure(shown, failed(run="run-2")).airflow == AirflowRef(R1, "load", 2)
+
+
+def test_a_reopening_failure_with_an_error_brings_its_own_links() -> None:
+    resolved = replace(alerting(AirflowRef(R1, "load", 1)), state=IncidentState.RESOLVED)
+    again = failed(run="run-2", error="disk full again", airflow=AirflowRef(R2, "load", 1))
+    outcome = on_failure(resolved, again)
+    assert outcome.reopens
+    assert outcome.airflow == AirflowRef(R2, "load", 1)
+
+
+def test_alert_airflow_is_what_on_failure_decides() -> None:
+    shown = alerting(AirflowRef(R1, "load", 2), error_job="etl_orders.load")
+    dag_fail = failed("etl_orders", error="task_failure", airflow=AirflowRef(R1))
+    assert alert_airflow(shown, dag_fail, takes_error=False) == on_failure(shown, dag_fail).airflow

@@ -12,10 +12,11 @@ from hypothesis import strategies as st
 
 from bot.domain.model import Interval
 from bot.domain.sla import Miss
-from bot.messages import home, ops, sla
+from bot.messages import home, ops, sla, teams
 from bot.messages.home import HomeBackfill, HomeIncident, HomeSlaMiss
 
 SLA, HOME, NOTICE = "watch/sla_notice.json.j2", "watch/home.json.j2", "watch/notice.json.j2"
+TEAM = "common/team_notice.json.j2"
 DAY = Interval(datetime(2021, 6, 8, tzinfo=UTC), datetime(2021, 6, 9, tzinfo=UTC))
 DUE = datetime(2021, 6, 9, 2, tzinfo=UTC)
 MISSING = Miss(DAY, DUE, "missing", "the SLA is 2h 00m after the interval ends")
@@ -29,6 +30,19 @@ TOO_LONG = Miss(
 WEIRD = "etl_`<!channel>`_<@U123>&*bold*"
 REQUEST = "5f0c1e0a9d2b4c7e8f1a2b3c4d5e6f70"
 T0 = datetime(2021, 6, 8, 9, 30, tzinfo=UTC)
+LINKS = sla.NoticeLinks(
+    miss_id="42",
+    airflow_url="http://airflow.example.com/dags/example.etl_orders",
+    marquez_url="http://marquez.example.com/lineage/job/food_delivery/example.etl_orders",
+)
+RERUN = teams.TeamRerun(
+    request_id=REQUEST,
+    root_dag="example.etl_orders",
+    range_text="2021-06-04..2021-06-06",
+    dags=[("example.etl_delivery_7_days", 1), ("example.delivery_times", 3)],
+    channel="C0ORDERS",
+    thread_ts="1622764800.000100",
+)
 
 
 def a_home(rows: int) -> dict[str, object]:
@@ -73,6 +87,18 @@ CASES: dict[str, Case] = {
     ),
     "sla_notice_escaping": Case(
         SLA, lambda: sla.reports_late(["*KPI* <!channel> & co"], WEIRD, MISSING)
+    ),
+    "sla_notice_buttons": Case(
+        SLA, lambda: sla.late_notice("example.etl_orders", LATE, links=LINKS)
+    ),
+    "team_notice_approved": Case(TEAM, lambda: teams.rerun_approved(RERUN, approver="U0BOB")),
+    "team_notice_ended": Case(TEAM, lambda: teams.rerun_ended(RERUN, state="failed")),
+    "team_notice_escaping": Case(
+        TEAM,
+        lambda: teams.rerun_approved(
+            teams.TeamRerun(REQUEST, WEIRD, "2021-06-04", [(WEIRD, 2)] * 20, "C0ORDERS"),
+            approver="U0BOB",
+        ),
     ),
     "home": Case(HOME, lambda: a_home(3)),
     "home_long": Case(HOME, lambda: a_home(20)),
@@ -192,3 +218,46 @@ def test_any_names_stay_within_slack_limits(name: str, many: list[str], reason: 
     ):
         check(payload)
         assert all(len(text) <= 3000 for text in mrkdwn_texts(payload))
+
+
+def test_an_sla_notice_can_be_acknowledged_and_links_to_the_dag() -> None:
+    notice = sla.late_notice("example.etl_orders", LATE, links=LINKS)
+    actions = next(b for b in notice["blocks"] if b["type"] == "actions")["elements"]
+    assert [e["action_id"] for e in actions] == [
+        "sla.acknowledge",
+        "sla.open_airflow",
+        "sla.open_marquez",
+    ]
+    assert actions[0]["value"] == "42"
+    done = sla.acknowledged(notice, "U0BOB")
+    ids = [e["action_id"] for b in done["blocks"] if b["type"] == "actions" for e in b["elements"]]
+    assert ids == ["sla.open_airflow", "sla.open_marquez"]
+    assert "<@U0BOB> is on it" in "\n".join(mrkdwn_texts(done))
+    again = sla.acknowledged(done, "U0CAROL")
+    said = "\n".join(mrkdwn_texts(again))
+    assert "<@U0CAROL> is on it" in said
+    assert "U0BOB" not in said
+
+
+def test_team_notices_say_what_is_rerun_and_where_to_follow_it() -> None:
+    approved = teams.rerun_approved(RERUN, approver="U0BOB")
+    assert approved["text"] == (
+        ":repeat: Backfill `5f0c1e0a` of `example.etl_orders` 2021-06-04..2021-06-06, approved by "
+        "<@U0BOB>, reruns your DAGs: `example.etl_delivery_7_days` (1 run), "
+        "`example.delivery_times` (3 runs)."
+    )
+    where = mrkdwn_texts(approved)[-1]
+    assert "<#C0ORDERS>" in where
+    assert "https://slack.com/archives/C0ORDERS/p1622764800000100" in where
+    ended = teams.rerun_ended(RERUN, state="succeeded")["text"]
+    assert ended.startswith(":large_green_circle: Backfill `5f0c1e0a` of `example.etl_orders`")
+    assert "*succeeded*" in ended
+    weird = "\n".join(
+        mrkdwn_texts(
+            teams.rerun_approved(
+                teams.TeamRerun(REQUEST, WEIRD, "d", [(WEIRD, 1)], "C0ORDERS"), approver="U0BOB"
+            )
+        )
+    )
+    assert "<!channel>" not in weird
+    assert "<@U123>" not in weird

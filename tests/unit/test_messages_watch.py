@@ -4,8 +4,9 @@ escaping: nothing from outside can mention anyone, link anywhere or end a code s
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from golden_support import Case, assert_golden, check, elements, mrkdwn_texts
@@ -13,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bot.domain.impact import DagImpact, ImpactSnapshot, ImpactStatus, ReportImpact
+from bot.domain.proposal import Proposal
 from bot.messages import watch
 from bot.slack_ids import ActionId
 
@@ -87,8 +89,24 @@ MANY = replace(
     grouped_dags=tuple(f"example.dag_{i:03d}" for i in range(50)),
 )
 
+PROPOSED = replace(
+    OPEN,
+    backfill=None,
+    failed_at=datetime(2021, 6, 7, 1, 2, tzinfo=UTC),
+    try_number=2,
+    airflow_url="http://airflow.example.com/dags/example.etl_orders/runs/scheduled__2021-06-06",
+    log_url="http://airflow.example.com/dags/example.etl_orders/runs/scheduled__2021-06-06/tasks/load?try_number=2",
+    acknowledged_by="U0ALICE0001",
+    proposal=Proposal(dags=3, runs=9, estimate=timedelta(minutes=25)),
+)
+RECOVERED = replace(
+    PROPOSED, open=False, recovered=True, proposal=Proposal(dags=2, runs=6, estimate=None)
+)
+
 CASES: dict[str, Case] = {
     "incident_alert_open": Case(ALERT, lambda: watch.alert(OPEN)),
+    "incident_alert_proposed": Case(ALERT, lambda: watch.alert(PROPOSED)),
+    "incident_alert_recovered": Case(ALERT, lambda: watch.alert(RECOVERED)),
     "incident_alert_pending": Case(
         ALERT,
         lambda: watch.alert(
@@ -191,8 +209,9 @@ def test_outside_values_in_the_alert_are_inert() -> None:
 
 def test_buttons_carry_only_the_incident_id_and_go_with_the_open_incident() -> None:
     buttons = {e["action_id"]: e for e in elements(watch.alert(OPEN))}
+    # a backfill is under way: no second one is offered
     assert set(buttons) == {
-        ActionId.INCIDENT_BACKFILL,
+        ActionId.INCIDENT_ACK,
         ActionId.INCIDENT_SNOOZE_1H,
         ActionId.INCIDENT_SNOOZE_24H,
         ActionId.INCIDENT_MARQUEZ,
@@ -200,6 +219,47 @@ def test_buttons_carry_only_the_incident_id_and_go_with_the_open_incident() -> N
     assert {b.get("value") for b in buttons.values()} == {INCIDENT, None}
     resolved = [e["action_id"] for e in elements(watch.alert(replace(OPEN, open=False)))]
     assert resolved == [ActionId.INCIDENT_MARQUEZ]
+
+
+def test_an_alert_proposes_its_backfill_with_a_confirm_dialog_and_links_to_airflow() -> None:
+    payload = watch.alert(PROPOSED)
+    buttons = {e["action_id"]: e for e in elements(payload)}
+    assert list(buttons) == [
+        ActionId.INCIDENT_APPROVE,
+        ActionId.INCIDENT_REVIEW,
+        ActionId.INCIDENT_SNOOZE_1H,  # acknowledged already: no Acknowledge
+        ActionId.INCIDENT_SNOOZE_24H,
+        ActionId.INCIDENT_AIRFLOW,
+        ActionId.INCIDENT_LOG,
+        ActionId.INCIDENT_MARQUEZ,
+    ]
+    confirm = buttons[ActionId.INCIDENT_APPROVE]["confirm"]
+    assert "Rerun `example.etl_orders` and 2 DAGs downstream" in confirm["text"]["text"]
+    assert buttons[ActionId.INCIDENT_LOG]["url"] == PROPOSED.log_url
+    text = json.dumps(payload, ensure_ascii=False)
+    assert "3 DAGs · about 9 runs · about 25m 00s, from run history" in text
+    assert "Last failed 2021-06-07 01:02 UTC · try 2" in text
+    assert "<@U0ALICE0001> is on it" in text
+    snoozed = watch.alert(replace(PROPOSED, snoozed_until=SNOOZED))
+    assert ActionId.INCIDENT_UNSNOOZE in {e["action_id"] for e in elements(snoozed)}
+
+
+def test_a_root_that_recovered_on_its_own_offers_backfill_downstream() -> None:
+    payload = watch.alert(RECOVERED)
+    ids = [e["action_id"] for e in elements(payload)]
+    assert ids[:2] == [ActionId.INCIDENT_DOWNSTREAM, ActionId.INCIDENT_REVIEW]
+    assert "now resolved on its own" in payload["text"]
+    assert "no run history to estimate the time from" in json.dumps(payload, ensure_ascii=False)
+    done = watch.alert(replace(RECOVERED, backfill=REQUEST, backfill_state="succeeded"))
+    assert ActionId.INCIDENT_DOWNSTREAM not in {e["action_id"] for e in elements(done)}
+    assert "succeeded" in json.dumps(done, ensure_ascii=False)
+
+
+def test_a_link_slack_cannot_carry_is_left_out_not_the_alert() -> None:
+    long = replace(PROPOSED, marquez_url="http://m/" + "x" * 3100)
+    ids = {e["action_id"] for e in elements(watch.alert(long))}
+    assert ActionId.INCIDENT_MARQUEZ not in ids
+    assert ActionId.INCIDENT_APPROVE in ids
 
 
 def test_replies_say_what_happened() -> None:
@@ -220,7 +280,7 @@ def test_replies_say_what_happened() -> None:
         watch.snoozed("U0ALICE0001", 1)["text"] == "<@U0ALICE0001> snoozed this incident for 1 h."
     )
     assert watch.backfill_asked("U0ALICE0001", REQUEST)["text"] == (
-        f"<@U0ALICE0001> asked for backfill `{REQUEST}`; its plan is in the channel."
+        f"<@U0ALICE0001> asked for backfill `{REQUEST}`; its plan is in this thread."
     )
 
 

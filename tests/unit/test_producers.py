@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from bot.domain.producers import (
+    AirflowRef,
     Owner,
     RunLink,
     airflow_interval,
+    airflow_ref,
     failed_tasks_message,
     job_type_of,
     owner_of,
 )
 
 RUN, DAG_RUN, ROOT_RUN = "run-1", "dag-run-1", "root-run-1"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures/openlineage"
 
 
 def owner(
@@ -149,3 +154,85 @@ def test_an_unusable_dag_id_in_the_airflow_facet_is_not_taken(dag_id: Any) -> No
 def test_names_from_facets_carry_no_nul() -> None:
     assert job_type_of({"facets": {"jobType": {"jobType": "TASK\x00"}}}) is None
     assert failed_tasks_message({"tasksState": {"a\x00b": "failed"}}) == "Task failed: ab"
+
+
+# -- where an event sits in Airflow -------------------------------------------------------------
+
+SCHEDULED = "scheduled__2021-06-04T00:00:00+00:00"
+
+
+def task_facets(run_id: Any = SCHEDULED, task_id: Any = "load", try_number: Any = 2) -> Any:
+    return {
+        "airflow": {
+            "dag": {"dag_id": "etl"},
+            "dagRun": {"dag_id": "etl", "run_id": run_id},
+            "task": {"task_id": task_id},
+            "taskInstance": {"try_number": try_number, "pool": "default_pool"},
+        }
+    }
+
+
+def test_a_real_airflow_3_failure_names_its_run_task_and_try() -> None:
+    # what a real Airflow 3.3.2 sent (tests/fixtures/openlineage/airflow-3.3.2/README.md)
+    events = json.loads((FIXTURES / "airflow-3.3.2/failure.json").read_text())
+    run_id = "manual__2026-11-24T01:09:59.421277+00:00"
+    task_fail, dag_fail = (e for e in events if e["eventType"] == "FAIL")
+    assert airflow_ref(task_fail["run"]["facets"]) == AirflowRef(run_id, "load", 1)
+    # the DAG run's own event names its run and no task
+    assert airflow_ref(dag_fail["run"]["facets"]) == AirflowRef(run_id)
+
+
+def test_a_cleared_task_reports_its_next_try() -> None:
+    events = json.loads((FIXTURES / "constructed/airflow33_triggered_dag.json").read_text())
+    tries = [
+        airflow_ref(e["run"]["facets"]).try_number
+        for e in events
+        if e["job"]["name"] == "food_delivery_courier_payouts.compute_payouts"
+    ]
+    assert tries == [1, 1, 2, 2]
+
+
+def test_task_facets_are_read_from_the_airflow_run_facet() -> None:
+    assert airflow_ref(task_facets()) == AirflowRef(SCHEDULED, "load", 2)
+    assert airflow_ref({}) == AirflowRef()
+    assert airflow_ref({"airflow": "load"}) == AirflowRef()
+
+
+def test_the_dag_run_facet_wins_and_names_no_task() -> None:
+    # `airflowDagRun` makes an event the DAG run's own (as for owner_of), even beside `airflow`
+    facets = {**task_facets(), "airflowDagRun": {"dagRun": {"run_id": "manual__x"}}}
+    assert airflow_ref(facets) == AirflowRef("manual__x")
+
+
+@pytest.mark.parametrize(
+    "value", [None, 7, "", "   ", "x" * 251, "a\x00b", "\ud800", ["scheduled__x"], {"id": 1}]
+)
+def test_unusable_ids_are_dropped_not_cut(value: Any) -> None:
+    # a cut id would name another run or task: a link to it would mislead
+    assert airflow_ref(task_facets(run_id=value)).run_id is None
+    assert airflow_ref(task_facets(task_id=value)).task_id is None
+    dag_run = {"airflowDagRun": {"dagRun": {"run_id": value}}}
+    assert airflow_ref(dag_run) == AirflowRef()
+
+
+def test_ids_up_to_airflows_own_length_are_kept_as_sent() -> None:
+    longest = "r" * 250
+    odd = "manual__2021-06-04T00:00:00+00:00/?#&%20 é"
+    assert airflow_ref(task_facets(run_id=longest)).run_id == longest
+    assert airflow_ref(task_facets(run_id=odd, task_id=odd)) == AirflowRef(odd, odd, 2)
+
+
+@pytest.mark.parametrize(
+    "value", [0, -1, 100_001, 2**63, True, False, 2.0, "2", None, [2], float("nan")]
+)
+def test_a_try_number_is_a_sane_positive_int_or_nothing(value: Any) -> None:
+    assert airflow_ref(task_facets(try_number=value)) == AirflowRef(SCHEDULED, "load", None)
+
+
+def test_the_sane_try_numbers_are_kept() -> None:
+    assert airflow_ref(task_facets(try_number=1)).try_number == 1
+    assert airflow_ref(task_facets(try_number=100_000)).try_number == 100_000
+
+
+def test_a_try_without_its_task_is_dropped() -> None:
+    assert airflow_ref(task_facets(task_id=None)) == AirflowRef(SCHEDULED)

@@ -5,7 +5,17 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from bot.domain.model import Interval
-from bot.domain.progress import Counts, StepView, contiguous, duration_text, next_moves, outcome
+from bot.domain.progress import (
+    MAX_REPORT_GAP,
+    Counts,
+    StepView,
+    contiguous,
+    duration_text,
+    next_moves,
+    outcome,
+    report_due,
+    report_gap,
+)
 
 DIAMOND = [
     StepView("a", "root", "pending"),
@@ -90,3 +100,67 @@ def test_duration_text() -> None:
     assert duration_text(timedelta(minutes=3, seconds=5)) == "3m 05s"
     assert duration_text(timedelta(hours=1, minutes=2)) == "1h 02m"
     assert duration_text(None) == "—"
+
+
+# --- report cadence ----------------------------------------------------------------------------
+
+T0 = datetime(2021, 6, 7, 9, 0, tzinfo=UTC)
+MIN = timedelta(minutes=1)
+
+
+def test_a_young_backfill_reports_every_progress_update_s() -> None:
+    assert report_gap(timedelta(0), 5) == timedelta(seconds=5)
+    assert report_gap(timedelta(seconds=40), 5) == timedelta(seconds=5)
+    # A one-minute backfill is still reported every 7.5 s at most.
+    assert report_gap(MIN, 5) == timedelta(seconds=7.5)
+
+
+def test_the_gap_grows_with_age_up_to_half_an_hour() -> None:
+    ages = [MIN * m for m in (1, 10, 60, 120, 240, 360, 24 * 60)]
+    gaps = [report_gap(age, 5) for age in ages]
+    assert gaps == sorted(gaps)
+    assert report_gap(timedelta(hours=1), 5) == timedelta(minutes=7, seconds=30)
+    assert report_gap(timedelta(hours=4), 5) == MAX_REPORT_GAP
+    assert report_gap(timedelta(hours=24), 5) == MAX_REPORT_GAP == timedelta(minutes=30)
+
+
+def test_a_base_longer_than_the_share_of_age_wins() -> None:
+    assert report_gap(timedelta(hours=1), 600) == timedelta(minutes=10)
+    assert report_gap(timedelta(hours=24), 3600) == timedelta(hours=1)
+
+
+def test_the_first_report_goes_at_once() -> None:
+    assert report_due(now=T0, started=T0, last=None, base_s=5)
+
+
+def test_a_report_waits_for_the_gap_of_the_backfills_age() -> None:
+    started = T0 - timedelta(hours=1)  # gap 7.5 min
+    last = T0 - timedelta(minutes=7)
+    assert not report_due(now=T0, started=started, last=last, base_s=5)
+    assert report_due(now=T0 + MIN, started=started, last=last, base_s=5)
+
+
+def test_a_failure_waits_only_progress_update_s() -> None:
+    started = T0 - timedelta(hours=3)  # gap 22.5 min
+    assert report_due(now=T0, started=started, last=T0 - MIN, base_s=60, urgent=True)
+    assert not report_due(
+        now=T0, started=started, last=T0 - timedelta(seconds=59), base_s=60, urgent=True
+    )
+    assert not report_due(now=T0, started=started, last=T0 - MIN, base_s=60)
+
+
+def test_reports_of_a_six_hour_backfill_stay_few() -> None:
+    """Reporting as soon as allowed, every 5 s of a 6-hour backfill: the count the cadence
+    allows at most (each report is at most one edit and one reply)."""
+    now, last, reports = T0, None, 0
+    while now < T0 + timedelta(hours=6):
+        if report_due(now=now, started=T0, last=last, base_s=5):
+            last, reports = now, reports + 1
+        now += timedelta(seconds=5)
+    assert reports < 70
+    short, now, last = 0, T0, None
+    while now < T0 + 2 * MIN:
+        if report_due(now=now, started=T0, last=last, base_s=5):
+            last, short = now, short + 1
+        now += timedelta(seconds=1)
+    assert short >= 15  # 24 at a fixed 5 s

@@ -1,0 +1,166 @@
+"""Retry of a failed backfill: a new plan of the DAGs that did not succeed, posted for approval.
+
+The Retry button of a failed request's status message carries only its id; everything is
+reloaded here. The retry is an ordinary previewed request (approved with the ordinary Approve)
+that remembers what it retries (`retry_of`), lives in the failed backfill's thread and belongs
+to its incident. One open retry per failed request: a second click names the first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from bot import messages
+from bot.domain.planner import Plan, plan_from_json
+from bot.services.backfills import Reply
+from bot.store import guards, outbox, repository
+from bot.store.models import BackfillRequest, OutboxRole, RequestState, StepState, utcnow
+
+
+def retry_plan(plan: Plan, dag_ids: Collection[str]) -> Plan:
+    """`plan` restricted to the steps of `dag_ids`, in its order, with the same intervals.
+
+    Upstream edges to DAGs left out are dropped: those succeeded, so nothing waits for them.
+    The first kept step (plan order is topological, so none of its upstream is kept) becomes
+    the root the preview names and whose owners approve.
+    """
+    steps = tuple(
+        step._replace(upstream=tuple(u for u in step.upstream if u.dag_id in dag_ids))
+        for step in plan.steps
+        if step.dag.dag_id in dag_ids
+    )
+    if not steps:
+        raise ValueError("a retry needs at least one DAG of the plan")
+    return replace(
+        plan,
+        root=steps[0].dag,
+        steps=steps,
+        notes=tuple(n for n in plan.notes if n.dag_id in dag_ids),
+    )
+
+
+class _Refused(Exception):
+    """Rolls the retry back; the message says why."""
+
+    def __init__(self, reason: str, **detail: Any) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.detail = detail
+
+
+class RetryService:
+    def __init__(
+        self,
+        *,
+        sessions: async_sessionmaker[AsyncSession],
+        wake_sender: Callable[[], None],
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.sessions = sessions
+        self.wake_sender = wake_sender
+        self.clock = clock
+
+    async def retry(self, request_id: str, *, user: str) -> Reply:
+        """Post, for approval, a new plan of the failed, skipped and cancelled DAGs of a failed
+        backfill, in its thread; refuse (audited) when there is nothing to retry or a retry of
+        it is already open."""
+        old = await self._load(request_id)
+        if old is None:
+            return await self._refuse(
+                user, f"Backfill {request_id} does not exist.", request_id=request_id
+            )
+        if old.state != RequestState.FAILED:
+            reason = f"Backfill {old.id} is {old.state}: only a failed backfill can be retried."
+            return await self._refuse(user, reason, request_id=old.id)
+        # Steps of a failed request are final: what did not succeed failed, was skipped or
+        # was cancelled (or never started, if the request failed before running it).
+        dags = [s.dag_id for s in old.steps if s.state != StepState.SUCCEEDED]
+        if not dags:
+            reason = f"Every DAG of backfill {old.id} succeeded: there is nothing to retry."
+            return await self._refuse(user, reason, request_id=old.id)
+        plan = retry_plan(plan_from_json(old.plan), set(dags))
+        try:
+            created = await self._create(old, plan, user=user, dags=dags)
+        except _Refused as exc:
+            return await self._refuse(user, exc.reason, **exc.detail)
+        self.wake_sender()
+        return Reply(
+            messages.action_result(
+                f"Retry plan {created} for backfill {old.id} posted for approval."
+            ),
+            changed=True,
+            request_id=created,
+        )
+
+    async def _create(self, old: BackfillRequest, plan: Plan, *, user: str, dags: list[str]) -> str:
+        """The retry request, its audit row and its preview, in one transaction; its id."""
+        async with self.sessions.begin() as session:
+            # Holds the failed request until commit: two clicks at once make one retry.
+            if not await guards.hold(session, old.id, state=RequestState.FAILED):
+                raise _Refused(f"Backfill {old.id} does not exist.", request_id=old.id)
+            already = await repository.open_retry(session, old.id)
+            if already is not None:
+                raise _Refused(
+                    f"Backfill {old.id} is already being retried by backfill {already.id} "
+                    f"({already.state}): approve or cancel that one first "
+                    f"(`/backfill status {already.id}`).",
+                    request_id=old.id,
+                    retry=already.id,
+                )
+            row = await repository.create_request(
+                session,
+                plan=plan.to_json(),
+                requester=user,
+                channel=old.channel,
+                options=old.options,
+            )
+            await repository.link_retry(
+                session,
+                row.id,
+                retry_of=old.id,
+                # The retry's preview, status and progress land in the failed backfill's thread.
+                thread_ts=old.thread_ts or old.status_message_ts,
+                incident_id=old.incident_id,
+            )
+            await repository.add_audit(
+                session,
+                actor=user,
+                action="request.retry",
+                request_id=old.id,
+                detail={"retry": row.id, "dags": dags},
+                at=self.clock(),
+            )
+            preview = messages.plan_preview(
+                plan, request_id=row.id, requester=user, dry_run=False, retry_of=old.id
+            )
+            await outbox.enqueue(
+                session,
+                channel=old.channel or "",
+                payload=preview,
+                role=OutboxRole.STATUS,
+                request_id=row.id,
+            )
+            return row.id
+
+    async def _refuse(self, user: str, reason: str, **detail: Any) -> Reply:
+        async with self.sessions.begin() as session:
+            await repository.add_audit(
+                session,
+                actor=user,
+                action="retry.refused",
+                detail={"reason": reason, **detail},
+                at=self.clock(),
+            )
+        return Reply(messages.refusal(reason))
+
+    async def _load(self, request_id: str) -> BackfillRequest | None:
+        async with self.sessions() as session:
+            try:
+                return await repository.get_request(session, request_id)
+            except repository.RequestNotFound:
+                return None

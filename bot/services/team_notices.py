@@ -1,0 +1,74 @@
+"""What a backfill owes the other teams whose DAGs it reruns: one notice in each team's channel
+when it is approved, one more when it ends. Written as outbox rows in the caller's transaction.
+
+"Other" means not the teams owning its root (they asked for it, or got the alert it came from)
+and not a team whose channel is where the backfill reports anyway."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from bot.config import BotConfig
+from bot.domain.model import DagRef
+from bot.messages import teams as team_messages
+from bot.store import outbox
+from bot.store.models import BackfillRequest
+
+EndHook = Callable[[AsyncSession, BackfillRequest], Coroutine[Any, Any, None]]
+
+
+class TeamNotices:
+    def __init__(self, config: BotConfig) -> None:
+        self.config = config
+
+    def reruns(self, request: BackfillRequest) -> list[tuple[str, team_messages.TeamRerun]]:
+        """(team channel, what it reruns of that team's DAGs), one per team to tell."""
+        home = request.status_channel or request.channel or ""
+        root = DagRef(request.root_namespace, request.root_dag)
+        asking = set(self.config.owners_of(root))
+        by_team: dict[str, list[tuple[str, int]]] = {}
+        for step in request.plan.get("steps", ()):
+            dag = DagRef(str(step.get("namespace", "")), str(step.get("dag_id", "")))
+            owners = dict.fromkeys([*step.get("owners", ()), *self.config.owners_of(dag)])
+            for name in owners:
+                by_team.setdefault(name, []).append((dag.dag_id, len(step.get("intervals", ()))))
+        found: list[tuple[str, team_messages.TeamRerun]] = []
+        told: set[str] = set()
+        for name, dags in by_team.items():
+            team = self.config.team(name)
+            if team is None or not team.channel or name in asking:
+                continue
+            if team.channel == home or team.channel in told:
+                continue
+            told.add(team.channel)
+            found.append(
+                (
+                    team.channel,
+                    team_messages.TeamRerun(
+                        request_id=request.id,
+                        root_dag=request.root_dag,
+                        range_text=f"{request.start_date.isoformat()}..{request.end_date.isoformat()}",
+                        dags=dags,
+                        channel=home,
+                        thread_ts=request.thread_ts or request.status_message_ts,
+                    ),
+                )
+            )
+        return found
+
+    async def approved(self, session: AsyncSession, request: BackfillRequest) -> None:
+        approver = request.approvers[-1] if request.approvers else request.requester
+        for channel, rerun in self.reruns(request):
+            payload = team_messages.rerun_approved(rerun, approver=approver)
+            await outbox.enqueue(session, channel=channel, payload=payload, request_id=request.id)
+
+    async def ended(self, session: AsyncSession, request: BackfillRequest) -> None:
+        """Once, when the request reached a final state after it was approved."""
+        if not request.approvers:
+            return  # withdrawn before approval: nobody was told it would run
+        for channel, rerun in self.reruns(request):
+            payload = team_messages.rerun_ended(rerun, state=request.state)
+            await outbox.enqueue(session, channel=channel, payload=payload, request_id=request.id)
