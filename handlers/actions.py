@@ -6,7 +6,7 @@ click."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from functools import partial
 from typing import Any
 
@@ -19,6 +19,7 @@ from bot.services.backfills import Reply
 from bot.slack_ids import ActionId
 
 logger = logging.getLogger(__name__)
+Listener = Callable[[AsyncAck, dict[str, Any], AsyncRespond], Coroutine[Any, Any, None]]
 
 
 def _clicked(body: dict[str, Any]) -> tuple[str, str]:
@@ -47,59 +48,30 @@ def register(app: AsyncApp, services: Services) -> None:
             return
         await respond(response_type="ephemeral", replace_original=False, **reply.payload)
 
-    @app.action(ActionId.APPROVE)
-    async def approve(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
-        await ack()
-        await decide(services.backfills.approve, body, respond)
+    def on_click(decision: Callable[..., Awaitable[Reply]]) -> Listener:
+        """A listener for a button whose whole answer is the service's ephemeral reply."""
 
-    @app.action(ActionId.CANCEL)
-    async def cancel(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
-        await ack()
-        await decide(services.backfills.cancel, body, respond)
+        async def listener(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
+            await ack()
+            await decide(decision, body, respond)
 
-    @app.action(ActionId.INCIDENT_BACKFILL)
-    async def incident_backfill(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
-        await ack()
-        await decide(services.incident_actions.backfill, body, respond)
+        return listener
 
-    @app.action(ActionId.INCIDENT_SNOOZE_1H)
-    async def snooze_hour(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
-        await ack()
-        await decide(partial(services.incident_actions.snooze, hours=1), body, respond)
-
-    @app.action(ActionId.INCIDENT_SNOOZE_24H)
-    async def snooze_day(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
-        await ack()
-        await decide(partial(services.incident_actions.snooze, hours=24), body, respond)
-
-    @app.action(ActionId.INCIDENT_UNSNOOZE)
-    async def unsnooze(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
-        await ack()
-        await decide(services.incident_actions.unsnooze, body, respond)
-
-    @app.action(ActionId.INCIDENT_ACK)
-    async def acknowledge(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
-        await ack()
-        await decide(services.incident_actions.acknowledge, body, respond)
-
-    @app.action(ActionId.INCIDENT_APPROVE)
-    async def approve_from_alert(
-        ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond
-    ) -> None:
-        await ack()
-        await decide(services.incident_actions.approve, body, respond)
-
-    @app.action(ActionId.INCIDENT_DOWNSTREAM)
-    async def backfill_downstream(
-        ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond
-    ) -> None:
-        await ack()
-        await decide(services.incident_actions.downstream, body, respond)
-
-    @app.action(ActionId.RETRY)
-    async def retry(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
-        await ack()
-        await decide(services.retries.retry, body, respond)
+    # Buttons whose value is an id and whose answer is one ephemeral sentence.
+    decisions: dict[ActionId, Callable[..., Awaitable[Reply]]] = {
+        ActionId.APPROVE: services.backfills.approve,
+        ActionId.CANCEL: services.backfills.cancel,
+        ActionId.RETRY: services.retries.retry,
+        ActionId.INCIDENT_APPROVE: services.incident_actions.approve,
+        ActionId.INCIDENT_DOWNSTREAM: services.incident_actions.downstream,
+        ActionId.INCIDENT_BACKFILL: services.incident_actions.backfill,
+        ActionId.INCIDENT_ACK: services.incident_actions.acknowledge,
+        ActionId.INCIDENT_SNOOZE_1H: partial(services.incident_actions.snooze, hours=1),
+        ActionId.INCIDENT_SNOOZE_24H: partial(services.incident_actions.snooze, hours=24),
+        ActionId.INCIDENT_UNSNOOZE: services.incident_actions.unsnooze,
+    }
+    for action_id, decision in decisions.items():
+        app.action(action_id)(on_click(decision))
 
     @app.action(ActionId.INCIDENT_REVIEW)
     async def review_plan(
