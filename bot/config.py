@@ -200,6 +200,10 @@ class Watch(_Strict):
     """Marquez's web UI, for "Open in Marquez" links (default: MARQUEZ_URL)."""
     impact_wait_s: float = Field(default=0.4, ge=0, le=60)
     """How long an alert waits for its impact; past that it is posted and the impact edited in."""
+    group_wait_s: float = Field(default=2.0, ge=0, le=300)
+    """An alert, and each edit the watcher makes to it, waits this long and takes in what
+    changes meanwhile (Alertmanager's group_wait): events arriving together make one Slack
+    call. Edits from a click go at once; 0 sends everything at once."""
 
     @model_validator(mode="after")
     def _bounded_sweep(self) -> Watch:

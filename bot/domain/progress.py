@@ -179,12 +179,14 @@ def report_due(
 ) -> bool:
     """Whether a backfill that started at `started` and last reported at `last` may report now.
 
-    The first report goes at once. An urgent one (a DAG failed: someone may want to act on it)
-    waits only `base_s`, never less, so a burst of failures is still one report per base.
-    The final state is always reported; the caller does not ask.
+    The first report waits `base_s` after the start: the status message says it is approved
+    already, and a DAG that finishes by then is told once ("succeeded"), not twice ("started",
+    then "succeeded"). An urgent one (a DAG failed: someone may want to act on it) waits only
+    `base_s`, never less, so a burst of failures is still one report per base. The final
+    state is always reported; the caller does not ask.
     """
     if last is None:
-        return True
+        return started is None or now - started >= timedelta(seconds=base_s)
     since = now - last
     if urgent:
         return since >= timedelta(seconds=base_s)

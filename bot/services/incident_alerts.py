@@ -44,8 +44,14 @@ class AlertOutbox:
     def snoozed(self, incident: Incident) -> bool:
         return snoozed(incident.snoozed_until, now=self.clock())
 
-    async def alert(self, session: AsyncSession, incident: Incident, *, new: bool = False) -> None:
-        """Post the alert (`new`) or edit it to what the incident is now."""
+    async def alert(
+        self, session: AsyncSession, incident: Incident, *, new: bool = False, gather: bool = False
+    ) -> None:
+        """Post the alert (`new`) or edit it to what the incident is now.
+
+        With `gather` (a change the watcher saw, not a click), the post or edit waits
+        `watch.group_wait_s` and what changes meanwhile goes into it: three failed days arriving
+        together are one post, not a post and two edits. A click's edit goes at once."""
         impact = self.impact(incident)
         channel = incident.channel or self.channel_for(incident, impact)
         if channel is None:
@@ -81,8 +87,12 @@ class AlertOutbox:
             and incident.backfill_request_id is None,
         )
         payload = watch_messages.alert(view)
-        if not new and await store.last_alert_payload(session, incident.id) == payload:
-            return  # nothing the reader sees changed: an edit would be a wasted Slack call
+        gather_s = self.config.watch.group_wait_s if gather else 0.0
+        if not new:
+            if await store.last_alert_payload(session, incident.id) == payload:
+                return  # nothing the reader sees changed: an edit would be a wasted Slack call
+            if gather_s and await outbox.absorb(session, incident_id=incident.id, payload=payload):
+                return
         await outbox.enqueue(
             session,
             channel=channel,
@@ -90,6 +100,7 @@ class AlertOutbox:
             method="chat.postMessage" if new else "chat.update",
             role=OutboxRole.STATUS if new else OutboxRole.STATUS_UPDATE,
             incident_id=incident.id,
+            gather_s=gather_s,
         )
 
     async def backfill_told_it(self, session: AsyncSession, incident: Incident) -> bool:

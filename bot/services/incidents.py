@@ -185,7 +185,7 @@ class IncidentService:
                 incident = store.opened(event, impact, now=self.clock())
                 session.add(incident)
                 await session.flush()
-                await self.alerts.alert(session, incident, new=True)
+                await self.alerts.alert(session, incident, new=True, gather=True)
         except IntegrityError:  # another process opened it first: this is a repeat
             task.cancel()
             async with self.sessions.begin() as session:
@@ -223,7 +223,7 @@ class IncidentService:
                 batch.joined.add(root.id)
             return
         if not self.alerts.snoozed(incident):
-            await self.alerts.alert(session, incident)
+            await self.alerts.alert(session, incident, gather=True)
             if outcome.reopens:
                 await self.alerts.reply(session, incident, watch_messages.failed_again())
 
@@ -232,7 +232,7 @@ class IncidentService:
         root.updated_at = self.clock()
         await session.flush()
         if not self.alerts.snoozed(root):
-            await self.alerts.alert(session, root)
+            await self.alerts.alert(session, root, gather=True)
 
     async def _grouped_replies(self, batch: _Batch) -> None:
         """ONE reply per root in its alert's thread, edited in place as more failures join
@@ -271,12 +271,12 @@ class IncidentService:
             if not outcome.resolves:  # more intervals of the outage still to succeed
                 await session.flush()
                 if incident.root_id is None and not self.alerts.snoozed(incident):
-                    await self.alerts.alert(session, incident)
+                    await self.alerts.alert(session, incident, gather=True)
                 return
             store.move(incident, IncidentState.RESOLVED, now=self.clock())
             await session.flush()
             if incident.root_id is None:
-                await self.alerts.alert(session, incident)
+                await self.alerts.alert(session, incident, gather=True)
                 if await self.alerts.backfill_told_it(session, incident):
                     return  # its backfill's summary in the thread said so already
                 interval = outage_words(incident)
@@ -331,7 +331,7 @@ class IncidentService:
             incident.impact = impact.to_json()
             incident.updated_at = self.clock()
             await session.flush()
-            await self.alerts.alert(session, incident)
+            await self.alerts.alert(session, incident, gather=True)
             mentions = self.alerts.mentions(incident, impact)
             if mentions and not self.alerts.snoozed(incident):
                 reply = watch_messages.impact_known(len(impact.downstream), mentions)

@@ -62,7 +62,6 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.clients.marquez import MarquezClient
@@ -70,7 +69,8 @@ from bot.config import Watch
 from bot.domain.late_window import LateState, Plan, changed_leaves, plan
 from bot.services.feed import Batch, FeedReader
 from bot.services.ingest import ParsedEvent, store_events
-from bot.store.watch_models import EventSource, RunEvent
+from bot.store import run_events
+from bot.store.watch_models import EventSource
 
 __all__ = ["LEAF_MAX_PAGES", "LateSweep", "SweepRun", "describe_found", "store_late"]
 
@@ -187,12 +187,7 @@ async def store_late(
             continue
         # What the bucket already had in run_events, to say which events were late.
         lo, hi = min(e.event_time for e in events), max(e.event_time for e in events)
-        rows = await session.execute(
-            select(RunEvent.run_id, RunEvent.event_type, RunEvent.event_time).where(
-                RunEvent.event_time >= lo, RunEvent.event_time <= hi
-            )
-        )
-        known = {tuple(row) for row in rows}
+        known = await run_events.keys_between(session, lo, hi)
         late += [e for e in events if e.key not in known]
     new = await store_events(
         session, late, source=EventSource.MARQUEZ, received_at=now, resolved=resolved

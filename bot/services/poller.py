@@ -34,9 +34,6 @@ from typing import Any
 
 import aiohttp
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
-from sqlalchemy import select, update
-from sqlalchemy.dialects.postgresql import insert as postgresql_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot import messages
@@ -46,9 +43,10 @@ from bot.messages.ops import describe_duration
 from bot.services.feed import MAX_PAGES, Batch, FeedReader
 from bot.services.ingest import ParsedEvent, store_events
 from bot.services.late_sweep import LateSweep, SweepRun, store_late
+from bot.store import cursors
 from bot.store.models import utcnow
 from bot.store.outbox import enqueue
-from bot.store.watch_models import EventSource, WatchCursor
+from bot.store.watch_models import EventSource
 
 __all__ = [
     "FETCH_TIMEOUT_S",
@@ -65,7 +63,6 @@ MAX_BACKOFF_S = 300.0
 FETCH_TIMEOUT_S = 120.0
 """One poll's reads (the sweep's included) must finish within this, however slow Marquez is."""
 _FAILURES = (MarquezError, TimeoutError, aiohttp.ClientError)
-_ERROR_MAX = 500  # watch_cursors.last_error
 
 
 class MarquezPoller:
@@ -188,37 +185,15 @@ class MarquezPoller:
     async def _position(self, now: datetime) -> tuple[datetime, object]:
         """The cursor and the sweep's counts; the first poll ever starts at `start_from`, else
         `lookback_s` before boot."""
-        query = select(WatchCursor.position, WatchCursor.late_counts).where(
-            WatchCursor.name == self._name
-        )
         async with self._sessions.begin() as session:
-            row = (await session.execute(query)).one_or_none()
-            if row is None:
-                await self._create_cursor(session, now)
-                row = (await session.execute(query)).one()
-        return row.position, row.late_counts
+            cursor = await cursors.read(session, self._name, start=self._start(), now=now)
+        return cursor.position, cursor.late_counts
 
     def _start(self) -> datetime:
         start = self._watch.start_from
         if start is None:
             return self._boot - timedelta(seconds=self._watch.lookback_s)
         return start if start.tzinfo is not None else start.replace(tzinfo=UTC)
-
-    async def _create_cursor(self, session: AsyncSession, now: datetime) -> None:
-        dialect = session.get_bind().dialect.name
-        insert: Any = postgresql_insert if dialect == "postgresql" else sqlite_insert
-        await session.execute(
-            insert(WatchCursor)
-            .values(
-                name=self._name,
-                position=self._start(),
-                reachable=True,
-                failures=0,
-                last_error=None,
-                updated_at=now,
-            )
-            .on_conflict_do_nothing(index_elements=["name"])
-        )
 
     async def _commit(
         self,
@@ -232,21 +207,7 @@ class MarquezPoller:
         announce a recovery. Returns how many events were new, and the events as stored."""
         stored: list[ParsedEvent] = []
         async with self._sessions.begin() as session:
-            # The first statement writes, so the row (SQLite: the database) is ours until
-            # commit; `updated_at` is when the position or reachability last changed.
-            row = (
-                await session.execute(
-                    update(WatchCursor)
-                    .where(WatchCursor.name == self._name)
-                    .values(failures=0, last_error=None)
-                    .returning(
-                        WatchCursor.position,
-                        WatchCursor.reachable,
-                        WatchCursor.updated_at,
-                        WatchCursor.late_counts,
-                    )
-                )
-            ).one()
+            row = await cursors.lock_for_commit(session, self._name)
             fresh = [event for event in batch.events if event.key not in self._stored]
             new = await store_events(
                 session, fresh, source=EventSource.MARQUEZ, received_at=now, resolved=stored
@@ -268,9 +229,7 @@ class MarquezPoller:
                     ),
                 )
             if changes:
-                await session.execute(
-                    update(WatchCursor).where(WatchCursor.name == self._name).values(**changes)
-                )
+                await cursors.change(session, self._name, **changes)
         self._remember(batch.events, read_from)
         if batch.skipped:
             logger.info("Marquez poll: %d events skipped as unusable", batch.skipped)
@@ -292,18 +251,7 @@ class MarquezPoller:
         self._next_try = now + timedelta(seconds=delay)
         logger.warning("Marquez poll failed (%s); next try in %.0fs", reason, delay)
         async with self._sessions.begin() as session:
-            reachable = await session.scalar(
-                update(WatchCursor)
-                .where(WatchCursor.name == self._name)
-                .values(failures=WatchCursor.failures + 1, last_error=reason[:_ERROR_MAX])
-                .returning(WatchCursor.reachable)
-            )
-            if reachable:
-                await session.execute(
-                    update(WatchCursor)
-                    .where(WatchCursor.name == self._name)
-                    .values(reachable=False, updated_at=now)
-                )
+            if await cursors.record_failure(session, self._name, reason, now=now):
                 await self._notice(
                     session, messages.ops.unreachable(reason, position - self._overlap)
                 )

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -23,7 +22,7 @@ from bot.domain.model import DagRef, Interval
 from bot.domain.sla import Miss, RunFacts, misses
 from bot.services.backfills import PlannerFactory, Reply
 from bot.services.links import Links
-from bot.store import incidents, outbox, repository
+from bot.store import incidents, outbox, repository, run_events, sla_misses
 from bot.store.models import utcnow
 from bot.store.watch_models import RunEvent, SlaMiss
 
@@ -82,16 +81,7 @@ class SlaService:
         """Find and notify new misses as of now; returns how many were notified."""
         now = self.clock()
         async with self.sessions() as session:
-            events = list(
-                await session.scalars(
-                    select(RunEvent)
-                    # DAG-level events only: a task's events describe part of a run
-                    .where(
-                        RunEvent.event_time >= now - HISTORY, RunEvent.job_name == RunEvent.dag_id
-                    )
-                    .order_by(RunEvent.id)
-                )
-            )
+            events = await run_events.dag_events_since(session, now - HISTORY)
         notified = 0
         for dag, runs in history(events).items():
             rule = self.config.sla_for(dag)
@@ -113,15 +103,7 @@ class SlaService:
 
     async def _known(self, dag: DagRef, miss: Miss) -> bool:
         async with self.sessions() as session:
-            return (
-                await session.scalar(
-                    select(SlaMiss.id).where(
-                        SlaMiss.namespace == dag.namespace,
-                        SlaMiss.dag_id == dag.dag_id,
-                        SlaMiss.interval_key == miss.interval.start.isoformat(),
-                    )
-                )
-            ) is not None
+            return await sla_misses.exists(session, dag, miss.interval.start.isoformat())
 
     async def _reports(self, dag: DagRef) -> list[tuple[str, str]]:
         """(report name, team) of the reports fed by this DAG or anything downstream of it."""

@@ -32,11 +32,14 @@ async def enqueue(
     user: str | None = None,
     incident_id: str | None = None,
     edit_key: str | None = None,
+    gather_s: float = 0.0,
 ) -> OutboxMessage:
     """Owe Slack one message. `payload` holds the method's arguments besides channel/ts/user.
 
     Rows of one parent (request or incident) with the same `edit_key` are one Slack message:
     the first posts it, each later one edits it in place with its own (newest) content.
+    A row with `gather_s` waits that long before it is due, so that what comes soon after it
+    (see `absorb`) goes out with it as one call; it does not hold its channel meanwhile.
     """
     parented = (OutboxRole.STATUS, OutboxRole.THREAD, OutboxRole.STATUS_UPDATE)
     if role in parented and not (request_id or incident_id):
@@ -59,6 +62,9 @@ async def enqueue(
         user=user,
         edit_key=edit_key,
     )
+    if gather_s > 0:
+        message.next_attempt_at = utcnow() + timedelta(seconds=gather_s)
+        message.error = GATHERING
     session.add(message)
     await session.flush()
     return message
@@ -66,7 +72,49 @@ async def enqueue(
 
 WAITING_FOR_PARENT = "waiting for the status message"
 WAITING_FOR_FIRST_POST = "waiting for the first post of its edit key"
-_WAITS = (WAITING_FOR_PARENT, WAITING_FOR_FIRST_POST)
+GATHERING = "gathering what comes soon after it"
+_WAITS = (WAITING_FOR_PARENT, WAITING_FOR_FIRST_POST, GATHERING)
+
+
+async def absorb(session: AsyncSession, *, incident_id: str, payload: Mapping[str, Any]) -> bool:
+    """Give the incident's alert row that is still gathering (its post, else its edit) this
+    newer content, so a burst of changes is one Slack call. False when there is none: it went,
+    or a sender has claimed it (a claim clears `error`), and the caller owes an edit instead.
+
+    The row's due time moves by a millisecond, so a sender holding the row as it was read
+    before this update fails to claim it and reads it again."""
+    row = (
+        await session.execute(
+            select(OutboxMessage.id, OutboxMessage.next_attempt_at)
+            .where(
+                OutboxMessage.incident_id == incident_id,
+                OutboxMessage.role.in_((OutboxRole.STATUS, OutboxRole.STATUS_UPDATE)),
+                OutboxMessage.state == OutboxState.PENDING,
+                OutboxMessage.error == GATHERING,
+            )
+            .order_by(OutboxMessage.id.desc())
+            .limit(1)
+        )
+    ).one_or_none()
+    if row is None:
+        return False
+    result = await session.execute(
+        update(OutboxMessage)
+        .where(
+            OutboxMessage.id == row[0],
+            OutboxMessage.state == OutboxState.PENDING,
+            OutboxMessage.error == GATHERING,
+            OutboxMessage.next_attempt_at == row[1],
+        )
+        .values(
+            payload=dict(payload),
+            next_attempt_at=row[1] + timedelta(milliseconds=1),
+            updated_at=utcnow(),
+        )
+        .execution_options(synchronize_session=False)
+    )
+    assert isinstance(result, CursorResult)
+    return result.rowcount == 1
 
 
 async def due(session: AsyncSession, *, now: datetime, limit: int = 50) -> list[OutboxMessage]:
@@ -100,8 +148,9 @@ async def due(session: AsyncSession, *, now: datetime, limit: int = 50) -> list[
 
 async def superseded(session: AsyncSession, message: OutboxMessage) -> bool:
     """Whether a later row owes the same Slack message's newer content, so this one is stale:
-    a later edit of the same status message, or a later row of the same edit key. The row
-    that posts a key's message is never stale (there would be nothing to edit)."""
+    a later edit of the same status message, or a later row of the same edit key, pending or
+    already sent (an edit made at once overtakes an older one still gathering). The row that
+    posts a key's message is never stale (there would be nothing to edit)."""
     if message.edit_key is not None:
         if not await _key_started(session, message):
             return False
@@ -115,7 +164,7 @@ async def superseded(session: AsyncSession, message: OutboxMessage) -> bool:
         .where(
             _same_parent(message),
             same,
-            OutboxMessage.state == OutboxState.PENDING,
+            OutboxMessage.state.in_((OutboxState.PENDING, OutboxState.SENT)),
             OutboxMessage.id > message.id,
         )
         .limit(1)

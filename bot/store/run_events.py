@@ -25,7 +25,7 @@ from bot.domain.events import ParsedEvent
 from bot.store.models import utcnow
 from bot.store.watch_models import EventSource, RunEvent
 
-__all__ = ["store_events"]
+__all__ = ["dag_events_since", "keys_between", "store_events"]
 
 # ParsedEvent fields that run_events does not hold
 _NOT_COLUMNS = ("inputs", "outputs", "parent_run_id")
@@ -255,3 +255,26 @@ def _chunks(values: list[str]) -> Iterable[list[str]]:
     """Bounded IN lists (bind-parameter limits)."""
     for first in range(0, len(values), _LOOKUP):
         yield values[first : first + _LOOKUP]
+
+
+async def dag_events_since(session: AsyncSession, since: datetime) -> list[RunEvent]:
+    """DAG-level events (a task's events describe part of a run) from `since` on, in the
+    order they were stored."""
+    rows = await session.scalars(
+        select(RunEvent)
+        .where(RunEvent.event_time >= since, RunEvent.job_name == RunEvent.dag_id)
+        .order_by(RunEvent.id)
+    )
+    return list(rows)
+
+
+async def keys_between(
+    session: AsyncSession, lo: datetime, hi: datetime
+) -> set[tuple[str, str, datetime]]:
+    """(run id, event type, event time) of the stored events whose time is in [lo, hi]."""
+    rows = await session.execute(
+        select(RunEvent.run_id, RunEvent.event_type, RunEvent.event_time).where(
+            RunEvent.event_time >= lo, RunEvent.event_time <= hi
+        )
+    )
+    return {(row[0], row[1], row[2]) for row in rows}

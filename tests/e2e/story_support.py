@@ -115,15 +115,17 @@ def run_event(kind: str, day: datetime, *, dag: str = "example.etl_orders", **mo
     }
 
 
-async def post_events(bot: Bot, events: list[Mapping[str, Any]]) -> None:
-    """POST events to the bot's receiver, then let it alert."""
+async def post_events(bot: Bot, events: list[Mapping[str, Any]], *, settle: bool = True) -> None:
+    """POST events to the bot's receiver and let it alert (`settle`: and wait until Slack has
+    everything it was owed, gathered alerts and edits included)."""
     async with aiohttp.ClientSession() as http:
         for body in events:
             async with http.post(f"{bot.url}/api/v1/lineage", json=body) as reply:
                 assert reply.status == 201, await reply.text()
     while await bot.services.incidents.process():
         pass
-    await bot.settle()
+    if settle:
+        await bot.settle()
 
 
 def alerts(bot: Bot, channel: str = ORDERS) -> list[Any]:

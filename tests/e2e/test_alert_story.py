@@ -59,6 +59,7 @@ async def test_three_failed_days_one_click_every_team_told_resolved(
         await post_events(bot, [run_event("FAIL", day) for day in DAYS])
 
         [alert] = alerts(bot)
+        assert alert.edited is None, "days arriving together are one post, not a post and edits"
         text = shown(alert)
         assert "2021-06-04 to 2021-06-06" in text
         assert f"*Proposed backfill:* {PLANNED_DAGS} DAGs · about 21 runs" in text
@@ -92,7 +93,10 @@ async def test_three_failed_days_one_click_every_team_told_resolved(
         assert "example.etl_delivery_7_days" in bot.slack.state.messages(LOGISTICS)[0].text
 
         # Airflow's reruns report success: the alert resolves and names the backfill
+        before = len(bot.slack.state.calls)
         await post_events(bot, [run_event("COMPLETE", day) for day in DAYS])
+        edits = [c for c in bot.slack.state.calls[before:] if c.method == "chat.update"]
+        assert len(edits) == 1, "three successes arriving together are one edit"
         [alert] = alerts(bot)
         assert "now resolved" in alert.text
         assert f"Backfill `{request.id}` succeeded" in shown(alert)
@@ -118,6 +122,23 @@ async def test_a_root_that_recovers_on_its_own_offers_backfill_downstream(
         assert len(dags) == PLANNED_DAGS - 1
         [alert] = alerts(bot)
         assert ActionId.INCIDENT_DOWNSTREAM not in buttons(alert)
+
+
+async def test_a_click_while_the_watchers_edit_gathers_is_not_undone_by_it(
+    tmp_path: Path, food_delivery_marquez: StandInServer
+) -> None:
+    async with story_bot(tmp_path, food_delivery_marquez, story_config()) as (bot, _):
+        await post_events(bot, [run_event("FAIL", DAYS[0])])
+        [alert] = alerts(bot)
+        # the next day fails: its edit of the alert gathers for watch.group_wait_s ...
+        await post_events(bot, [run_event("FAIL", DAYS[1])], settle=False)
+        # ... and an Acknowledge edits the alert at once, with the second day in it
+        await click(bot, alert, ActionId.INCIDENT_ACK, BOB)
+        await eventually(lambda: "is on it" in shown(alerts(bot)[0]))
+        await bot.settle()  # the gathered edit comes due: it is older, so it is not sent
+        [alert] = alerts(bot)
+        assert f"<@{BOB}> is on it" in shown(alert)
+        assert "2021-06-04 to 2021-06-05" in alert.text
 
 
 async def test_acknowledge_and_snooze_show_in_the_alert_and_snooze_can_be_undone(

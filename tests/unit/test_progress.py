@@ -129,8 +129,10 @@ def test_a_base_longer_than_the_share_of_age_wins() -> None:
     assert report_gap(timedelta(hours=24), 3600) == timedelta(hours=1)
 
 
-def test_the_first_report_goes_at_once() -> None:
-    assert report_due(now=T0, started=T0, last=None, base_s=5)
+def test_the_first_report_waits_the_base_gap_after_the_start() -> None:
+    assert not report_due(now=T0 + timedelta(seconds=4), started=T0, last=None, base_s=5)
+    assert report_due(now=T0 + timedelta(seconds=5), started=T0, last=None, base_s=5)
+    assert report_due(now=T0, started=None, last=None, base_s=5)  # nothing to wait from
 
 
 def test_a_report_waits_for_the_gap_of_the_backfills_age() -> None:
