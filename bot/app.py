@@ -14,7 +14,6 @@ from functools import partial
 
 from aiohttp import web
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
-from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
@@ -32,6 +31,8 @@ from bot.executors.backends import Backend
 from bot.executors.manual import ManualExecutor
 from bot.executors.runner import Runner
 from bot.executors.spark import SparkBackend
+from bot.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from bot.metrics import Metrics
 from bot.receiver import add_receiver
 from bot.services.access import SlackGroups
 from bot.services.backfill_retry import RetryService
@@ -48,6 +49,7 @@ from bot.services.poller import MarquezPoller
 from bot.services.reconcile import Reconciler
 from bot.services.sla import SlaService
 from bot.settings import Settings
+from bot.slack_http import SlackEvents
 from bot.store.db import make_engine, session_factory, upgrade
 from bot.store.models import BackfillRequest
 from bot.worker import Worker
@@ -125,6 +127,7 @@ def build_services(settings: Settings, config: BotConfig, slack: AsyncWebClient)
         groups=groups,
         wake_sender=sender.wake,
     )
+    metrics = Metrics()
     incidents = IncidentService(
         sessions,
         config,
@@ -132,6 +135,7 @@ def build_services(settings: Settings, config: BotConfig, slack: AsyncWebClient)
         marquez_web_url=config.watch.marquez_web_url or settings.marquez_url,
         wake_sender=sender.wake,
         airflow_ui=airflow_ui(settings, config, runner),
+        metrics=metrics,
     )
     incident_actions = IncidentActions(
         sessions, incidents.alerts, backfills, wake_sender=sender.wake
@@ -155,7 +159,7 @@ def build_services(settings: Settings, config: BotConfig, slack: AsyncWebClient)
     )
     return Services(
         settings, config, engine, sessions, slack, sender, backfills, incidents,
-        incident_actions, home, poller, sla, retries, runner, reconciler,
+        incident_actions, home, poller, sla, retries, metrics, runner, reconciler,
     )  # fmt: skip
 
 
@@ -239,13 +243,14 @@ def _is_scheduler_job(task: asyncio.Task[object]) -> bool:
 def create_web_app(bolt: AsyncApp, services: Services) -> web.Application:
     """`POST /slack/events` for commands, interactivity and events; `GET /healthz`."""
 
-    async def slack_events(request: web.Request) -> web.Response:
-        bolt_request = await to_bolt_request(request)
-        bolt_response = await bolt.async_dispatch(bolt_request)
-        return await to_aiohttp_response(bolt_response)
-
     async def healthz(_: web.Request) -> web.Response:
         return web.json_response({"ok": True})
+
+    async def metrics(_: web.Request) -> web.Response:
+        await services.metrics.refresh(services.sessions)
+        return web.Response(
+            body=services.metrics.exposition(), headers={"Content-Type": METRICS_CONTENT_TYPE}
+        )
 
     async def resume_approved() -> None:
         resumed = await services.backfills.resume()
@@ -308,10 +313,13 @@ def create_web_app(bolt: AsyncApp, services: Services) -> web.Application:
         await services.engine.dispose()
 
     app = web.Application()
-    if services.settings.slack_signing_secret is not None:
+    secret = services.settings.slack_signing_secret
+    if secret is not None:
         # Without a secret (Socket Mode) nothing could tell Slack's requests from forgeries.
-        app.router.add_post("/slack/events", slack_events)
+        slack_events = SlackEvents(bolt, secret.get_secret_value())
+        app.router.add_post("/slack/events", slack_events.handle)
     app.router.add_get("/healthz", healthz)
+    app.router.add_get("/metrics", metrics)
     key = services.settings.openlineage_api_key
     add_receiver(
         app,

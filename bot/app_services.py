@@ -10,6 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from bot.clients.slack_sender import OutboxSender
 from bot.config import BotConfig
 from bot.executors.runner import Runner
+from bot.metrics import Metrics
 from bot.services.backfill_retry import RetryService
 from bot.services.backfills import BackfillService
 from bot.services.home import HomeService
@@ -36,6 +37,7 @@ class Services:
     poller: MarquezPoller
     sla: SlaService
     retries: RetryService
+    metrics: Metrics
     runner: Runner | None = None
     """The step runner, unless backfills are run by hand (BOT_EXECUTOR=manual)."""
     reconciler: Reconciler | None = None

@@ -172,10 +172,10 @@ def _run(args: argparse.Namespace) -> str | None:
         return None
     settings = _settings(args)
     if args.command == "db":
-        from bot.store.db import upgrade
+        from bot.store.db import describe_url, upgrade
 
         upgrade(settings.database_url)
-        return f"Database at {settings.database_url} is at the latest migration."
+        return f"Database at {describe_url(settings.database_url)} is at the latest migration."
     config = _config(settings)
     if args.command == "plan":
         return asyncio.run(_plan(args, settings, config))
@@ -204,6 +204,11 @@ def _run(args: argparse.Namespace) -> str | None:
 
 
 def _fail(message: str, code: int) -> NoReturn:
+    database = os.environ.get("DATABASE_URL")
+    if database:  # whatever raised it, the error line never shows the database password
+        from bot.store.db import redact
+
+        message = redact(message, database)
     print(f"backfill-bot: error: {message}", file=sys.stderr)
     sys.exit(code)
 
@@ -236,6 +241,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     except Exception as exc:  # the promise is one clear line, never a traceback
         if args.debug:
             traceback.print_exc()
+        from bot.store.db import DatabaseError
+
+        if isinstance(exc, DatabaseError):  # one line, naming the database without its password
+            _fail(str(exc), 1)
         _fail(f"unexpected {type(exc).__name__}: {exc} (rerun with --debug for details)", 1)
     if output is not None:
         sys.stdout.write(output if output.endswith("\n") else output + "\n")

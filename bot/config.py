@@ -204,6 +204,10 @@ class Watch(_Strict):
     """An alert, and each edit the watcher makes to it, waits this long and takes in what
     changes meanwhile (Alertmanager's group_wait): events arriving together make one Slack
     call. Edits from a click go at once; 0 sends everything at once."""
+    snooze: Literal["owners", "anyone_in_channel"] = "owners"
+    """Who may Snooze and Unsnooze an alert: `owners`, whoever may approve a backfill of its DAG
+    (its owning teams' members, the configured approvers); `anyone_in_channel`, anyone who can
+    click in the alert's channel."""
 
     @model_validator(mode="after")
     def _bounded_sweep(self) -> Watch:

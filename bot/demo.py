@@ -26,6 +26,7 @@ from bot.standins.marquez import running_standin
 from bot.standins.slack import SlackStandIn, running_slack_standin
 from bot.standins.slack_transcript import render
 from bot.store import execution, repository
+from bot.store.db import describe_url
 from bot.store.models import RequestState
 
 EXAMPLE_CONFIG = Path(__file__).resolve().parent.parent / "examples" / "bot-config.yml"
@@ -164,7 +165,7 @@ async def running_demo(
         slack.set_events_url(f"http://127.0.0.1:{port}/slack/events")
         out(
             f"Marquez stand-in {marquez.url} · Slack stand-in {slack.url} · "
-            f"backfill-bot http://127.0.0.1:{port} · database {database}"
+            f"backfill-bot http://127.0.0.1:{port} · database {describe_url(database)}"
         )
         try:
             yield Conversation(slack, services, out)

@@ -28,7 +28,7 @@ class Settings(BaseSettings):
     marquez_api_key: SecretStr | None = None
     marquez_namespace: str | None = None
     marquez_timeout_s: float = Field(default=10.0, gt=0, le=300)
-    database_url: str = DEFAULT_DATABASE_URL
+    database_url: str = Field(default=DEFAULT_DATABASE_URL, repr=False)  # may hold a password
     bot_config: Path | None = None
     slack_bot_token: SecretStr | None = None
     slack_signing_secret: SecretStr | None = None
@@ -100,12 +100,24 @@ class Settings(BaseSettings):
     @field_validator("database_url")
     @classmethod
     def _database_url(cls, value: str) -> str:
+        # Messages show the URL through describe_url only: it may carry a password.
+        from sqlalchemy.engine import make_url
+
+        from bot.store.db import describe_url
+
         supported = ("sqlite:", "sqlite+aiosqlite:", "postgres://", "postgresql")
         if not value.startswith(supported):
             raise ValueError(
-                f"'{value}' is not supported; use sqlite:///path/to/file.db or "
+                f"'{describe_url(value)}' is not supported; use sqlite:///path/to/file.db or "
                 "postgresql://user@host:5432/dbname"
             )
+        try:
+            make_url(value)
+        except Exception:  # its text may quote the password (e.g. as a port that is no number)
+            raise ValueError(
+                f"'{describe_url(value)}' is not a valid URL (is the port a number, and are "
+                "'@', ':' and '/' in the user or password %-encoded?)"
+            ) from None
         return value
 
     @field_validator("bot_config")

@@ -23,10 +23,13 @@ SECTION_FIELDS = 10
 FIELD_TEXT = 2000
 HEADER_TEXT = 150
 CONTEXT_ELEMENTS = 10
+CONTEXT_TEXT = 2000  # each text element of a context block
 ACTIONS_ELEMENTS = 25
 BUTTON_TEXT = 75
 BUTTON_VALUE = 2000
 BUTTON_URL = 3000
+OPTION_TEXT = 75  # an option of a select menu or an overflow menu
+OPTION_VALUE = 150
 ID_LENGTH = 255  # action_id, block_id, callback_id
 CONFIRM_TITLE = 100
 CONFIRM_TEXT = 300
@@ -126,6 +129,10 @@ def _check_blocks(problems: list[str], blocks: list[Any]) -> None:
         elif kind == "context":
             elements = block.get("elements", [])
             _at_most(problems, f"{where}.elements", len(elements), CONTEXT_ELEMENTS, unit="items")
+            for n, element in enumerate(elements):
+                if isinstance(element, Mapping) and element.get("type") != "image":
+                    size = len(_text(element))
+                    _at_most(problems, f"{where}.elements[{n}].text", size, CONTEXT_TEXT)
         elif kind == "actions":
             elements = block.get("elements", [])
             _at_most(problems, f"{where}.elements", len(elements), ACTIONS_ELEMENTS, unit="items")
@@ -150,6 +157,10 @@ def _check_element(problems: list[str], where: str, element: Mapping[str, Any]) 
         _at_most(problems, f"{where}.text", len(_text(element.get("text"))), BUTTON_TEXT)
         _at_most(problems, f"{where}.value", len(element.get("value", "")), BUTTON_VALUE)
         _at_most(problems, f"{where}.url", len(element.get("url", "")), BUTTON_URL)
+    for n, option in enumerate(element.get("options") or []):
+        here = f"{where}.options[{n}]"
+        _at_most(problems, f"{here}.text", len(_text(option.get("text"))), OPTION_TEXT)
+        _at_most(problems, f"{here}.value", len(option.get("value", "")), OPTION_VALUE)
     confirm = element.get("confirm")
     if confirm is not None:
         here = f"{where}.confirm"

@@ -1,7 +1,7 @@
 """Buttons: Approve, Cancel, Retry, Show full plan (a request id each), and an incident alert's
 Approve backfill, Review plan, Backfill downstream, Acknowledge, Snooze, Unsnooze, the older
 Backfill, and its links (an incident id each). Services reload what the id names on every
-click."""
+click, and act only if it belongs to the channel the click came from (passed as `channel`)."""
 
 from __future__ import annotations
 
@@ -22,9 +22,14 @@ logger = logging.getLogger(__name__)
 Listener = Callable[[AsyncAck, dict[str, Any], AsyncRespond], Coroutine[Any, Any, None]]
 
 
-def _clicked(body: dict[str, Any]) -> tuple[str, str]:
+def _clicked(body: dict[str, Any]) -> tuple[str, str, str]:
+    """(the button's value, who clicked, the channel of the message clicked; "" if none)."""
     actions = body.get("actions") or [{}]
-    return str(actions[0].get("value") or ""), str((body.get("user") or {}).get("id") or "")
+    value = str(actions[0].get("value") or "")
+    user = str((body.get("user") or {}).get("id") or "")
+    container = body.get("container") or {}
+    channel = str((body.get("channel") or {}).get("id") or container.get("channel_id") or "")
+    return value, user, channel
 
 
 async def _say_failed(respond: AsyncRespond) -> None:
@@ -40,9 +45,9 @@ def register(app: AsyncApp, services: Services) -> None:
     async def decide(
         decision: Callable[..., Awaitable[Reply]], body: dict[str, Any], respond: AsyncRespond
     ) -> None:
-        request_id, user = _clicked(body)
+        value, user, channel = _clicked(body)
         try:
-            reply = await decision(request_id, user=user)
+            reply = await decision(value, user=user, channel=channel)
         except Exception:
             await _say_failed(respond)
             return
@@ -78,9 +83,9 @@ def register(app: AsyncApp, services: Services) -> None:
         ack: AsyncAck, body: dict[str, Any], client: AsyncWebClient, respond: AsyncRespond
     ) -> None:
         await ack()
-        incident_id, user = _clicked(body)
+        incident_id, user, channel = _clicked(body)
         try:
-            plan = await services.incident_actions.review(incident_id, user=user)
+            plan = await services.incident_actions.review(incident_id, user=user, channel=channel)
             if isinstance(plan, Reply):
                 await respond(response_type="ephemeral", replace_original=False, **plan.payload)
                 return
@@ -93,10 +98,9 @@ def register(app: AsyncApp, services: Services) -> None:
     async def acknowledge_sla(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
         await ack()
         message: dict[str, Any] = body.get("message") or {}
-        channel = str((body.get("channel") or {}).get("id") or "")
         ts = str(message.get("ts") or (body.get("container") or {}).get("message_ts") or "")
-        acknowledge = partial(services.sla.acknowledge, channel=channel, ts=ts, message=message)
-        await decide(acknowledge, body, respond)
+        acknowledge = partial(services.sla.acknowledge, ts=ts, message=message)
+        await decide(acknowledge, body, respond)  # the channel is the clicked notice's
 
     @app.action(ActionId.INCIDENT_MARQUEZ)
     @app.action(ActionId.SLA_AIRFLOW)
@@ -111,15 +115,12 @@ def register(app: AsyncApp, services: Services) -> None:
         ack: AsyncAck, body: dict[str, Any], client: AsyncWebClient, respond: AsyncRespond
     ) -> None:
         await ack()
-        request_id, _ = _clicked(body)
-        plan = await services.backfills.plan_of(request_id)
-        if plan is None:
-            text = f"Backfill {request_id} does not exist."
-            await respond(
-                response_type="ephemeral", replace_original=False, **messages.action_result(text)
-            )
-            return
+        request_id, user, channel = _clicked(body)
         try:
+            plan = await services.backfills.show_plan(request_id, user=user, channel=channel)
+            if isinstance(plan, Reply):
+                await respond(response_type="ephemeral", replace_original=False, **plan.payload)
+                return
             view = messages.plan_modal(plan, request_id=request_id)
             await client.views_open(trigger_id=body["trigger_id"], view=view)
         except Exception:

@@ -48,7 +48,9 @@ def register(app: AsyncApp, services: Services) -> None:
                 )
             else:
                 assert isinstance(parsed, CancelCommand)
-                reply = await services.backfills.cancel(parsed.request_id, user=user)
+                reply = await services.backfills.cancel(
+                    parsed.request_id, user=user, channel=channel, command=True
+                )
         except Exception:
             logger.exception("/backfill %r failed", command.get("text"))
             reply_payload = messages.refusal(

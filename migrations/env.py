@@ -15,7 +15,7 @@ from alembic import context
 from alembic.autogenerate.api import AutogenContext
 from sqlalchemy import create_engine, pool
 
-from bot.store.db import ensure_sqlite_directory, sync_url
+from bot.store.db import ensure_sqlite_directory, reported, sync_url
 from bot.store.models import Base, UTCDateTime
 
 config = context.config
@@ -68,7 +68,11 @@ def run_migrations_online() -> None:
     ensure_sqlite_directory(url)
     engine = create_engine(url, poolclass=pool.NullPool)
     try:
-        with engine.connect() as connection:
+        # A refused or failed connection is one line naming the database without its password
+        # (also for the alembic CLI, which would print SQLAlchemy's text as it is).
+        with reported(url, "connect to the database"):
+            connection = engine.connect()
+        with connection:
             context.configure(
                 connection=connection,
                 target_metadata=target_metadata,

@@ -11,6 +11,8 @@
   marked completed at once, so a new one can start while they are still running.
 - An invalid or expired token gets 403 "Invalid JWT token" (401 only when none is sent); either
   renews the token once.
+- Wrong credentials get 401 from `POST /auth/token`; they are not tried again for
+  `login_retry_s` (see `bot.clients.airflow_http`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from bot.clients.airflow_models import (
     DagInfo,
     DagRunInfo,
     Parser,
+    error_detail,
 )
 from bot.clients.http import RetryPolicy
 
@@ -74,7 +77,8 @@ def _check_backfill_args(reprocess_behavior: str, max_active_runs: int) -> None:
 class Airflow3Client(AirflowHttp):
     """Airflow 3 REST API (`/api/v2`) with a JWT from `POST /auth/token`.
 
-    The token is fetched on first use and renewed once when Airflow refuses it (401/403).
+    The token is fetched on first use and renewed once when Airflow refuses it (401/403). A
+    refused login is not tried again for `login_retry_s`.
     Use as `async with Airflow3Client(url, user, password) as airflow:`.
     """
 
@@ -102,7 +106,13 @@ class Airflow3Client(AirflowHttp):
             return None
         async with self._token_lock:
             if self._token is None:
-                self._token = await self._fetch_token()
+                self._check_login()
+                try:
+                    self._token = await self._fetch_token()
+                except AirflowAuthError as exc:
+                    self._login_refused(exc)
+                    raise
+                self._login_accepted()
             return f"Bearer {self._token}"
 
     async def _renew_auth(self, used: str | None) -> None:
@@ -112,17 +122,16 @@ class Airflow3Client(AirflowHttp):
 
     async def _fetch_token(self) -> str:
         body = {"username": self._username, "password": self._password or ""}
-        try:
-            reply = await self._request(
-                "POST", "/auth/token", body=body, retry_safe=True, auth=False
-            )
-        except AirflowAuthError as exc:
+        endpoint = "POST /auth/token"
+        status, reason, raw = await self._send("POST", "/auth/token", (), body, True, None)
+        if status in (401, 403):
             raise AirflowAuthError(
                 f"Airflow at {self.base_url} refused the login of {self._username!r}: "
-                f"check AIRFLOW_USERNAME and AIRFLOW_PASSWORD ({exc.detail})",
-                status=exc.status,
-                endpoint=exc.endpoint,
-            ) from exc
+                f"{error_detail(raw, reason)}; check AIRFLOW_USERNAME and AIRFLOW_PASSWORD",
+                status=status,
+                endpoint=endpoint,
+            )
+        reply = self._decode(endpoint, status, reason, raw, authenticated=False)
         return reply.parse.str_(reply.parse.obj(reply.data), "access_token")
 
     async def version(self) -> str:
@@ -279,6 +288,8 @@ async def connect_airflow(
         await v3.close()
     except AirflowUnavailable as exc:
         await v3.close()
+        if exc.status is not None:  # it answered (5xx, 429): its own words say it all
+            raise
         raise AirflowUnavailable(
             f"Cannot reach Airflow at AIRFLOW_URL={v3.base_url}: {exc.detail}",
             status=exc.status,

@@ -25,6 +25,7 @@ class Airflow2Client(AirflowHttp):
     async def _auth_header(self) -> str | None:
         if self._username is None:
             return None
+        self._check_login()
         pair = f"{self._username}:{self._password or ''}".encode()
         return "Basic " + base64.b64encode(pair).decode("ascii")
 

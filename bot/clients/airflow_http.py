@@ -6,13 +6,16 @@ that may have been processed (timeout or disconnect after sending, 5xx) only whe
 safe to repeat: re-sending a backfill or a dag-run trigger could start it twice, so those report
 `AirflowUnavailable` at once and the caller reconciles by listing. A 401/403 renews the
 credentials once (Airflow 3 tokens) and re-sends: nothing was processed, so that is safe for
-every call.
+every call. Credentials Airflow refused (a login answered 401/403, or basic auth answered 401)
+are not offered again for `login_retry_s`: the calls in between fail at once with the same
+AirflowAuthError, so a wrong password costs one login per interval, not one per request.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -86,6 +89,8 @@ class AirflowHttp(SessionOwner):
 
     #: whether a refused credential can be renewed and the request re-sent (tokens can)
     _renewable_auth = False
+    #: seconds during which credentials Airflow refused are not offered again
+    login_retry_s = 60.0
 
     def __init__(
         self,
@@ -113,6 +118,7 @@ class AirflowHttp(SessionOwner):
         self._owns_session = session is None
         self._closed = False
         self._headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
+        self._refused: tuple[float, AirflowAuthError] | None = None
 
     # --- hooks for the subclasses ----------------------------------------------------------
 
@@ -122,6 +128,28 @@ class AirflowHttp(SessionOwner):
 
     async def _renew_auth(self, used: str | None) -> None:
         """Forget credentials that Airflow refused (`used` is the header that was sent)."""
+
+    # --- refused credentials -----------------------------------------------------------------
+
+    def _login_refused(self, error: AirflowAuthError) -> None:
+        """Airflow refused the credentials themselves: do not offer them for `login_retry_s`."""
+        self._refused = (time.monotonic(), error)
+        logger.warning(
+            "%s; not logging in to Airflow again for %gs", error.detail, self.login_retry_s
+        )
+
+    def _login_accepted(self) -> None:
+        self._refused = None
+
+    def _check_login(self) -> None:
+        """Raise the last refusal again while it is recent (no request is sent)."""
+        if self._refused is None:
+            return
+        at, error = self._refused
+        if time.monotonic() - at >= self.login_retry_s:
+            self._refused = None
+            return
+        raise AirflowAuthError(error.detail, status=error.status, endpoint=error.endpoint)
 
     # --- requests --------------------------------------------------------------------------
 
@@ -147,7 +175,14 @@ class AirflowHttp(SessionOwner):
                 renewed = True
                 await self._renew_auth(header)
                 continue
-            return self._decode(endpoint, status, reason, raw, authenticated=header is not None)
+            try:
+                return self._decode(endpoint, status, reason, raw, authenticated=header is not None)
+            except AirflowAuthError as exc:
+                # Basic auth answered 401: the user or password is wrong (403 is a permission
+                # missing for this call only).
+                if status == 401 and header is not None and not self._renewable_auth:
+                    self._login_refused(exc)
+                raise
 
     def _decode(
         self, endpoint: str, status: int, reason: str | None, raw: bytes, *, authenticated: bool
@@ -168,6 +203,12 @@ class AirflowHttp(SessionOwner):
             )
             raise AirflowAuthError(
                 f"Airflow refused the request: {detail} ({hint})", status=status, endpoint=endpoint
+            )
+        if status == 429:  # a proxy or Airflow's rate limit: it passes, the caller may retry
+            raise AirflowUnavailable(
+                f"Airflow at {self.base_url} is rate-limiting requests: {detail}",
+                status=status,
+                endpoint=endpoint,
             )
         error: type[AirflowError]
         if status == 404:

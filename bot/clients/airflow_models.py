@@ -49,7 +49,8 @@ class AirflowError(Exception):
 
 
 class AirflowUnavailable(AirflowError):
-    """Connection refused, timeout, or 5xx after retries (or a non-retryable call's first try)."""
+    """Connection refused, timeout, or 5xx after retries (or a non-retryable call's first try),
+    or 429 (rate-limited): something that may pass, worth trying again later."""
 
 
 class AirflowAuthError(AirflowError):

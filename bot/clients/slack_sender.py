@@ -21,6 +21,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from bot import messages
 from bot.store import outbox
 from bot.store.models import BackfillRequest, OutboxMessage, OutboxRole, OutboxState, utcnow
 from bot.worker import Worker
@@ -225,12 +226,16 @@ class OutboxSender:
         request = await session.get(BackfillRequest, row.request_id)
         if request is None or request.requester == row.channel:
             return
-        text = (
-            f"I could not post backfill {request.id} ({request.root_dag}) in <#{row.channel}>: "
-            "I am not a member there. Invite me with `/invite @backfill-bot`, or run the "
-            "command in a public channel."
+        text = messages.sentence(
+            "I could not post backfill {} ({}) in {}: I am not a member there. Invite me with "
+            "`/invite @backfill-bot`, or run the command in a public channel.",
+            request.id,
+            messages.code(request.root_dag),
+            messages.channel_mention(row.channel),
         )
-        await outbox.enqueue(session, channel=request.requester, payload={"text": text})
+        await outbox.enqueue(
+            session, channel=request.requester, payload=messages.action_result(text)
+        )
 
     async def _thread_parent(self, row: OutboxMessage) -> tuple[str | None, bool]:
         """(ts, ready): the status message's ts, or whether to wait for it to be posted."""

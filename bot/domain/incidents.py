@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from bot.domain.producers import AirflowRef
+from bot.domain.time_bounds import plus
 
 FAILED_EVENTS = frozenset({"FAIL", "ABORT"})
 GROUP_SLACK = timedelta(days=7)
@@ -272,10 +273,10 @@ def explains_interval(
 ) -> bool:
     """`explains` for an interval of a DAG downstream of `root` (a run, or a late one)."""
     if root.interval_start is not None and start is not None:
-        root_end = (root.interval_end or root.interval_start) + GROUP_SLACK
+        root_end = plus(root.interval_end or root.interval_start, GROUP_SLACK)
         stop = end or start
         if stop <= start:  # one logical date: a point, not an empty range
-            stop = start + timedelta(microseconds=1)
+            stop = plus(start, timedelta(microseconds=1))
         return start < root_end and stop > root.interval_start
     return now - root.opened_at < GROUP_RECENT
 

@@ -169,6 +169,22 @@ def check_size(dag_count: int, max_dags: int) -> None:
         )
 
 
+DAG_ID_MAX = 250
+"""Airflow's limit for a DAG id (ID_LEN), and the size of backfill_requests.root_dag and
+backfill_steps.dag_id. Marquez takes longer job names; such a job is no Airflow DAG."""
+
+
+def check_dag_ids(order: Sequence[DagRef]) -> None:
+    """Refuse a plan with a DAG whose id cannot be an Airflow DAG id (nor be stored)."""
+    for index, dag in enumerate(order):
+        if len(dag.dag_id) > DAG_ID_MAX:
+            fix = " Exclude it with --exclude." if index else ""
+            raise PlanError(
+                f"The DAG {dag.dag_id[:60]}… has an id of {len(dag.dag_id)} characters, over "
+                f"Airflow's limit of {DAG_ID_MAX} for a DAG id: it cannot be backfilled.{fix}"
+            )
+
+
 class _Intervals:
     """`intervals_for` memoized per (schedule, changed windows): downstream DAGs mostly share
     one schedule and one rewritten window, so each distinct pair is computed once per plan,
@@ -269,6 +285,7 @@ def make_plan(
         affected = affected_dags(dags, root, exclude=excluded, only=only)
     if max_dags is not None:
         check_size(len(affected.order), max_dags)
+    check_dag_ids(affected.order)
     # The per-DAG work runs as C-level maps over the order (schedule look-up, step build);
     # only the interval memo, which follows the order, is a Python loop.
     order = affected.order

@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from bot.domain.time_bounds import in_bounds
+
 __all__ = [
     "AIRFLOW_ID_MAX",
     "DAG_FACET",
@@ -48,8 +50,6 @@ __all__ = [
 ]
 
 DAG_FACET = "airflowDagRun"  # the Airflow provider puts it on DAG-run events only
-_TIME_MIN = datetime(1900, 1, 1, tzinfo=UTC)
-_TIME_MAX = datetime(2200, 1, 1, tzinfo=UTC)
 _TASKS_NAMED = 5
 NAME_MAX = 1024  # run_events.dag_id and the other name columns
 AIRFLOW_ID_MAX = 250
@@ -268,7 +268,7 @@ def _time(value: Any) -> datetime | None:
         parsed = parsed.astimezone(UTC)
     except (OverflowError, ValueError):
         return None
-    return parsed if _TIME_MIN <= parsed < _TIME_MAX else None
+    return parsed if in_bounds(parsed) else None
 
 
 def _get(data: Any, *path: str) -> Any:

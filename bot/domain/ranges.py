@@ -7,6 +7,7 @@ from datetime import date
 
 from bot.domain.errors import PlanningError
 from bot.domain.model import DateRange
+from bot.domain.time_bounds import EARLIEST_DAY, LATEST_DAY
 
 _RANGE = re.compile(r"^\s*(?P<start>[^.\s]+)\s*(?:\.\.\s*(?P<end>[^.\s]+)\s*)?$")
 EXAMPLE = "2021-06-04..2021-06-06"
@@ -17,7 +18,7 @@ class RangeError(PlanningError, ValueError):
 
 
 _DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-EARLIEST, LATEST = date(1970, 1, 1), date(2999, 12, 31)
+EARLIEST, LATEST = EARLIEST_DAY, LATEST_DAY
 
 
 def _parse_day(text: str, whole: str) -> date:

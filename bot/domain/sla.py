@@ -17,6 +17,7 @@ from statistics import median
 from typing import Literal
 
 from bot.domain.model import Interval
+from bot.domain.time_bounds import plus
 
 MIN_SAMPLES = 5  # successful runs needed before a learned deadline is trusted
 MIN_MARGIN = timedelta(minutes=15)
@@ -56,10 +57,13 @@ def expected_intervals(runs: Sequence[RunFacts], now: datetime) -> list[Interval
         return known
     last = known[-1]
     extra: list[Interval] = []
-    start = last.start + period
-    while start + (last.end - last.start) <= now and len(extra) < 1000:
-        extra.append(Interval(start, start + (last.end - last.start)))
-        start += period
+    length = last.end - last.start
+    # Saturating: a stored time near datetime's end (from before times were bounded at the
+    # door) ends the continuation instead of raising OverflowError for the whole DAG.
+    start = plus(last.start, period)
+    while plus(start, length) <= now and len(extra) < 1000:
+        extra.append(Interval(start, start + length))
+        start = plus(start, period)
     return known + extra
 
 
@@ -104,7 +108,7 @@ def misses(
             else f"runs of it usually finish within {_text(delay)} after the interval ends"
         )
         for interval in expected_intervals(runs, now):
-            due = interval.end + delay
+            due = plus(interval.end, delay)
             if due > now or now - interval.end > HORIZON:
                 continue
             latest = by_interval.get(interval)
@@ -119,5 +123,5 @@ def misses(
                 continue
             if now - started > max_duration:
                 reason = f"running for {_text(now - started)}, longer than {_text(max_duration)}"
-                found.append(Miss(run.interval, started + max_duration, "too_long", reason))
+                found.append(Miss(run.interval, plus(started, max_duration), "too_long", reason))
     return sorted(found, key=lambda m: (m.interval.start, m.kind))

@@ -1,5 +1,11 @@
 """The Airflow backend: connects on first use, reads the version, and hands each step to the
-Airflow 3 (backfill endpoint) or Airflow 2 (one DAG run per interval) way of running it."""
+Airflow 3 (backfill endpoint) or Airflow 2 (one DAG run per interval) way of running it.
+
+What Airflow refuses for good becomes `StepRejected`, which fails the step with Airflow's reason:
+credentials refused (401/403 even with a fresh token: wrong AIRFLOW_PASSWORD, a user without the
+permission) and 404 (no such DAG). Everything else (unreachable, 5xx, 429, timeouts) propagates
+for the runner to retry, with backoff and a limit.
+"""
 
 from __future__ import annotations
 
@@ -9,15 +15,17 @@ from collections.abc import Sequence
 from bot.clients.airflow import (
     Airflow2Client,
     Airflow3Client,
+    AirflowAuthError,
     AirflowClient,
     AirflowNotFound,
+    RetryPolicy,
     connect_airflow,
 )
 from bot.config import AirflowExecution
 from bot.domain.model import DagRef
 from bot.executors.airflow2 import Airflow2Steps
 from bot.executors.airflow3 import Airflow3Steps
-from bot.executors.backends import Finding, Progress, State, StepWork
+from bot.executors.backends import Finding, Progress, State, StepRejected, StepWork
 
 _CHECKS_AT_ONCE = 8
 
@@ -33,12 +41,14 @@ class AirflowBackend:
         settings: AirflowExecution,
         *,
         timeout_s: float = 15.0,
+        retry: RetryPolicy | None = None,
     ) -> None:
         self.url = url
         self.username = username
         self.password = password
         self.settings = settings
         self.timeout_s = timeout_s
+        self.retry = retry
         self._client: AirflowClient | None = None
         self._steps: Airflow3Steps | Airflow2Steps | None = None
         self._lock = asyncio.Lock()
@@ -52,7 +62,11 @@ class AirflowBackend:
         async with self._lock:
             if self._steps is None:
                 client = await connect_airflow(
-                    self.url, self.username, self.password, timeout_s=self.timeout_s
+                    self.url,
+                    self.username,
+                    self.password,
+                    timeout_s=self.timeout_s,
+                    retry=self.retry,
                 )
                 self._client = client
                 if isinstance(client, Airflow3Client):
@@ -87,10 +101,17 @@ class AirflowBackend:
         return {dag: f for dag, f in zip(dags, found, strict=True) if f is not None}
 
     async def submit(self, work: StepWork) -> State:
-        return await (await self.steps()).submit(work)
+        try:
+            return await (await self.steps()).submit(work)
+        except (AirflowAuthError, AirflowNotFound) as exc:
+            raise StepRejected(str(exc)) from exc
 
     async def poll(self, work: StepWork) -> Progress:
-        return await (await self.steps()).poll(work)
+        try:
+            return await (await self.steps()).poll(work)
+        except (AirflowAuthError, AirflowNotFound) as exc:
+            # Airflow will not say how the runs went: they may still go on there.
+            raise StepRejected(f"{exc}; cannot follow the runs any more") from exc
 
     async def cancel(self, work: StepWork) -> State | None:
         return await (await self.steps()).cancel(work)

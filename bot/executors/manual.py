@@ -3,10 +3,12 @@ the exact Airflow commands to run in plan order, so a human can run them."""
 
 from __future__ import annotations
 
+import shlex
 from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bot import messages
 from bot.domain.planner import Plan, PlanNote
 from bot.store import outbox
 from bot.store.models import BackfillRequest, BackfillStep, OutboxRole
@@ -20,8 +22,9 @@ def airflow_command(step: BackfillStep) -> str:
     """`airflow backfill create` (Airflow 3) over the step's runs; logical dates are interval
     starts, so the range runs from the first interval's start to the last one's."""
     first, last = step.intervals[0]["start"], step.intervals[-1]["start"]
+    # Quoted for the shell: someone pastes it, and a DAG id comes from Marquez.
     return (
-        f"airflow backfill create --dag-id {step.dag_id} --from-date {_day(first)} "
+        f"airflow backfill create --dag-id {shlex.quote(step.dag_id)} --from-date {_day(first)} "
         f"--to-date {_day(last)} --reprocess-behavior completed"
     )
 
@@ -35,7 +38,11 @@ class ManualExecutor:
             "on Airflow). "
             "Run these in order, each after the previous one finished:"
         ]
-        lines += [f"{i}. `{airflow_command(step)}`" for i, step in enumerate(request.steps, 1)]
+        # escape_code: a backtick or `<@U…>` in a DAG id must neither end the code span nor ping
+        lines += [
+            f"{i}. `{messages.escape_code(airflow_command(step))}`"
+            for i, step in enumerate(request.steps, 1)
+        ]
         await outbox.enqueue(
             session,
             channel=request.channel or "",

@@ -8,13 +8,17 @@ bot/domain/progress.py `report_due`, which grows as the backfill ages, or the fi
 gathered lines become one thread reply and the status message one edit, if it changed.
 (C) Outside, submit the claimed steps, then record each backend's answer. A claim is a
 conditional UPDATE, so two bot processes never start the same step, and a backend's `submit`
-finds work a crashed process already started.
+finds work a crashed process already started. A submission the backend refuses for good
+(`StepRejected`) fails the step at once; one that fails for a reason that may pass (unreachable,
+5xx, 429, timeouts) is tried again with growing pauses until `SubmitRetry` gives up, and then the
+step fails saying why.
 Everything the runner knows lives in the database, so a restarted bot carries on where it was.
 """
 
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -51,6 +55,43 @@ logger = logging.getLogger(__name__)
 EndHook = Callable[[AsyncSession, BackfillRequest], Coroutine[Any, Any, None]]
 # A claimed step with no backend answer recorded this long ago was left by a crashed process.
 ORPHAN_AFTER = timedelta(minutes=2)
+# Step state kept while submissions fail: how many in a row, and since when.
+_FAILURE_KEYS = ("submit_failures", "failing_since")
+
+
+@dataclass(frozen=True)
+class SubmitRetry:
+    """How a step whose submission keeps failing (the backend unreachable, 5xx, 429, timeouts)
+    is retried: the n-th failure waits `backoff_s`·2^(n-1) seconds (the poll interval when
+    None; at most `max_backoff_s`; jittered down to half, so steps failing together spread out),
+    and after `attempts` failed submissions, or `give_up_after_s` after the first one, the step
+    fails with the last reason. Counted per step, in its state, so a restart does not reset it.
+    """
+
+    attempts: int = 8
+    backoff_s: float | None = None
+    max_backoff_s: float = 300.0
+    give_up_after_s: float = 3600.0
+
+    def __post_init__(self) -> None:
+        if self.attempts < 1 or self.max_backoff_s < 0 or self.give_up_after_s < 0:
+            raise ValueError(f"invalid SubmitRetry: {self}")
+        if self.backoff_s is not None and self.backoff_s < 0:
+            raise ValueError(f"invalid SubmitRetry: {self}")
+
+    def delay(self, failures: int, poll_interval_s: float) -> timedelta:
+        """The pause after the `failures`-th failed submission in a row."""
+        base = poll_interval_s if self.backoff_s is None else self.backoff_s
+        ceiling = min(self.max_backoff_s, base * 2 ** min(failures - 1, 32))
+        return timedelta(seconds=random.uniform(ceiling / 2, ceiling))
+
+
+def _span(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f}s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 @dataclass
@@ -74,10 +115,12 @@ class Runner:
         *,
         wake_sender: Callable[[], None] = lambda: None,
         clock: Callable[[], datetime] = utcnow,
+        submit_retry: SubmitRetry | None = None,
     ) -> None:
         self.sessions = sessions
         self.backend = backend
         self.settings = settings
+        self.submit_retry = submit_retry or SubmitRetry()
         self.wake_sender = wake_sender
         self.clock = clock
         self.on_end: EndHook | None = None
@@ -424,26 +467,22 @@ class Runner:
         self._in_flight.add(step_id)
         try:
             state = await self.backend.submit(work)
-        except Busy as exc:
+        except Busy as exc:  # the backend answered: whatever failed before has passed
             retry = exc.retry_at or self.clock() + timedelta(seconds=self.settings.conflict_retry_s)
-            await self._note(
-                step_id, {**work.state, "retry_at": retry.isoformat()}, message=str(exc)
-            )
+            waiting = {k: v for k, v in work.state.items() if k not in _FAILURE_KEYS}
+            await self._note(step_id, {**waiting, "retry_at": retry.isoformat()}, message=str(exc))
             return False
         except StepRejected as exc:
             await self._reject(request_id, step, str(exc))
             return False
-        except Exception as exc:  # unreachable or confused backend: try again later
-            logger.warning("submitting %s of %s failed: %s", step.dag_id, request_id, exc)
-            retry = self.clock() + timedelta(seconds=self.settings.poll_interval_s)
-            await self._note(
-                step_id, {**work.state, "retry_at": retry.isoformat()}, message=f"will retry: {exc}"
-            )
+        except Exception as exc:  # unreachable or confused backend: try again later, up to a limit
+            await self._failed_submit(request_id, step, work, exc)
             return False
         finally:
             self._in_flight.discard(step_id)
         merged = {**work.state, **state, "started": True}
-        merged.pop("retry_at", None)
+        for key in ("retry_at", *_FAILURE_KEYS):
+            merged.pop(key, None)
         async with self.sessions.begin() as session:
             await execution.note_step(
                 session,
@@ -453,6 +492,42 @@ class Runner:
                 clear_message=True,
             )
         return True
+
+    async def _failed_submit(
+        self, request_id: str, step: BackfillStep, work: StepWork, error: Exception
+    ) -> None:
+        """Count a failed submission; retry it after a growing pause, or fail the step once
+        `submit_retry` gives up."""
+        now = self.clock()
+        policy = self.submit_retry
+        failures = int(work.state.get("submit_failures", 0)) + 1
+        since_text = work.state.get("failing_since")
+        since = datetime.fromisoformat(since_text) if isinstance(since_text, str) else now
+        elapsed = (now - since).total_seconds()
+        if failures >= policy.attempts or elapsed >= policy.give_up_after_s:
+            logger.warning(
+                "submitting %s of %s failed %d times; giving up: %s",
+                step.dag_id, request_id, failures, error,
+            )  # fmt: skip
+            tries = f"{failures} attempt{'s' if failures > 1 else ''}"
+            over = f" over {_span(elapsed)}" if failures > 1 else ""
+            await self._reject(request_id, step, f"gave up after {tries}{over}: {error}")
+            return
+        # The last try comes at the deadline, not after it.
+        deadline = since + timedelta(seconds=policy.give_up_after_s)
+        retry = min(now + policy.delay(failures, self.settings.poll_interval_s), deadline)
+        logger.warning(
+            "submitting %s of %s failed (%d of %d); retrying at %s: %s",
+            step.dag_id, request_id, failures, policy.attempts, retry.isoformat(), error,
+        )  # fmt: skip
+        state = {
+            **work.state,
+            "retry_at": retry.isoformat(),
+            "submit_failures": failures,
+            "failing_since": since.isoformat(),
+        }
+        message = f"will retry ({failures} of {policy.attempts} attempts failed): {error}"
+        await self._note(step.id, state, message=message)
 
     async def _note(self, step_id: str, state: dict[str, object], *, message: str) -> None:
         async with self.sessions.begin() as session:

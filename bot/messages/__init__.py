@@ -4,12 +4,18 @@ templates (a refusal or a click's result is still a service's one sentence, see 
 
 Three pure steps per message (STYLE.md point 3): domain object → view model (counting and
 truncation, in these modules) → Jinja2 Block Kit template (layout and mrkdwn escaping,
-templates/backfill/, templates/common/, templates/watch/) → Slack's limits (bot.slack_limits),
-all through the one `render` of `_render.py`. Sending is the caller's business; messages return
-`{"text", "blocks"}` whichever way they are posted (ephemeral or not), modals and Home a view.
+templates/backfill/, templates/common/, templates/watch/) → nothing live the bot did not build,
+and Slack's limits (bot.slack_limits), all through the one `render` of `_render.py`. Sending
+is the caller's business; messages return `{"text", "blocks"}` whichever way they are posted
+(ephemeral or not), modals and Home a view.
 
 Truncation budgets are measured in *escaped* characters, so a name full of `&` cannot push a
 block over Slack's limits after the template escapes it.
+
+Whatever came from outside (DAG ids, error messages, what people type) is escaped wherever it
+lands; only mentions and links the bot built stay live (`_render.py` says how). A sentence a
+service hands over is shown as written unless it is `Mrkdwn`: compose one with `sentence`,
+`user_mention`, `channel_mention` and `code` to mention someone in it.
 
     backfill  /backfill: plan preview and modal, status message, status list, help, denials
     common    one sentence and a hint: refusals, acknowledgements, click results
@@ -28,13 +34,17 @@ from bot.messages._render import (
     LIST,
     NAME,
     SENTENCE,
+    Mrkdwn,
+    channel_mention,
     clip,
+    code,
     escape_code,
-    escape_keeping_mentions,
     escape_mrkdwn,
     join_clipped,
     pack,
     plural,
+    sentence,
+    user_mention,
 )
 from bot.messages.backfill import (
     REQUEST_LOOK,
@@ -58,14 +68,16 @@ __all__ = [
     "SENTENCE",
     "STATUS_ROWS",
     "STEP_LOOK",
+    "Mrkdwn",
     "RequestStatus",
     "StepStatus",
     "acknowledgement",
     "action_result",
+    "channel_mention",
     "clip",
+    "code",
     "denied",
     "escape_code",
-    "escape_keeping_mentions",
     "escape_mrkdwn",
     "help_message",
     "home",
@@ -78,8 +90,10 @@ __all__ = [
     "progress",
     "refusal",
     "request_status",
+    "sentence",
     "sla",
     "status_list",
     "teams",
+    "user_mention",
     "watch",
 ]

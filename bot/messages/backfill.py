@@ -312,3 +312,37 @@ def denied(denial: Denial, *, action: Literal["approve", "cancel"]) -> str:
         f"You may not approve backfills of {dag}: only members of its owning teams "
         f"({who}) or the configured approvers may. Ask one of them to click Approve."
     )
+
+
+def _id_shaped(value: str) -> bool:
+    """Whether an id someone gave can be shown as typed: letters, digits, `-`, `_`, `.` only."""
+    return 0 < len(value) <= 64 and all(c.isascii() and (c.isalnum() or c in "-_.") for c in value)
+
+
+def unknown_backfill(given: str, *, prefix: bool = False) -> str:
+    """The answer to an id that names no backfill the asker may see from where they asked: the
+    same whether no backfill has it or one lives in another channel, so it reveals nothing. An
+    id that is not id-shaped (a forged click) is not repeated."""
+    if not _id_shaped(given):
+        return "No backfill has the id you gave."
+    if prefix:
+        return f"No backfill id starts with {given}."
+    return f"Backfill {given} does not exist."
+
+
+def snooze_denied(denial: Denial, *, unsnooze: bool = False) -> str:
+    """Why someone may not Snooze (or Unsnooze) an alert, and who may (the rules of Approve)."""
+    verb, button = ("unsnooze", "Unsnooze") if unsnooze else ("snooze", "Snooze")
+    dag = clip(denial.dag_id, NAME)
+    if denial.kind == DenialKind.NO_ONE:
+        return (
+            f"No team owns {dag} and no approvers are configured, so nobody may {verb} its "
+            "alerts. Add an ownership rule or approvers to BOT_CONFIG, or set "
+            "watch.snooze: anyone_in_channel."
+        )
+    who = join_clipped(denial.teams, LIST) or "none"
+    return (
+        f"You may not {verb} alerts of {dag}: only members of its owning teams ({who}) or the "
+        f"configured approvers may, as for Approve. Ask one of them to click {button}; "
+        "Acknowledge is open to anyone."
+    )

@@ -1,19 +1,24 @@
 """One sentence from the bot and an optional hint (templates/common/notice.json.j2): refusals,
-acknowledgements, and why a click changed nothing. The sentences are the bot's own, so their
-mentions stay live; everything else in them is escaped."""
+acknowledgements, and why a click changed nothing. A sentence often carries a DAG id, an
+exception's message or what someone typed, so a plain `str` is shown exactly as written:
+escaped as a whole, no mention or link in it live. A sentence that should mention someone is
+composed as `Mrkdwn` (`messages.sentence("… approved by {}", user_mention(user))`), where every
+value is escaped and only the mentions built by the bot stay live."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from bot.messages._render import SENTENCE, clip, render
+from bot.messages._render import SENTENCE, clip_sentence, render
+
+_HINT = 1900  # a context element holds 2000 characters, the icon included
 
 
 def _notice(icon: str, text: str, hint: str | None = None) -> dict[str, Any]:
     view = {
         "icon": icon,
-        "text": clip(text, SENTENCE),
-        "hint": clip(hint, SENTENCE) if hint else "",
+        "text": clip_sentence(text, SENTENCE),
+        "hint": clip_sentence(hint, _HINT) if hint else "",
     }
     return render("common/notice.json.j2", view)
 

@@ -1,10 +1,11 @@
 """Notices for the ops channel about the watcher itself: Marquez unreachable, Marquez
-recovered (templates/watch/notice.json.j2, which escapes every value: error messages come from
-outside)."""
+recovered, run events set aside (templates/watch/notice.json.j2, which escapes every value:
+error messages come from outside)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -35,6 +36,38 @@ def recovered(
         "were missed: the watcher read on from where it stopped "
         f"({plural(new, 'new run event')} so far).",
         [f"Unreachable since {_moment(since)}", f"Read on from events at {_moment(read_from)}"],
+    )
+
+
+@dataclass(frozen=True)
+class SetAside:
+    """A run event the watcher could not handle, as the ops notice names it."""
+
+    id: int
+    event_type: str
+    dag_id: str
+    event_time: datetime
+    failure: str
+
+
+_SET_ASIDE_SHOWN = 9  # a context block holds 10 elements: 9 rows and "and N more"
+
+
+def set_aside(rows: Sequence[SetAside], *, tries: int) -> dict[str, Any]:
+    """The ops notice posted once for the run events a pass set aside."""
+    facts = [
+        f"#{row.id} {row.event_type} of {row.dag_id} at {_moment(row.event_time)}: {row.failure}"
+        for row in rows[:_SET_ASIDE_SHOWN]
+    ]
+    if len(rows) > _SET_ASIDE_SHOWN:
+        facts.append(f"and {len(rows) - _SET_ASIDE_SHOWN} more (backfill-bot events list)")
+    return _notice(
+        ":warning:",
+        "Run events set aside",
+        f"The watcher could not handle {plural(len(rows), 'run event')} after {tries} tries. "
+        "They are kept and every other event goes on as usual: once the cause is fixed, "
+        "`backfill-bot events retry` handles them again.",
+        facts,
     )
 
 

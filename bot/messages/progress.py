@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bot.domain.progress import Counts, duration_text
-from bot.messages._render import NAME, clip, macros, pack, plural, render
+from bot.messages._render import NAME, clip, clip_mrkdwn, link, macros, pack, plural, render
 from bot.messages.backfill import REQUEST_LOOK, STEP_LOOK, RequestStatus, StepStatus, request_status
 from bot.slack_limits import MESSAGE_BLOCKS, SECTION_TEXT
 from bot.store.models import BackfillRequest, BackfillStep, RequestState, StepState
@@ -120,7 +120,7 @@ def _lines_of(event: Event, request: BackfillRequest) -> list[str]:
         started = {
             "dag_id": _clip(event.dag_id),
             "runs": plural(event.runs, "run"),
-            "url": event.url,
+            "link": link(event.url, "Airflow"),
         }
         return [str(macros.started(started))]
     if isinstance(event, Finished):
@@ -132,7 +132,7 @@ def _lines_of(event: Event, request: BackfillRequest) -> list[str]:
             "took": duration_text(event.took),
             "counts": event.counts,
             "message": _clip(event.message, 500),
-            "url": event.url,
+            "link": link(event.url, "Airflow"),
         }
         return [str(macros.finished(view))]
     if isinstance(event, Skipped):
@@ -193,7 +193,8 @@ def reply(lines: Sequence[str]) -> dict[str, Any]:
     """One reply in the backfill's thread carrying `lines`, packed into sections; what does not
     fit in one message is counted ("… and N more lines")."""
     sections, hidden = pack(lines, limit=SECTION_TEXT, sections=MESSAGE_BLOCKS - 1)
-    fallback = clip(lines[0] if lines else "Backfill progress", 300)
+    # The lines are mrkdwn already (escaped when rendered): cut where no link breaks.
+    fallback = clip_mrkdwn(lines[0], 300) if lines else "Backfill progress"
     view = {
         "sections": sections,
         "more": plural(hidden, "more line") if hidden else "",

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.domain.sla import Miss
-from bot.messages._render import NAME, clip, render, user_mention
+from bot.messages._render import NAME, clip, defuse, render, sentence, user_mention, web_url
 from bot.messages.watch import interval_words
 from bot.slack_ids import ActionId
 
@@ -33,14 +33,11 @@ class NoticeLinks:
     marquez_url: str | None = None
 
 
-_URL_MAX = 3000  # Slack's limit for a button's url
-
-
 def _view(dag_id: str, miss: Miss, cause: str | None, links: NoticeLinks) -> dict[str, Any]:
     return {
         "miss_id": links.miss_id,
-        "airflow_url": _url(links.airflow_url),
-        "marquez_url": _url(links.marquez_url),
+        "airflow_url": web_url(links.airflow_url),
+        "marquez_url": web_url(links.marquez_url),
         "cause": clip(cause, NAME) if cause else "",
         "dag_id": clip(dag_id, NAME),
         "what": WHAT[miss.kind],
@@ -50,10 +47,6 @@ def _view(dag_id: str, miss: Miss, cause: str | None, links: NoticeLinks) -> dic
         "reports": [],
         "more": 0,
     }
-
-
-def _url(url: str | None) -> str:
-    return url if url and len(url) <= _URL_MAX else ""
 
 
 def late_notice(
@@ -89,7 +82,7 @@ def acknowledged(message: dict[str, Any], user: str) -> dict[str, Any]:
             elements = [
                 e for e in block.get("elements") or [] if e.get("action_id") != ActionId.SLA_ACK
             ]
-            line = {"type": "mrkdwn", "text": f":eyes: {user_mention(user)} is on it"}
+            line = {"type": "mrkdwn", "text": sentence(":eyes: {} is on it", user_mention(user))}
             kept.append({"type": "context", "elements": [line]})
             if elements:
                 kept.append({**block, "elements": elements})
@@ -97,4 +90,5 @@ def acknowledged(message: dict[str, Any], user: str) -> dict[str, Any]:
         if block.get("type") == "context" and ":eyes:" in str(block):
             continue  # acknowledged before: the newest acknowledgement replaces it
         kept.append(block)
-    return {"text": str(message.get("text") or "SLA notice"), "blocks": kept}
+    payload = {"text": str(message.get("text") or "SLA notice"), "blocks": kept}
+    return defuse(payload, "sla.acknowledged")

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from bot.messages._render import NAME, clip, plural, render
+from bot.messages._render import NAME, clip, link, plural, render
 from bot.messages.backfill import REQUEST_LOOK
 from bot.store.models import RequestState
 
@@ -31,7 +31,8 @@ def thread_url(channel: str, ts: str | None) -> str:
     """Slack's permalink shape for a message (slack.com redirects to the workspace)."""
     if not ts:
         return ""
-    return f"https://slack.com/archives/{quote(channel, safe='')}/p{ts.replace('.', '')}"
+    message = quote(ts.replace(".", ""), safe="")
+    return f"https://slack.com/archives/{quote(channel, safe='')}/p{message}"
 
 
 def _view(rerun: TeamRerun) -> dict[str, Any]:
@@ -45,14 +46,14 @@ def _view(rerun: TeamRerun) -> dict[str, Any]:
         ],
         "more": max(0, len(rerun.dags) - _ROWS),
         "channel": rerun.channel,
-        "thread_url": thread_url(rerun.channel, rerun.thread_ts),
+        "thread": link(thread_url(rerun.channel, rerun.thread_ts), "thread"),
         "approver": "",
         "ended": False,
     }
 
 
 def rerun_approved(rerun: TeamRerun, *, approver: str) -> dict[str, Any]:
-    return render("common/team_notice.json.j2", {**_view(rerun), "approver": approver})
+    return render("common/team_notice.json.j2", {**_view(rerun), "approver": clip(approver, 40)})
 
 
 def rerun_ended(rerun: TeamRerun, *, state: str) -> dict[str, Any]:

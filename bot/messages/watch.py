@@ -19,20 +19,25 @@ from bot.messages._render import (
     LIST,
     NAME,
     SENTENCE,
+    Mrkdwn,
+    as_mrkdwn,
     clip,
-    escape_code,
-    escape_keeping_mentions,
-    escape_mrkdwn,
+    clip_sentence,
+    code,
     mention,
     plural,
     render,
+    sentence,
     user_mention,
+    web_url,
 )
 
 _LISTED = 8  # DAGs or reports named in an alert before "and N more"
 _MENTIONS = 20  # mentions in an alert's "Affects" line
 _GROUPED = 20  # DAGs named in a "joined this incident" reply
 _GROUPED_NAME = 130  # each of them, so that 20 fit one section
+_INTERVAL = 200  # an interval in words (outage_words of two manual runs is about 170)
+_CONFIRM_DAG = 60  # the DAG id in the confirm dialog, which holds 300 characters
 
 
 def interval_words(start: datetime | None, end: datetime | None) -> str:
@@ -122,7 +127,7 @@ def alert(view: AlertView) -> dict[str, Any]:
         "incident_id": view.incident_id,
         "dag_id": clip(view.dag_id, NAME),
         "namespace": clip(view.namespace, NAME),
-        "interval": view.interval,
+        "interval": clip(view.interval, _INTERVAL),
         "emoji": ":rotating_light:" if view.open else ":white_check_mark:",
         "headline": "failed"
         if view.open
@@ -142,16 +147,16 @@ def alert(view: AlertView) -> dict[str, Any]:
         "grouped": view.grouped,
         "grouped_text": plural(view.grouped, "downstream failure") + " joined",
         "grouped_dags": clip(_names(list(view.grouped_dags), "DAGs"), 800),
-        "backfill": view.backfill or "",
+        "backfill": clip(view.backfill, 64) if view.backfill else "",
         "snoozed": view.snoozed_until.strftime("%Y-%m-%d %H:%M UTC")
         if view.open and view.snoozed_until
         else "",
         "snoozed_by": user_mention(view.snoozed_by) if view.snoozed_by else "",
         "open": view.open,
-        "marquez_url": _url(view.marquez_url),
+        "marquez_url": web_url(view.marquez_url),
         "facts": _facts(view),
-        "airflow_url": _url(view.airflow_url),
-        "log_url": _url(view.log_url),
+        "airflow_url": web_url(view.airflow_url),
+        "log_url": web_url(view.log_url),
         "acknowledged_by": user_mention(view.acknowledged_by) if view.acknowledged_by else "",
         "proposal": _proposal_words(view.proposal) if view.proposal else "",
         "confirm": _confirm_words(view),
@@ -170,12 +175,6 @@ _BACKFILL_WORDS = {
     "failed": "failed (Retry is in the thread)",
     "cancelled": "cancelled",
 }
-_URL_MAX = 3000  # Slack's limit for a button's url
-
-
-def _url(url: str | None) -> str:
-    """A link the bot built, if Slack can carry it (a longer one is left out, not the alert)."""
-    return url if url and len(url) <= _URL_MAX else ""
 
 
 def _facts(view: AlertView) -> str:
@@ -199,28 +198,30 @@ def _proposal_words(proposal: Proposal) -> str:
     return f"{head} · about {took}, from run history"
 
 
-def _confirm_words(view: AlertView) -> str:
-    """The confirm dialog of Approve backfill / Backfill downstream: what starts at once."""
-    others = len(view.impact.downstream)
-    dag = escape_code(clip(view.dag_id, NAME))
+def _confirm_words(view: AlertView) -> Mrkdwn:
+    """The confirm dialog of Approve backfill / Backfill downstream: what starts at once
+    (within the dialog's 300 characters: the DAG id and the interval are cut)."""
+    others = plural(len(view.impact.downstream), "DAG")
+    dag = code(view.dag_id, _CONFIRM_DAG)
+    when = clip(view.interval, 120)
     if view.recovered:
-        what = f"Rerun the {plural(others, 'DAG')} downstream of `{dag}`"
+        what = sentence("Rerun the {} downstream of {}", others, dag)
     else:
-        what = f"Rerun `{dag}` and {plural(others, 'DAG')} downstream"
-    when = escape_mrkdwn(view.interval)
-    return f"{what} for {when}? It starts at once; progress follows in the thread."
+        what = sentence("Rerun {} and {} downstream", dag, others)
+    return sentence("{} for {}? It starts at once; progress follows in the thread.", what, when)
 
 
 # --- replies in the alert's thread ----------------------------------------------------------
 
 
-def _reply(line: str) -> dict[str, Any]:
+def _reply(line: Mrkdwn) -> dict[str, Any]:
     """A thread reply whose `line` is mrkdwn already escaped where it needed to be."""
     return render("watch/incident_reply.json.j2", {"text": line})
 
 
-def _mentions(items: Sequence[str], budget: int) -> str:
-    """The mentions the bot built, live, separated by spaces, within `budget` characters."""
+def _mentions(items: Sequence[str], budget: int) -> Mrkdwn:
+    """The mentions the bot built, live, separated by spaces, within `budget` characters
+    (anything that is not a mention is shown escaped)."""
     shown: list[str] = []
     size = 0
     for item in items:
@@ -230,59 +231,60 @@ def _mentions(items: Sequence[str], budget: int) -> str:
         shown.append(text)
         size += len(text) + 1
     more = len(items) - len(shown)
-    return " ".join(shown) + (f" and {more} more" if more else "")
-
-
-def _code(value: str, limit: int = NAME) -> str:
-    return f"`{escape_code(clip(value, limit))}`"
+    return Mrkdwn(" ".join(shown) + (f" and {more} more" if more else ""))
 
 
 def reply(text: str) -> dict[str, Any]:
-    """A thread reply; `text` is the bot's own sentence (mentions kept, the rest escaped)."""
-    return _reply(escape_keeping_mentions(clip(text, SENTENCE)))
+    """A thread reply saying `text`: a plain `str` shown as written (escaped as a whole),
+    `Mrkdwn` (`sentence`) with the mentions the bot built in it live."""
+    return _reply(as_mrkdwn(clip_sentence(text, SENTENCE)))
 
 
 def impact_known(downstream: int, mentions: Sequence[str]) -> dict[str, Any]:
     """The impact was edited into the alert: an edit notifies nobody, so the reply mentions
     the affected teams."""
     head = f"Impact worked out: {plural(downstream, 'downstream DAG')}. Affects "
-    return _reply(head + _mentions(mentions, SENTENCE - len(head)))
+    return _reply(sentence(head + "{}", _mentions(mentions, SENTENCE - len(head))))
 
 
 def failed_again() -> dict[str, Any]:
     """A resolved incident failed again (the alert is edited back to open)."""
-    return _reply("It failed again after it had resolved.")
+    return _reply(sentence("It failed again after it had resolved."))
 
 
 def grouped(count: int, dag_ids: Sequence[str]) -> dict[str, Any]:
     """`count` failures downstream joined the incident; the first distinct DAGs by name."""
     names = sorted(set(dag_ids))
-    listed = ", ".join(_code(n, _GROUPED_NAME) for n in names[:_GROUPED])
+    listed = Mrkdwn(", ".join(code(n, _GROUPED_NAME) for n in names[:_GROUPED]))
     more = f" and {len(names) - _GROUPED} more" if len(names) > _GROUPED else ""
-    return _reply(f"{count} failure(s) downstream joined this incident: {listed}{more}")
+    line = sentence("{} failure(s) downstream joined this incident: {}{}", count, listed, more)
+    return _reply(line)
 
 
 def resolved(dag_id: str, interval: str, backfill: str | None) -> dict[str, Any]:
     """The DAG succeeded for the failed interval (after a backfill, when one was asked for)."""
-    by = f" (backfill {escape_mrkdwn(clip(backfill, 64))})" if backfill else ""
-    when = escape_mrkdwn(clip(interval, NAME))
-    return _reply(f"Resolved: {_code(dag_id)} succeeded for {when}{by}.")
+    by = sentence(" (backfill {})", clip(backfill, 64)) if backfill else ""
+    when = clip(interval, NAME)
+    return _reply(sentence("Resolved: {} succeeded for {}{}.", code(dag_id), when, by))
 
 
 def snoozed(user: str, hours: int) -> dict[str, Any]:
-    return _reply(f"{user_mention(user)} snoozed this incident for {hours} h.")
+    return _reply(sentence("{} snoozed this incident for {} h.", user_mention(user), hours))
 
 
 def unsnoozed(user: str) -> dict[str, Any]:
-    return _reply(f"{user_mention(user)} ended the snooze: new failures alert again.")
+    return _reply(sentence("{} ended the snooze: new failures alert again.", user_mention(user)))
 
 
 def acknowledged(user: str) -> dict[str, Any]:
-    return _reply(f":eyes: {user_mention(user)} is on it.")
+    return _reply(sentence(":eyes: {} is on it.", user_mention(user)))
 
 
 def backfill_asked(user: str, request_id: str) -> dict[str, Any]:
     return _reply(
-        f"{user_mention(user)} asked for backfill {_code(request_id, 64)}; "
-        "its plan is in this thread."
+        sentence(
+            "{} asked for backfill {}; its plan is in this thread.",
+            user_mention(user),
+            code(request_id, 64),
+        )
     )

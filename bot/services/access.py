@@ -1,4 +1,5 @@
-"""Who may approve or cancel a backfill, from BOT_CONFIG teams, approvers and user groups."""
+"""Who may approve or cancel a backfill, or snooze an alert, from BOT_CONFIG teams, approvers and
+user groups; and from where a backfill may be seen or clicked."""
 
 from __future__ import annotations
 
@@ -7,13 +8,16 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.config import BotConfig, matches
 from bot.domain.model import DagRef
+
+if TYPE_CHECKING:
+    from bot.store.models import BackfillRequest
 
 logger = logging.getLogger(__name__)
 
@@ -147,4 +151,43 @@ def requires_second_person(config: BotConfig, root: DagRef) -> bool:
     return any(
         rule.second_approver and matches(rule.pattern, root.namespace, root.dag_id)
         for rule in config.ownership
+    )
+
+
+async def may_snooze(
+    config: BotConfig,
+    directory: GroupDirectory,
+    root: DagRef,
+    *,
+    user: str,
+    also: Iterable[str] = (),
+) -> Denial | None:
+    """None if `user` may Snooze (or Unsnooze) an alert of `root`, else why not. By default the
+    rules of Approve (no second person: a snooze has no requester); `watch.snooze:
+    anyone_in_channel` lets anyone who can click in the alert's channel."""
+    if config.watch.snooze == "anyone_in_channel":
+        return None
+    return await may_approve(config, directory, root, requester="", user=user, also=also)
+
+
+def is_direct_message(channel: str) -> bool:
+    """Whether a channel id is a direct message (Slack's DM ids start with D)."""
+    return channel.startswith("D")
+
+
+def lives_in(request: BackfillRequest, channel: str) -> bool:
+    """Whether the request's messages (preview, status, progress thread) are in `channel`: the
+    channel it was asked in, or the one its status message went to (an alert's thread is in the
+    alert's channel). Its buttons can only be clicked there."""
+    return bool(channel) and channel in (request.channel, request.status_channel)
+
+
+def may_see(request: BackfillRequest, *, user: str, channel: str, told: Iterable[str] = ()) -> bool:
+    """Whether `/backfill status` (or cancel) typed in `channel` may name the request: where it
+    lives or where the bot told a team about it (`told`), and, in a DM, to its requester and
+    approvers. Anywhere else it is answered as if it did not exist."""
+    if lives_in(request, channel) or (channel and channel in told):
+        return True
+    return is_direct_message(channel) and (
+        user == request.requester or user in (request.approvers or ())
     )

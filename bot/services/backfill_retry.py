@@ -17,9 +17,12 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot import messages
 from bot.domain.planner import Plan, plan_from_json
+from bot.messages.backfill import unknown_backfill
+from bot.services.access import lives_in
 from bot.services.backfills import Reply
 from bot.store import guards, outbox, repository
 from bot.store.models import BackfillRequest, OutboxRole, RequestState, StepState, utcnow
+from bot.store.repository import Refused
 
 
 def retry_plan(plan: Plan, dag_ids: Collection[str]) -> Plan:
@@ -65,15 +68,14 @@ class RetryService:
         self.wake_sender = wake_sender
         self.clock = clock
 
-    async def retry(self, request_id: str, *, user: str) -> Reply:
+    async def retry(self, request_id: str, *, user: str, channel: str | None = None) -> Reply:
         """Post, for approval, a new plan of the failed, skipped and cancelled DAGs of a failed
-        backfill, in its thread; refuse (audited) when there is nothing to retry or a retry of
-        it is already open."""
+        backfill, in its thread; refuse (audited) when there is nothing to retry, a retry of it
+        is already open, or the click did not come from the channel the backfill lives in
+        (`channel`; None: a caller that checked), answered like an unknown id."""
         old = await self._load(request_id)
-        if old is None:
-            return await self._refuse(
-                user, f"Backfill {request_id} does not exist.", request_id=request_id
-            )
+        if old is None or (channel is not None and not lives_in(old, channel)):
+            return await self._not_found(request_id, user=user, channel=channel, elsewhere=old)
         if old.state != RequestState.FAILED:
             reason = f"Backfill {old.id} is {old.state}: only a failed backfill can be retried."
             return await self._refuse(user, reason, request_id=old.id)
@@ -157,6 +159,32 @@ class RetryService:
                 at=self.clock(),
             )
         return Reply(messages.refusal(reason))
+
+    async def _not_found(
+        self,
+        given: str,
+        *,
+        user: str,
+        channel: str | None,
+        elsewhere: BackfillRequest | None,
+    ) -> Reply:
+        answer = unknown_backfill(given)
+        reason = answer
+        if elsewhere is not None:
+            reason = f"not clicked where it lives ({elsewhere.status_channel or elsewhere.channel})"
+        async with self.sessions.begin() as session:
+            await repository.add_refusal(
+                session,
+                actor=user,
+                action="retry.refused",
+                refused=Refused.WRONG_CHANNEL if elsewhere else Refused.UNKNOWN_ID,
+                reason=reason,
+                given_id=given,
+                channel=channel,
+                request_id=elsewhere.id if elsewhere else None,
+                at=self.clock(),
+            )
+        return Reply(messages.refusal(answer))
 
     async def _load(self, request_id: str) -> BackfillRequest | None:
         async with self.sessions() as session:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, suppress
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -24,12 +24,21 @@ from bot.domain.model import DagRef
 from bot.domain.planner import Plan, PlanNote, PlanStep, plan_from_json
 from bot.executors.base import Executor
 from bot.messages import plural
+from bot.messages.backfill import unknown_backfill
 from bot.messages.progress import status_of
-from bot.services.access import GroupDirectory, may_approve, requires_all_owners, still_to_approve
+from bot.services.access import (
+    GroupDirectory,
+    lives_in,
+    may_approve,
+    may_see,
+    requires_all_owners,
+    still_to_approve,
+)
 from bot.services.planning import PlanRequest, PlanSource
 from bot.services.team_notices import TeamNotices
 from bot.store import execution, guards, outbox, repository
 from bot.store.models import BackfillRequest, OutboxRole, RequestState
+from bot.store.repository import Refused
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +55,12 @@ STATE_WORDS = {
     RequestState.CANCELLED: "was cancelled",
     RequestState.REFUSED: "was refused",
 }
+PREFIX_MATCHES = 50
+"""Requests a short id is looked up among (those the asker may see are kept)."""
+
+
+APPROVE_REFUSED = "approval.refused"
+CANCEL_REFUSED = "cancel.refused"
 
 
 class _Busy(Exception):
@@ -196,7 +211,7 @@ class BackfillService:
         )
         if denial is not None:
             reason = messages.denied(denial, action="approve")
-            return await self._refuse(user, "approval.refused", reason, text=command.dag)
+            return await self._refuse(user, APPROVE_REFUSED, reason, text=command.dag)
         plan = await self._planned(command, user=user, change=change)
         if isinstance(plan, Reply):
             return plan
@@ -248,7 +263,7 @@ class BackfillService:
                 await self._owe_approval_messages(session, approved)
                 await self.notices.approved(session, approved)
         except _Busy as exc:
-            return await self._refuse(user, "approval.refused", str(exc), text=command.dag)
+            return await self._refuse(user, APPROVE_REFUSED, str(exc), text=command.dag)
         self.wake_sender()
         try:
             await self.hand_off(row.id)
@@ -322,11 +337,12 @@ class BackfillService:
             except repository.RequestNotFound:
                 return None
 
-    async def approve(self, request_id: str, *, user: str) -> Reply:
-        """Record the approval, post the status message, and hand over to the executor."""
-        request = await self._load(request_id)
-        if request is None:
-            return Reply(messages.action_result(f"Backfill {request_id} does not exist."))
+    async def approve(self, request_id: str, *, user: str, channel: str | None = None) -> Reply:
+        """Record the approval, post the status message, and hand over to the executor.
+        `channel`: where the click came from (None: a caller that checked already)."""
+        request = await self._find(request_id, user=user, channel=channel, action=APPROVE_REFUSED)
+        if isinstance(request, Reply):
+            return request
         if request.state != RequestState.PREVIEWED:
             return Reply(messages.action_result(self._unchanged(request)))
         plan = plan_from_json(request.plan)
@@ -355,7 +371,7 @@ class BackfillService:
                 await self._owe_approval_messages(session, approved)
                 await self.notices.approved(session, approved)
         except _Busy as exc:
-            return await self._refuse(user, "approval.refused", str(exc), request_id=request.id)
+            return await self._refuse(user, APPROVE_REFUSED, str(exc), request_id=request.id)
         except repository.InvalidTransition:
             fresh = await self._load(request_id)
             return Reply(messages.action_result(self._unchanged(fresh or request)))
@@ -447,31 +463,79 @@ class BackfillService:
                 resumed += 1
         return resumed
 
-    async def _full_id(self, request_id: str) -> str | Reply:
-        """The request id a short prefix stands for, or the answer saying why it stands for
-        none (no request, or several: the user types more of it)."""
-        if len(request_id) >= 32:
-            return request_id
+    async def _find(
+        self,
+        given: str,
+        *,
+        user: str,
+        channel: str | None,
+        action: str,
+        command: bool = False,
+    ) -> BackfillRequest | Reply:
+        """The request `given` names, if `user` may reach it from `channel`: a click only where
+        the request lives (`lives_in`); a command (`command`: a short id is a prefix) also where
+        the bot told a team about it, and in a DM to its requester and approvers (`may_see`).
+        Otherwise the answer an unknown id gets, so a request elsewhere stays unrevealed, and
+        an audit row (`action`) saying which it was. `channel` None: a caller that checked."""
+        prefix = command and len(given) < 32
         async with self.sessions() as session:
-            found = await repository.ids_starting(session, request_id)
-        if len(found) == 1:
-            return found[0]
-        if not found:
-            return Reply(messages.refusal(f"No backfill id starts with {request_id}."))
-        return Reply(
-            messages.refusal(
-                f"More than one backfill id starts with {request_id}.",
-                hint="Type more of the id (see /backfill status).",
+            ids = [given]
+            if prefix:
+                ids = await repository.ids_starting(session, given, limit=PREFIX_MATCHES)
+            found: list[BackfillRequest] = []
+            for request_id in ids:
+                with suppress(repository.RequestNotFound):
+                    found.append(await repository.get_request(session, request_id))
+        seen = [r for r in found if channel is None or self._reachable(r, user, channel, command)]
+        if len(seen) == 1:
+            return seen[0]
+        if seen:
+            return Reply(
+                messages.refusal(
+                    f"More than one backfill id starts with {given}.",
+                    hint="Type more of the id (see /backfill status).",
+                )
             )
-        )
+        answer = unknown_backfill(given, prefix=prefix)
+        elsewhere = found[0] if len(found) == 1 else None
+        reason = answer
+        if found:
+            homes = ", ".join(sorted({str(r.status_channel or r.channel) for r in found}))
+            reason = f"not reachable from {channel or 'no channel'}: lives in {homes}"
+        async with self.sessions.begin() as session:
+            await repository.add_refusal(
+                session,
+                actor=user,
+                action=action,
+                refused=Refused.WRONG_CHANNEL if found else Refused.UNKNOWN_ID,
+                reason=reason,
+                given_id=given,
+                channel=channel,
+                request_id=elsewhere.id if elsewhere else None,
+            )
+        return Reply(messages.refusal(answer))
 
-    async def cancel(self, request_id: str, *, user: str) -> Reply:
-        full = await self._full_id(request_id)
-        if isinstance(full, Reply):
-            return full
-        request = await self._load(full)
-        if request is None:
-            return Reply(messages.action_result(f"Backfill {request_id} does not exist."))
+    def _reachable(self, request: BackfillRequest, user: str, channel: str, command: bool) -> bool:
+        if not command:
+            return lives_in(request, channel)
+        return may_see(request, user=user, channel=channel, told=self._told(request))
+
+    def _told(self, request: BackfillRequest) -> list[str]:
+        """The other teams' channels the bot told about the request (once it was approved)."""
+        if request.state == RequestState.PREVIEWED or not request.approvers:
+            return []
+        return [channel for channel, _ in self.notices.reruns(request)]
+
+    async def cancel(
+        self, request_id: str, *, user: str, channel: str | None = None, command: bool = False
+    ) -> Reply:
+        """Cancel an open request. `channel`: where the click (or with `command`, the
+        `/backfill cancel`) came from; None: a caller that checked already."""
+        request = await self._find(
+            request_id, user=user, channel=channel, action=CANCEL_REFUSED, command=command
+        )
+        if isinstance(request, Reply):
+            return request
         if request.state not in OPEN_STATES:
             return Reply(messages.action_result(self._unchanged(request)))
         if user != request.requester:  # requesters may always withdraw their own request
@@ -493,7 +557,7 @@ class BackfillService:
                     await self.notices.ended(session, cancelled)  # a running one: the runner
                 await self._owe_status_update(session, cancelled)
         except repository.InvalidTransition:
-            fresh = await self._load(request_id)
+            fresh = await self._load(request.id)
             return Reply(messages.action_result(self._unchanged(fresh or request)))
         self.wake_sender()
         self.executor.wake()
@@ -519,7 +583,7 @@ class BackfillService:
         if denial is None:
             return None
         reason = messages.denied(denial, action=verb)
-        action = "approval.refused" if verb == "approve" else "cancel.refused"
+        action = APPROVE_REFUSED if verb == "approve" else CANCEL_REFUSED
         async with self.sessions.begin() as session:
             await repository.add_audit(
                 session, actor=user, action=action, request_id=request.id, detail={"reason": reason}
@@ -541,11 +605,17 @@ class BackfillService:
         """Shrink the preview to a pointer and post the status message that parents the
         progress thread. Replies wait for the new parent: its ts is cleared until it is posted."""
         channel = request.status_channel or request.channel or ""
-        who = f"<@{request.approvers[-1]}>" if request.approvers else "someone"
+        who = messages.user_mention(request.approvers[-1]) if request.approvers else "someone"
         pointer = messages.action_result(
-            f"Backfill {request.id} of {request.root_dag} "
-            f"{request.start_date.isoformat()}..{request.end_date.isoformat()} was approved by "
-            f"{who}; its status and progress follow in the message below."
+            messages.sentence(
+                "Backfill {} of {} {}..{} was approved by {}; its status and progress follow in "
+                "the message below.",
+                request.id,
+                messages.code(request.root_dag),
+                request.start_date.isoformat(),
+                request.end_date.isoformat(),
+                who,
+            )
         )
         if request.status_message_ts:
             await outbox.enqueue(
@@ -568,29 +638,36 @@ class BackfillService:
         state = RequestState(request.state)
         if state == RequestState.PREVIEWED:
             return f"Backfill {request.id} is still waiting for approval."
-        who = (
-            f" by <@{request.approvers[-1]}>"
-            if request.approvers and state == RequestState.APPROVED
-            else ""
-        )
-        return f"Nothing changed: backfill {request.id} {STATE_WORDS[state]}{who}."
+        if request.approvers and state == RequestState.APPROVED:
+            return messages.sentence(
+                "Nothing changed: backfill {} {} by {}.",
+                request.id,
+                STATE_WORDS[state],
+                messages.user_mention(request.approvers[-1]),
+            )
+        return f"Nothing changed: backfill {request.id} {STATE_WORDS[state]}."
 
     async def status(self, request_id: str | None, *, user: str, channel: str = "") -> Reply:
-        async with self.sessions() as session:
-            if request_id is None:
-                # Only what this channel or this person asked for: others may be private.
+        """`/backfill status [ID]` typed in `channel`: the requests `user` may see from there
+        (where they live or were announced, and in a DM their own), or the one `request_id`
+        names; one they may not see is answered like an unknown id."""
+        if request_id is None:
+            async with self.sessions() as session:
                 recent = await repository.list_requests(session, limit=200)
-                mine = [r for r in recent if r.channel == channel or r.requester == user][:10]
-                return Reply(messages.status_list([status_of(r) for r in mine]))
-            full = await self._full_id(request_id)
-            if isinstance(full, Reply):
-                return full
-            try:
-                request = await repository.get_request(session, full)
-            except repository.RequestNotFound:
-                return Reply(messages.refusal(f"Backfill {request_id} does not exist."))
+            mine = [r for r in recent if self._reachable(r, user, channel, True)][:10]
+            return Reply(messages.status_list([status_of(r) for r in mine]))
+        request = await self._find(
+            request_id, user=user, channel=channel, action="status.refused", command=True
+        )
+        if isinstance(request, Reply):
+            return request
         return Reply(messages.request_status(status_of(request)))
 
-    async def plan_of(self, request_id: str) -> Plan | None:
-        request = await self._load(request_id)
-        return plan_from_json(request.plan) if request else None
+    async def show_plan(self, request_id: str, *, user: str, channel: str) -> Plan | Reply:
+        """**Show full plan**: the request's plan, for a click where the request lives."""
+        request = await self._find(
+            request_id, user=user, channel=channel, action="show_plan.refused"
+        )
+        if isinstance(request, Reply):
+            return request
+        return plan_from_json(request.plan)

@@ -2,13 +2,18 @@
 (plan and start the backfill of the outage at once, in the alert's thread), **Review plan**
 (the plan, for a modal), **Backfill downstream** (a root that recovered on its own: rerun what
 read its bad data), **Acknowledge**, **Snooze** and **Unsnooze**; and the older **Backfill**
-(a preview in the thread, then the usual approval)."""
+(a preview in the thread, then the usual approval).
+
+A click counts only from the alert's channel (from anywhere else it is answered as if the
+incident did not exist). Snooze and Unsnooze follow the rules of Approve, or `watch.snooze`;
+Acknowledge is open to anyone in the channel. Each is audited, and so is each refusal."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from functools import partial
+from typing import Literal
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -16,17 +21,23 @@ from bot import messages
 from bot.domain.commands import PlanCommand
 from bot.domain.errors import PlanningError
 from bot.domain.incidents import IncidentState, backfill_range, span
+from bot.domain.model import DagRef
 from bot.domain.planner import Plan
 from bot.domain.proposal import without_root
 from bot.messages import watch as watch_messages
+from bot.messages.backfill import snooze_denied
+from bot.services.access import may_snooze, requires_all_owners
 from bot.services.backfills import BackfillService, Reply
 from bot.services.incident_alerts import AlertOutbox
 from bot.store import incidents as store
 from bot.store import repository
 from bot.store.models import RequestState, utcnow
+from bot.store.repository import Refused
 from bot.store.watch_models import Incident
 
 OPEN_REQUEST = {RequestState.PREVIEWED, RequestState.APPROVED, RequestState.RUNNING}
+GONE = "This incident no longer exists."
+Verb = Literal["approve", "downstream", "review", "backfill", "acknowledge", "snooze", "unsnooze"]
 
 
 class IncidentActions:
@@ -47,66 +58,128 @@ class IncidentActions:
 
     # --- who is on it ---------------------------------------------------------------------
 
-    async def acknowledge(self, incident_id: str, *, user: str) -> Reply:
+    async def acknowledge(
+        self, incident_id: str, *, user: str, channel: str | None = None
+    ) -> Reply:
+        """**Acknowledge**: the alert says who is on it. Anyone in the alert's channel may."""
         async with self.sessions.begin() as session:
-            incident = await store.get(session, incident_id, lock=True)
-            if incident is None:
-                return Reply(messages.action_result("This incident no longer exists."))
+            incident = await self._get(
+                session, incident_id, user=user, channel=channel, verb="acknowledge", lock=True
+            )
+            if isinstance(incident, Reply):
+                return incident
             if incident.acknowledged_by == user:
                 return Reply(messages.action_result("You acknowledged this incident already."))
             incident.acknowledged_by, incident.acknowledged_at = user, self.clock()
             incident.updated_at = self.clock()
             await session.flush()
+            await self._audit(session, incident, user=user, action="incident.acknowledged")
             await self.alerts.alert(session, incident)
             await self.alerts.reply(session, incident, watch_messages.acknowledged(user))
         self.wake_sender()
         return Reply(messages.action_result("Acknowledged: the alert shows you are on it."), True)
 
-    async def snooze(self, incident_id: str, *, user: str, hours: int) -> Reply:
+    async def snooze(
+        self, incident_id: str, *, user: str, hours: int, channel: str | None = None
+    ) -> Reply:
+        """**Snooze 1 h / 24 h**: repeats of the failure stop alerting for that long. Whoever
+        may approve its backfill may (or, with `watch.snooze: anyone_in_channel`, anyone)."""
+        allowed = await self._may_snooze(incident_id, user=user, channel=channel, verb="snooze")
+        if allowed is not None:
+            return allowed
         async with self.sessions.begin() as session:
             incident = await store.get(session, incident_id, lock=True)
             if incident is None:
-                return Reply(messages.action_result("This incident no longer exists."))
+                return Reply(messages.action_result(GONE))
             if incident.state != IncidentState.OPEN:
                 return Reply(messages.action_result("This incident is resolved already."))
             incident.snoozed_until = self.clock() + timedelta(hours=hours)
             incident.snoozed_by = user
             incident.updated_at = self.clock()
             await session.flush()
+            until = incident.snoozed_until.isoformat()
+            await self._audit(
+                session, incident, user=user, action="incident.snoozed", hours=hours, until=until
+            )
             await self.alerts.alert(session, incident)
             await self.alerts.reply(session, incident, watch_messages.snoozed(user, hours))
         self.wake_sender()
         return Reply(messages.action_result(f"Snoozed for {hours} h."), changed=True)
 
-    async def unsnooze(self, incident_id: str, *, user: str) -> Reply:
+    async def unsnooze(self, incident_id: str, *, user: str, channel: str | None = None) -> Reply:
+        """**Unsnooze**: new failures alert again. The same people as Snooze may."""
+        allowed = await self._may_snooze(incident_id, user=user, channel=channel, verb="unsnooze")
+        if allowed is not None:
+            return allowed
         async with self.sessions.begin() as session:
             incident = await store.get(session, incident_id, lock=True)
             if incident is None:
-                return Reply(messages.action_result("This incident no longer exists."))
+                return Reply(messages.action_result(GONE))
             if not self.alerts.snoozed(incident):
                 return Reply(messages.action_result("This incident is not snoozed."))
             incident.snoozed_until, incident.snoozed_by = None, None
             incident.updated_at = self.clock()
             await session.flush()
+            await self._audit(session, incident, user=user, action="incident.unsnoozed")
             await self.alerts.alert(session, incident)
             await self.alerts.reply(session, incident, watch_messages.unsnoozed(user))
         self.wake_sender()
         return Reply(messages.action_result("Snooze ended: new failures alert again."), True)
 
+    async def _may_snooze(
+        self,
+        incident_id: str,
+        *,
+        user: str,
+        channel: str | None,
+        verb: Literal["snooze", "unsnooze"],
+    ) -> Reply | None:
+        """None if `user` may (un)snooze the incident from `channel`; else the audited refusal
+        (naming who may). Under `approve: all_owners` the owners of the DAGs downstream that
+        the alert names may, as they may approve."""
+        incident = await self._load(incident_id, user=user, channel=channel, verb=verb)
+        if isinstance(incident, Reply):
+            return incident
+        config = self.backfills.config
+        root = DagRef(incident.namespace, incident.dag_id)
+        also: list[str] = []
+        if requires_all_owners(config, root):
+            impact = store.impact_of(incident)
+            also = [name for dag in impact.downstream for name in dag.owners]
+        denial = await may_snooze(config, self.backfills.groups, root, user=user, also=also)
+        if denial is None:
+            return None
+        reason = snooze_denied(denial, unsnooze=verb == "unsnooze")
+        async with self.sessions.begin() as session:
+            await repository.add_refusal(
+                session,
+                actor=user,
+                action=f"incident.{verb}.refused",
+                refused=Refused.NOT_ALLOWED,
+                reason=reason,
+                given_id=incident_id,
+                channel=channel,
+                detail={"incident_id": incident.id, "dag_id": incident.dag_id},
+            )
+        return Reply(messages.refusal(reason))
+
     # --- backfills ------------------------------------------------------------------------
 
-    async def approve(self, incident_id: str, *, user: str) -> Reply:
+    async def approve(self, incident_id: str, *, user: str, channel: str | None = None) -> Reply:
         """**Approve backfill**: the DAG and everything downstream over the outage's failed
         range, started at once when this click is all the approval it needs."""
-        return await self._start(incident_id, user=user, downstream=False)
+        return await self._start(incident_id, user=user, channel=channel, downstream=False)
 
-    async def downstream(self, incident_id: str, *, user: str) -> Reply:
+    async def downstream(self, incident_id: str, *, user: str, channel: str | None = None) -> Reply:
         """**Backfill downstream**: the root was rerun outside the bot and succeeded; the DAGs
         downstream still hold what they computed from its bad data."""
-        return await self._start(incident_id, user=user, downstream=True)
+        return await self._start(incident_id, user=user, channel=channel, downstream=True)
 
-    async def _start(self, incident_id: str, *, user: str, downstream: bool) -> Reply:
-        incident = await self._load(incident_id)
+    async def _start(
+        self, incident_id: str, *, user: str, channel: str | None, downstream: bool
+    ) -> Reply:
+        verb: Verb = "downstream" if downstream else "approve"
+        incident = await self._load(incident_id, user=user, channel=channel, verb=verb)
         if isinstance(incident, Reply):
             return incident
         if downstream and incident.state != IncidentState.RESOLVED:
@@ -134,9 +207,11 @@ class IncidentActions:
             await self.link_backfill(incident_id, reply.request_id, user=user, announce=False)
         return reply
 
-    async def review(self, incident_id: str, *, user: str) -> Plan | Reply:
+    async def review(
+        self, incident_id: str, *, user: str, channel: str | None = None
+    ) -> Plan | Reply:
         """**Review plan**: the plan Approve backfill would run (nothing is recorded)."""
-        incident = await self._load(incident_id)
+        incident = await self._load(incident_id, user=user, channel=channel, verb="review")
         if isinstance(incident, Reply):
             return incident
         command = self._command(incident)
@@ -152,10 +227,10 @@ class IncidentActions:
             return without_root(plan, why=_RECOVERED_NOTE)
         return plan
 
-    async def backfill(self, incident_id: str, *, user: str) -> Reply:
+    async def backfill(self, incident_id: str, *, user: str, channel: str | None = None) -> Reply:
         """The older **Backfill** button: the plan preview in the alert's thread, then the
         usual approval."""
-        incident = await self._load(incident_id)
+        incident = await self._load(incident_id, user=user, channel=channel, verb="backfill")
         if isinstance(incident, Reply):
             return incident
         command = self._command(incident)
@@ -191,12 +266,51 @@ class IncidentActions:
 
     # --- helpers --------------------------------------------------------------------------
 
-    async def _load(self, incident_id: str) -> Incident | Reply:
-        async with self.sessions() as session:
-            incident = await store.get(session, incident_id)
-        if incident is None:
-            return Reply(messages.action_result("This incident no longer exists."))
-        return incident
+    async def _load(
+        self, incident_id: str, *, user: str, channel: str | None, verb: Verb
+    ) -> Incident | Reply:
+        async with self.sessions.begin() as session:
+            return await self._get(session, incident_id, user=user, channel=channel, verb=verb)
+
+    async def _get(
+        self,
+        session: AsyncSession,
+        incident_id: str,
+        *,
+        user: str,
+        channel: str | None,
+        verb: Verb,
+        lock: bool = False,
+    ) -> Incident | Reply:
+        """The incident, if the click came from its alert's channel (`channel`; None: a caller
+        that checked); else the answer an unknown incident gets, audited in `session` as
+        `incident.<verb>.refused` with the id as given and whether it exists elsewhere."""
+        incident = await store.get(session, incident_id, lock=lock)
+        if incident is not None and (channel is None or incident.channel == channel):
+            return incident
+        await repository.add_refusal(
+            session,
+            actor=user,
+            action=f"incident.{verb}.refused",
+            refused=Refused.WRONG_CHANNEL if incident else Refused.UNKNOWN_ID,
+            reason=f"its alert is in {incident.channel}" if incident else GONE,
+            given_id=incident_id,
+            channel=channel,
+            detail={"incident_id": incident.id} if incident else None,
+        )
+        return Reply(messages.refusal(GONE))
+
+    async def _audit(
+        self, session: AsyncSession, incident: Incident, *, user: str, action: str, **detail: object
+    ) -> None:
+        """An audit row for a click on the alert (the incident's id is in its detail)."""
+        await repository.add_audit(
+            session,
+            actor=user,
+            action=action,
+            detail={"incident_id": incident.id, "dag_id": incident.dag_id, **detail},
+            at=self.clock(),
+        )
 
     async def _request_under_way(self, incident: Incident) -> str | Reply | None:
         """The incident's backfill if it is still open: a preview's id (to approve), or the

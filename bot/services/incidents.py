@@ -32,11 +32,14 @@ from bot.domain.incidents import (
     on_success,
     with_failure,
 )
+from bot.messages import ops as ops_messages
 from bot.messages import watch as watch_messages
+from bot.metrics import Metrics
 from bot.services.backfills import PlannerFactory
 from bot.services.incident_alerts import AlertOutbox, outage_words
 from bot.services.links import AirflowUi
 from bot.store import incidents as store
+from bot.store import outbox, set_aside
 from bot.store.models import utcnow
 from bot.store.watch_models import Incident, RunEvent
 from bot.worker import Worker
@@ -54,6 +57,8 @@ class _Batch:
     brought up to date once per pass."""
 
     joined: set[str] = field(default_factory=set)
+    set_aside: list[ops_messages.SetAside] = field(default_factory=list)
+    """Rows set aside in this pass, told in one ops notice."""
 
 
 class IncidentService:
@@ -67,8 +72,10 @@ class IncidentService:
         wake_sender: Callable[[], None] = lambda: None,
         clock: Callable[[], datetime] = utcnow,
         airflow_ui: AirflowUi | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.sessions = sessions
+        self.metrics = metrics or Metrics()
         self.config = config
         self.planners = planners
         self.wake_sender = wake_sender
@@ -77,7 +84,6 @@ class IncidentService:
             config, marquez_web_url=marquez_web_url, clock=clock, airflow_ui=airflow_ui
         )
         self._worker = Worker("incidents", self.process, every_s=5.0, again_while_busy=True)
-        self._tries: dict[int, int] = {}
         self._pending: dict[str, asyncio.Task[None]] = {}
         """Impacts being worked out for alerts already posted, by incident id."""
         self._recovered = False
@@ -124,16 +130,45 @@ class IncidentService:
                 break
             try:
                 await self._handle(row, batch)
-            except Exception:
-                tries = self._tries[row.id] = self._tries.get(row.id, 0) + 1
-                logger.exception("handling run event %s failed (try %d)", row.id, tries)
-                if tries >= MAX_TRIES:
-                    async with self.sessions.begin() as session:
-                        await store.claim(session, row.id, now=self.clock())
+            except Exception as exc:
+                logger.exception("handling run event %s failed", row.id)
+                await self._failed(row.id, exc, batch)
         await self._grouped_replies(batch)
+        await self._tell_set_aside(batch)
         if rows:
             self.wake_sender()
         return len(rows)
+
+    async def _failed(self, row_id: int, exc: Exception, batch: _Batch) -> None:
+        """Count the failed try in the row; after MAX_TRIES the row is set aside, so it no
+        longer holds up every later one, and is told in the ops channel with this pass's."""
+        reason = f"{type(exc).__name__}: {exc}"
+        self.metrics.run_event_failures.inc()
+        try:
+            async with self.sessions.begin() as session:
+                row = await set_aside.record_failure(
+                    session, row_id, reason, now=self.clock(), max_tries=MAX_TRIES
+                )
+        except Exception:  # the database itself: the next pass tries the row again
+            logger.exception("recording the failure of run event %s failed", row_id)
+            return
+        if row is not None:
+            logger.error("run event %s set aside after %d tries: %s", row_id, MAX_TRIES, reason)
+            batch.set_aside.append(
+                ops_messages.SetAside(
+                    row.id, row.event_type, row.dag_id, row.event_time, row.failure or reason
+                )
+            )
+
+    async def _tell_set_aside(self, batch: _Batch) -> None:
+        """One ops notice for the rows this pass set aside (none without watch.ops_channel:
+        they are logged, counted in /metrics and listed by `backfill-bot events list`)."""
+        channel = self.config.watch.ops_channel
+        if not batch.set_aside or channel is None:
+            return
+        payload = ops_messages.set_aside(batch.set_aside, tries=MAX_TRIES)
+        async with self.sessions.begin() as session:
+            await outbox.enqueue(session, channel=channel, payload=payload)
 
     async def _handle(self, row: RunEvent, batch: _Batch) -> None:
         event = store.event_facts(row)

@@ -24,6 +24,7 @@ from typing import Any, NoReturn, TypeVar
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from bot.domain import time_bounds
 from bot.domain.events import DatasetName, ParsedEvent
 from bot.domain.producers import (
     Owner,
@@ -104,9 +105,14 @@ def parse_event_time(value: Any, where: str = "eventTime") -> datetime:
             int(year), int(month), int(day), int(hour), int(minute), int(second or 0),
             int((fraction or "0").ljust(9, "0")) // 1000, tzinfo=_zone(zone),
         )  # fmt: skip
-        return local.astimezone(UTC)
+        moment = local.astimezone(UTC)
     except (ValueError, OverflowError) as exc:
         raise InvalidEvent(f"{where} is not a valid date-time: {_shown(value)} ({exc})") from exc
+    if not time_bounds.in_bounds(moment):
+        raise InvalidEvent(
+            f"{where} is out of range: {_shown(value)} (times must lie {time_bounds.described()})"
+        )
+    return moment
 
 
 def parse_run_event(body: Any) -> ParsedEvent | None:

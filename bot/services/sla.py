@@ -22,8 +22,10 @@ from bot.domain.model import DagRef, Interval
 from bot.domain.sla import Miss, RunFacts, misses
 from bot.services.backfills import PlannerFactory, Reply
 from bot.services.links import Links
+from bot.slack_ids import ActionId
 from bot.store import incidents, outbox, repository, run_events, sla_misses
 from bot.store.models import utcnow
+from bot.store.repository import Refused
 from bot.store.watch_models import RunEvent, SlaMiss
 
 logger = logging.getLogger(__name__)
@@ -84,21 +86,30 @@ class SlaService:
             events = await run_events.dag_events_since(session, now - HISTORY)
         notified = 0
         for dag, runs in history(events).items():
-            rule = self.config.sla_for(dag)
-            found = misses(
-                runs,
-                now=now,
-                deadline=rule.deadline if rule else None,
-                max_duration=rule.max_duration if rule else None,
-            )
-            for miss in found:
-                try:
-                    if await self._notify(dag, miss, rule.notify if rule else ()):
-                        notified += 1
-                except Exception:  # one bad DAG must not stop the pass for every other
-                    logger.exception("SLA notice for %s failed; the next pass retries", dag)
+            try:
+                notified += await self._check_dag(dag, runs, now)
+            except Exception:  # one bad DAG (or row) must not stop the pass for every other
+                logger.exception("SLA check of %s failed; the next pass retries", dag.dag_id)
         if notified:
             self.wake_sender()
+        return notified
+
+    async def _check_dag(self, dag: DagRef, runs: list[RunFacts], now: datetime) -> int:
+        """Notify this DAG's new misses; returns how many were notified."""
+        rule = self.config.sla_for(dag)
+        found = misses(
+            runs,
+            now=now,
+            deadline=rule.deadline if rule else None,
+            max_duration=rule.max_duration if rule else None,
+        )
+        notified = 0
+        for miss in found:
+            try:
+                if await self._notify(dag, miss, rule.notify if rule else ()):
+                    notified += 1
+            except Exception:  # one miss that cannot be told must not hide the others
+                logger.exception("SLA notice for %s failed; the next pass retries", dag.dag_id)
         return notified
 
     async def _known(self, dag: DagRef, miss: Miss) -> bool:
@@ -176,12 +187,21 @@ class SlaService:
     ) -> Reply:
         """**Acknowledge** on an SLA notice: recorded (audited), and the clicked notice edited
         to say who is on it."""
-        if not miss_id.isdigit():
-            return Reply(messages.action_result("This SLA notice is not one the bot knows."))
+        unknown = Reply(messages.action_result("This SLA notice is not one the bot knows."))
         async with self.sessions.begin() as session:
-            row = await session.get(SlaMiss, int(miss_id), with_for_update=True)
-            if row is None:
-                return Reply(messages.action_result("This SLA miss is no longer recorded."))
+            row = None
+            if miss_id.isdigit() and len(miss_id) < 19:  # an integer column
+                row = await session.get(SlaMiss, int(miss_id), with_for_update=True)
+            # The click must come from a notice the bot posted for this miss in that channel:
+            # a forged click cannot acknowledge another team's miss from elsewhere.
+            posted = await outbox.posted_payload(session, channel, ts) if row else None
+            if row is None or posted is None or not _names_miss(posted, miss_id):
+                refused = Refused.UNKNOWN_ID if row is None else Refused.WRONG_CHANNEL
+                await repository.add_refusal(
+                    session, actor=user, action="sla.acknowledge.refused", refused=refused,
+                    reason="no such SLA notice in this channel", given_id=miss_id, channel=channel,
+                )  # fmt: skip
+                return unknown
             row.acknowledged_by, row.acknowledged_at = user, self.clock()
             await repository.add_audit(
                 session, actor=user, action="sla.acknowledged", detail={"miss": row.id}
@@ -193,3 +213,16 @@ class SlaService:
                 )
         self.wake_sender()
         return Reply(messages.action_result("Acknowledged: the notice shows you are on it."), True)
+
+
+def _names_miss(payload: dict[str, Any], miss_id: str) -> bool:
+    """Whether a posted notice carries the Acknowledge button of this miss."""
+    for block in payload.get("blocks") or []:
+        for element in block.get("elements") or [] if isinstance(block, dict) else []:
+            if (
+                isinstance(element, dict)
+                and element.get("action_id") == ActionId.SLA_ACK
+                and element.get("value") == miss_id
+            ):
+                return True
+    return False

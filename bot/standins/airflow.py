@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from datetime import datetime
+from http import HTTPStatus
 
 from aiohttp import web
 
@@ -89,16 +90,40 @@ def _authenticate(request: web.Request) -> None:
     request[USER] = request.app[airflow_v2.CREDENTIALS][0]
 
 
+def _authorize(request: web.Request) -> None:
+    """Raise the API's 403 for an authenticated user the stand-in was told to forbid."""
+    if USER not in request or not request.app[STATE].forbidden:
+        return
+    if request.app[API] == 2:
+        raise problem(403)
+    raise detail(403, "Forbidden")
+
+
+def _outage_page(status: int) -> web.Response:
+    """What a proxy (nginx) in front of an unavailable Airflow answers."""
+    title = f"{status} {HTTPStatus(status).phrase}"
+    page = f"<html><head><title>{title}</title></head><body><center><h1>{title}</h1></center>"
+    return web.Response(
+        status=status, text=page + "<hr><center>nginx</center></body></html>",
+        content_type="text/html",
+    )  # fmt: skip
+
+
 @web.middleware
 async def _middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     state = request.app[STATE]
     status = 500
     try:
         state.advance()
+        outage = state.take_outage()
+        if outage is not None:
+            status = outage
+            return _outage_page(outage)
         route_problem = request.match_info.http_exception
         if route_problem is not None:
             raise _route_error(request, route_problem)
         _authenticate(request)
+        _authorize(request)
         response = await handler(request)
         status = response.status
         return response

@@ -119,6 +119,8 @@ class AirflowState:
         self._runs: dict[str, dict[str, DagRun]] = {}
         self._backfills: dict[int, Backfill] = {}
         self._fail_on: dict[tuple[str, datetime], int | None] = {}
+        self._outage: tuple[int, int | None] | None = None  # (status, answers left or None)
+        self.forbidden = False
         self._ids = 0
         self._backfill_ids = 0
         for dag in dags:
@@ -159,6 +161,33 @@ class AirflowState:
     def backfills(self) -> list[Backfill]:
         self.advance()
         return [self._backfills[k] for k in sorted(self._backfills)]
+
+    def outage(self, status: int = 503, *, times: int | None = None) -> None:
+        """Answer the next `times` requests (None: every one until `end_outage`) with HTTP
+        `status` and the HTML page of the proxy in front of Airflow, before Airflow sees them:
+        503 while the API server restarts, 502/504 when it is down or stuck, 429 when the proxy
+        rate-limits. Token requests and public endpoints are answered so too."""
+        if status not in (429, 500, 502, 503, 504):
+            raise ValueError(f"an outage answers 429 or a 5xx, not {status}")
+        self._outage = (status, times) if times is None or times > 0 else None
+
+    def end_outage(self) -> None:
+        self._outage = None
+
+    def take_outage(self) -> int | None:
+        """The status an outage answers this request with (counting it), or None."""
+        if self._outage is None:
+            return None
+        status, left = self._outage
+        if left is not None:
+            self._outage = (status, left - 1) if left > 1 else None
+        return status
+
+    def forbid(self, forbidden: bool = True) -> None:
+        """The user logs in but may do nothing: every call that needs authentication is answered
+        403 (Airflow 3: `{"detail": "Forbidden"}`; Airflow 2: the PermissionDenied problem), as
+        for a user whose role grants no permission on the DAGs."""
+        self.forbidden = forbidden
 
     def expire_tokens(self) -> None:
         """Every token issued so far is answered 401 "Token Expired" from now on."""

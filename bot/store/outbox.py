@@ -224,6 +224,22 @@ def _same_parent(message: OutboxMessage) -> ColumnElement[bool]:
     return OutboxMessage.request_id == message.request_id
 
 
+async def posted_payload(session: AsyncSession, channel: str, ts: str) -> dict[str, Any] | None:
+    """What the bot posted as the message `ts` of `channel` (None if it posted no such one)."""
+    payload = await session.scalar(
+        select(OutboxMessage.payload)
+        .where(
+            OutboxMessage.channel == channel,
+            OutboxMessage.posted_ts == ts,
+            OutboxMessage.method == "chat.postMessage",
+            OutboxMessage.state == OutboxState.SENT,
+        )
+        .order_by(OutboxMessage.id)
+        .limit(1)
+    )
+    return dict(payload) if payload is not None else None
+
+
 async def status_ts(session: AsyncSession, request_id: str) -> tuple[str | None, str | None]:
     """(channel, ts) of a request's status message, if it was posted."""
     row = (

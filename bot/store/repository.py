@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from datetime import UTC, date, datetime, timedelta
+from enum import StrEnum
 from typing import Any, cast
 
 from sqlalchemy import CursorResult, Executable, delete, func, literal, select, update
@@ -506,6 +507,54 @@ async def add_audit(
     session.add(entry)
     await session.flush()
     return entry
+
+
+AUDIT_ID_CHARS = 64
+"""An id as someone gave it is kept to this many characters: a forged click can carry anything."""
+
+
+class Refused(StrEnum):
+    """Why a click or a command was refused, as its audit row records it."""
+
+    UNKNOWN_ID = "unknown_id"  # the id names nothing
+    WRONG_CHANNEL = "wrong_channel"  # it names something that lives elsewhere
+    NOT_ALLOWED = "not_allowed"  # the person may not do this
+
+
+def _clipped(value: str, limit: int = AUDIT_ID_CHARS) -> str:
+    return value if len(value) <= limit else value[: limit - 1] + "…"
+
+
+async def add_refusal(
+    session: AsyncSession,
+    *,
+    actor: str,
+    action: str,
+    refused: Refused,
+    reason: str,
+    given_id: str,
+    channel: str | None = None,
+    request_id: str | None = None,
+    detail: Mapping[str, Any] | None = None,
+    at: datetime | None = None,
+) -> AuditEntry:
+    """Audit a refused click or command (`action` e.g. `show_plan.refused`): who, the id as
+    they gave it (clipped), the channel it came from, why (`refused`, and `reason` in words).
+    `request_id` links the row to a request only when the id named one."""
+    return await add_audit(
+        session,
+        actor=_clipped(actor),
+        action=action,
+        request_id=request_id,
+        detail={
+            "reason": reason,
+            "refused": refused.value,
+            "id": _clipped(given_id),
+            **({"channel": _clipped(channel)} if channel is not None else {}),
+            **(detail or {}),
+        },
+        at=at,
+    )
 
 
 async def list_audit(

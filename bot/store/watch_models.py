@@ -50,6 +50,13 @@ class RunEvent(Base):
     source: Mapped[str] = mapped_column(String(16))
     received_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     processed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    """Failed tries at handling it (the watcher's, across restarts)."""
+    failure: Mapped[str | None] = mapped_column(String(500))
+    """Why the last try failed (an exception's type and message)."""
+    set_aside_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    """When it was set aside after `attempts` failed tries: kept, counted in /metrics, told
+    once in watch.ops_channel, and handled again by `backfill-bot events retry`."""
 
     __table_args__ = (
         UniqueConstraint("run_id", "event_type", "event_time"),
@@ -58,6 +65,7 @@ class RunEvent(Base):
         Index("ix_run_events_dag_id_nominal_start", "dag_id", "nominal_start"),
         Index("ix_run_events_event_time", "event_time"),
         Index("ix_run_events_dag_run_id", "dag_run_id"),
+        Index("ix_run_events_set_aside_at", "set_aside_at"),
     )
 
 

@@ -12,12 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_support import Bot, running_bot
+from e2e_support import OWNER, Bot, buttons, eventually, running_bot
 from test_incidents import ANALYTICS, CONFIG, LOGISTICS, ORDERS
+from test_slack_scoping import forged_click, refusals
 
 from bot.config import parse_config
 from bot.domain.lineage import LineageCycleError
 from bot.services.sla import SlaService
+from bot.slack_ids import ActionId
 from bot.standins.marquez import StandInServer
 from bot.store.watch_models import EventSource, RunEvent
 
@@ -152,3 +154,29 @@ async def test_a_dag_whose_lineage_cannot_be_planned_does_not_stop_the_pass(bot:
     assert await sla.check() == 2  # both notified; the cycle only costs its reports
     await bot.settle()
     assert len([t for t in texts(bot, ORDERS) if ":hourglass:" in t]) == 2
+
+
+async def test_acknowledge_edits_the_clicked_notice_and_a_forged_one_is_refused(bot: Bot) -> None:
+    async with bot.services.sessions.begin() as session:
+        for n in range(7):
+            session.add_all(dag_run("example.etl_orders", n))
+    assert await service(bot, T0 + 8 * DAY + timedelta(hours=3)).check() == 1
+    await bot.settle()
+    [notice] = bot.slack.state.messages(ORDERS)
+    miss_id = buttons(notice)[ActionId.SLA_ACK]["value"]
+
+    # the same miss "acknowledged" from a channel the bot told nothing (a crafted click)
+    await forged_click(
+        bot, notice, ActionId.SLA_ACK, user=OWNER, channel="C0ELSEWHR", value=miss_id
+    )
+    await forged_click(bot, notice, ActionId.SLA_ACK, user=OWNER, channel=ORDERS, value="99999")
+    await bot.settle()
+    refused = await refusals(bot, "sla.acknowledge.refused")
+    assert [r.detail["refused"] for r in refused] == ["wrong_channel", "unknown_id"]
+    assert await refusals(bot, "sla.acknowledged") == []
+
+    await bot.slack.click(
+        channel_id=ORDERS, message_ts=notice.ts, action_id=ActionId.SLA_ACK, user_id=OWNER
+    )
+    await eventually(lambda: f"<@{OWNER}>" in texts(bot, ORDERS)[0])
+    assert len(await refusals(bot, "sla.acknowledged")) == 1

@@ -437,6 +437,69 @@ async def test_bad_password_is_an_auth_error_naming_the_settings(fake: FakeAirfl
     assert fake.calls("GET", "/api/v2/dags/x") == []
 
 
+async def test_a_refused_login_is_not_tried_again_for_a_while(fake: FakeAirflow) -> None:
+    fake.routes["POST", "/auth/token"] = answer({"detail": "Invalid credentials"}, 401)
+    fake.routes["GET", "/api/v2/dags/x"] = answer(DAG)
+    async with v3(fake) as client:
+        for _ in range(5):
+            with pytest.raises(AirflowAuthError, match="refused the login of 'admin'") as caught:
+                await client.get_dag("x")
+            assert caught.value.status == 401
+            assert caught.value.endpoint == "POST /auth/token"
+        await asyncio.gather(*(client.get_dag("x") for _ in range(5)), return_exceptions=True)
+        assert len(fake.calls("POST", "/auth/token")) == 1
+        assert str(caught.value) == (
+            f"Airflow at {fake.url} refused the login of 'admin': Invalid credentials; check "
+            "AIRFLOW_USERNAME and AIRFLOW_PASSWORD (HTTP 401 from POST /auth/token)"
+        )
+
+        client.login_retry_s = 0  # the while has passed: the (fixed) password is tried again
+        del fake.routes["POST", "/auth/token"]
+        assert (await client.get_dag("x")).dag_id == "example.etl_orders"
+    assert len(fake.calls("POST", "/auth/token")) == 2
+    assert fake.calls("GET", "/api/v2/dags/x")[0].headers["Authorization"] == "Bearer t1"
+
+
+async def test_v1_a_401_is_not_sent_again_for_a_while_but_a_403_is(fake: FakeAirflow) -> None:
+    fake.routes["GET", "/api/v1/dags/forbidden"] = answer({"title": "Forbidden"}, 403)
+    fake.routes["GET", "/api/v1/dags/x"] = answer({"title": "Unauthorized"}, 401)
+    async with v2(fake) as client:
+        for _ in range(2):  # a permission this call lacks says nothing of the password
+            with pytest.raises(AirflowAuthError, match="permissions"):
+                await client.get_dag("forbidden")
+        for _ in range(3):
+            with pytest.raises(AirflowAuthError, match="AIRFLOW_PASSWORD") as caught:
+                await client.get_dag("x")
+            assert caught.value.status == 401
+        with pytest.raises(AirflowAuthError, match="Unauthorized"):
+            await client.get_dag("forbidden")  # not sent either: the password was refused
+    assert len(fake.calls("GET", "/api/v1/dags/forbidden")) == 2
+    assert len(fake.calls("GET", "/api/v1/dags/x")) == 1
+
+
+async def test_429_is_unavailable_for_now_and_not_sent_again_at_once(fake: FakeAirflow) -> None:
+    fake.routes["GET", "/api/v2/dags/x"] = answer({"detail": "Rate limit exceeded"}, 429)
+    async with v3(fake) as client:
+        with pytest.raises(AirflowUnavailable) as caught:
+            await client.get_dag("x")
+    assert caught.value.status == 429
+    assert str(caught.value) == (
+        f"Airflow at {fake.url} is rate-limiting requests: Rate limit exceeded "
+        "(HTTP 429 from GET /api/v2/dags/x)"
+    )
+    assert len(fake.calls("GET", "/api/v2/dags/x")) == 1
+
+
+async def test_connect_to_an_airflow_answering_503_keeps_its_words(fake: FakeAirflow) -> None:
+    fake.routes["GET", "/api/v2/version"] = answer({"detail": "restarting"}, 503)
+    with pytest.raises(AirflowUnavailable) as caught:
+        await connect_airflow(fake.url, "admin", "secret", retry=FAST)
+    assert caught.value.detail == (
+        f"Airflow at {fake.url} is unavailable: HTTP 503: restarting "
+        "(3 attempts, GET /api/v2/version)"
+    )
+
+
 # --- encoding and request shapes ------------------------------------------------------------
 
 

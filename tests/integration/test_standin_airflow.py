@@ -303,6 +303,48 @@ async def test_v1_basic_auth(airflow2: AirflowStandin, v1: Api) -> None:
     assert ("GET", "/api/v1/dags/etl.daily", 401) in airflow2.state.requests
 
 
+async def test_a_forbidden_user_logs_in_but_gets_403s(
+    airflow3: AirflowStandin, airflow2: AirflowStandin, v2: Api, v1: Api
+) -> None:
+    airflow3.state.forbid()
+    airflow2.state.forbid()
+    status, body = await v2.call("GET", "/api/v2/dags/etl.daily")
+    assert (status, body) == (403, {"detail": "Forbidden"})
+    assert await _token(v2.session, v2.base, "admin", "admin")  # logging in still works
+    assert (await v2.ok("GET", "/api/v2/version"))["version"] == "3.3.2"
+    status, body = await v1.call("GET", "/api/v1/dags/etl.daily")
+    assert status == 403
+    assert body["title"] == "Forbidden"
+    assert body["type"].endswith("#section/Errors/PermissionDenied")
+    assert (await v1.ok("GET", "/api/v1/version"))["version"] == "2.10.5"
+    wrong = {"Authorization": basic("ops", "nope")}  # wrong credentials are still a 401
+    assert (await v1.call("GET", "/api/v1/dags/etl.daily", headers=wrong))[0] == 401
+    airflow3.state.forbid(False)
+    airflow2.state.forbid(False)
+    await v2.ok("GET", "/api/v2/dags/etl.daily")
+    await v1.ok("GET", "/api/v1/dags/etl.daily")
+
+
+async def test_an_outage_answers_like_the_proxy_in_front_of_airflow(
+    airflow3: AirflowStandin, v2: Api
+) -> None:
+    airflow3.state.outage(503, times=2)
+    for path in ("/api/v2/dags/etl.daily", "/auth/token"):
+        status, page = await v2.call("GET", path, in_spec=False)
+        assert status == 503
+        assert "<title>503 Service Unavailable</title>" in page
+        assert v2.last_headers["Content-Type"].startswith("text/html")
+    await v2.ok("GET", "/api/v2/dags/etl.daily")
+    airflow3.state.outage(429)  # until it ends
+    for _ in range(3):
+        assert (await v2.call("GET", "/api/v2/version", in_spec=False))[0] == 429
+    airflow3.state.end_outage()
+    await v2.ok("GET", "/api/v2/version")
+    assert [status for _, _, status in airflow3.state.requests[-5:]] == [200, 429, 429, 429, 200]
+    with pytest.raises(ValueError, match="429 or a 5xx"):
+        airflow3.state.outage(404)
+
+
 async def test_each_stand_in_serves_one_api(v1: Api, v2: Api) -> None:
     status, body = await v2.call("GET", "/api/v1/dags/etl.daily", in_spec=False)
     assert (status, body) == (404, {"detail": "Not Found"})

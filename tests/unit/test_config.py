@@ -116,3 +116,11 @@ def test_the_late_event_sweep_keeps_a_bounded_number_of_buckets() -> None:
         parse_config({"watch": {"late_window_s": 86400, "late_bucket_s": 60}})
     watch = parse_config({"watch": {"late_window_s": 86400, "late_bucket_s": 300}}).watch
     assert watch.late_window_s / watch.late_bucket_s == 288
+
+
+def test_snooze_defaults_to_the_approve_rules_and_can_be_widened() -> None:
+    assert parse_config({}).watch.snooze == "owners"
+    wide = parse_config({"watch": {"snooze": "anyone_in_channel"}})
+    assert wide.watch.snooze == "anyone_in_channel"
+    with pytest.raises(ConfigError, match=r"watch\.snooze"):
+        parse_config({"watch": {"snooze": "everyone"}})

@@ -4,12 +4,19 @@ from a case that no longer exists."""
 from __future__ import annotations
 
 import test_messages
+import test_messages_hostile
 import test_messages_notices
 import test_messages_progress
 import test_messages_watch
 from golden_support import GOLDEN, Case, slack_templates
 
-MODULES = (test_messages, test_messages_notices, test_messages_progress, test_messages_watch)
+MODULES = (
+    test_messages,
+    test_messages_hostile,
+    test_messages_notices,
+    test_messages_progress,
+    test_messages_watch,
+)
 
 
 def all_cases() -> dict[str, Case]:

@@ -155,7 +155,12 @@ CASES: dict[str, Case] = {
     "refusal_hint": Case(
         NOTICE,
         lambda: messages.refusal(
-            "Unknown DAG <etl_ordrs> & co.", hint="Did you mean example.etl_orders? Ask <@U0OWNER>."
+            "Unknown DAG <etl_ordrs> & co.",
+            hint=messages.sentence(
+                "Did you mean {}? Ask {}.",
+                messages.code("example.etl_orders"),
+                messages.user_mention("U0OWNER"),
+            ),
         ),
     ),
     "refusal_not_allowed_to_cancel": Case(
@@ -163,7 +168,10 @@ CASES: dict[str, Case] = {
     ),
     "help": Case("backfill/help.json.j2", lambda: messages.help_message()),
     "action_result": Case(
-        NOTICE, lambda: messages.action_result("Already approved by <@U0APPROVER>.")
+        NOTICE,
+        lambda: messages.action_result(
+            messages.sentence("Already approved by {}.", messages.user_mention("U0APPROVER"))
+        ),
     ),
     "acknowledgement": Case(
         NOTICE,
@@ -270,8 +278,8 @@ def test_values_are_escaped_for_mrkdwn_and_kept_raw_in_plain_text() -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("Approved by <@U0ABC> & <@W0DEF>", "Approved by <@U0ABC> &amp; <@W0DEF>"),
-        ("see <#C0ABC> or <!subteam^S0ABC>", "see <#C0ABC> or <!subteam^S0ABC>"),
+        ("Approved by <@U0ABC> & <@W0DEF>", "Approved by &lt;@U0ABC&gt; &amp; &lt;@W0DEF&gt;"),
+        ("see <#C0ABC> or <!subteam^S0ABC>", "see &lt;#C0ABC&gt; or &lt;!subteam^S0ABC&gt;"),
         (
             "<http://evil.example|click> <!channel>",
             "&lt;http://evil.example|click&gt; &lt;!channel&gt;",
@@ -279,9 +287,37 @@ def test_values_are_escaped_for_mrkdwn_and_kept_raw_in_plain_text() -> None:
         ("<@U0ABC|name> a<b", "&lt;@U0ABC|name&gt; a&lt;b"),
     ],
 )
-def test_bot_sentences_keep_mentions_and_escape_the_rest(text: str, expected: str) -> None:
-    assert messages.escape_keeping_mentions(text) == expected
-    assert messages.action_result(text)["blocks"][0]["text"]["text"].endswith(expected)
+def test_a_plain_sentence_is_shown_as_written(text: str, expected: str) -> None:
+    """A service's sentence carries DAG ids and what people typed: nothing in it is live."""
+    for payload in (
+        messages.action_result(text),
+        messages.refusal(text, hint=text),
+        messages.acknowledgement(text),
+    ):
+        assert payload["blocks"][0]["text"]["text"].endswith(expected)
+        assert payload["text"].endswith(expected)
+
+
+def test_a_composed_sentence_keeps_only_the_mentions_the_bot_built() -> None:
+    dag = "etl`<!channel> <@U0EVIL>`x"
+    said = messages.sentence(
+        "Backfill {} of {} was approved by {} in {} & {}.",
+        "<!here>",
+        messages.code(dag),
+        messages.user_mention("U0APPROVER"),
+        messages.channel_mention("C0ORDERS"),
+        messages.user_mention("U0X> <!channel"),
+    )
+    assert said == (
+        "Backfill &lt;!here&gt; of `etlˋ&lt;!channel&gt; &lt;@U0EVIL&gt;ˋx` was approved by "
+        "<@U0APPROVER> in <#C0ORDERS> &amp; &lt;@U0X&gt; &lt;!channel&gt;."
+    )
+    assert messages.action_result(said)["text"] == f":information_source: {said}"
+    long = messages.sentence("{} " * 400, *[messages.user_mention("U0APPROVER")] * 400)
+    text = messages.refusal(long)["text"]
+    assert text.endswith("…")
+    assert text[:-1].rstrip().endswith("<@U0APPROVER>")  # cut between mentions, not in one
+    assert len(text) <= 3000
 
 
 def test_refusal_escapes_and_shows_the_hint() -> None:

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from bot.domain.impact import DagImpact, ImpactSnapshot, ImpactStatus, ReportImpact
 from bot.domain.proposal import Proposal
-from bot.messages import watch
+from bot.messages import channel_mention, sentence, user_mention, watch
 from bot.slack_ids import ActionId
 
 ALERT, REPLY = "watch/incident_alert.json.j2", "watch/incident_reply.json.j2"
@@ -141,7 +141,15 @@ CASES: dict[str, Case] = {
     ),
     "incident_alert_escaping": Case(ALERT, lambda: watch.alert(ESCAPING)),
     "incident_reply_text": Case(
-        REPLY, lambda: watch.reply("Seen by <@U0ALICE0001> & <!channel> <#C0ORDERS>.")
+        REPLY,
+        lambda: watch.reply(
+            sentence(
+                "Seen by {} & {} {}.",
+                user_mention("U0ALICE0001"),
+                "<!channel>",
+                channel_mention("C0ORDERS"),
+            )
+        ),
     ),
     "incident_reply_impact_known": Case(
         REPLY, lambda: watch.impact_known(2, ["<!subteam^S0ANALYTIC>", "<@U0LOGISTIC>"])

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from datetime import UTC, date, datetime, timedelta
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.domain.lineage import build_lineage
 from bot.domain.model import DagRef, DateRange, merge_intervals
-from bot.domain.planner import make_plan, plan_from_json
+from bot.domain.planner import PlanError, make_plan, plan_from_json
 from bot.domain.schedule import PeriodicSchedule, Schedule
 from bot.standins.synthetic import JobSpec, lineage_nodes
 
@@ -145,3 +146,20 @@ def test_plans_survive_their_json_form(
         _schedules(len(reads_from), periods),
     )
     assert plan_from_json(plan.to_json()) == plan
+
+
+def test_a_dag_id_longer_than_airflows_limit_is_refused_with_the_fix() -> None:
+    long = "reporting_" + "x" * 250  # a Marquez job name Airflow could not have as a DAG id
+    jobs = [JobSpec("dag0", (), ("d0.out0",)), JobSpec(long, ("d0.out0",), ("dl.out0",))]
+    lineage = build_lineage(lineage_nodes(jobs))
+    schedules = {
+        DagRef(NS, name): PeriodicSchedule(
+            datetime(2021, 6, 6, tzinfo=UTC), timedelta(days=1), timedelta(days=1)
+        )
+        for name in ("dag0", long)
+    }
+    day = DateRange(date(2021, 6, 4), date(2021, 6, 4))
+    with pytest.raises(PlanError, match=r"limit of 250 .* Exclude it with --exclude"):
+        make_plan(lineage.dags, DagRef(NS, "dag0"), day, schedules)
+    plan = make_plan(lineage.dags, DagRef(NS, "dag0"), day, schedules, exclude=[DagRef(NS, long)])
+    assert [step.dag.dag_id for step in plan.steps] == ["dag0"]

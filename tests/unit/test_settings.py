@@ -36,7 +36,7 @@ def test_api_key_is_secret() -> None:
     ("env", "expected"),
     [
         ({"MARQUEZ_URL": "localhost:5000"}, "MARQUEZ_URL: 'localhost:5000' is not an http(s) URL"),
-        ({"DATABASE_URL": "mysql://x/y"}, "DATABASE_URL: 'mysql://x/y' is not supported"),
+        ({"DATABASE_URL": "mysql://x/y"}, "DATABASE_URL: 'mysql://x/…' is not supported"),
         (
             {"BOT_CONFIG": "/does/not/exist.yml"},
             "BOT_CONFIG: '/does/not/exist.yml' is not a readable file",

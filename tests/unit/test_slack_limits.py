@@ -18,6 +18,23 @@ def plain(text: str) -> dict[str, str]:
     return {"type": "plain_text", "text": text}
 
 
+def context(text: str) -> dict[str, Any]:
+    return {"type": "context", "elements": [{"type": "mrkdwn", "text": text}]}
+
+
+def overflow(text: str = "o", value: str = "v") -> dict[str, Any]:
+    options = [{"text": plain(text), "value": value}, {"text": plain("p"), "value": "w"}]
+    return {
+        "text": "t",
+        "blocks": [
+            {
+                "type": "actions",
+                "elements": [{"type": "overflow", "action_id": "o", "options": options}],
+            }
+        ],
+    }
+
+
 def with_button(**changes: Any) -> dict[str, Any]:
     confirm = {"title": plain("t"), "text": plain("x"), "confirm": plain("y"), "deny": plain("n")}
     confirm.update({k[8:]: plain(v) for k, v in changes.items() if k.startswith("confirm_")})
@@ -47,6 +64,10 @@ MESSAGE_CASES: list[tuple[str, dict[str, Any], str]] = [
     ("action_id", with_button(action_id="a" * 256), "elements[0].action_id: 256"),
     ("block_id", {"text": "t", "blocks": [section(block_id="b" * 256)]}, "block_id: 256"),
     ("value", with_button(value="v" * 2001), "elements[0].value: 2001"),
+    ("url", with_button(url="http://x/" + "u" * 2992), "elements[0].url: 3001"),
+    ("context", {"text": "t", "blocks": [context("c" * 2001)]}, "elements[0].text: 2001"),
+    ("option", overflow(text="o" * 76), "options[0].text: 76"),
+    ("option_value", overflow(value="v" * 151), "options[0].value: 151"),
     ("confirm_title", with_button(confirm_title="t" * 101), "confirm.title: 101"),
     ("confirm_text", with_button(confirm_text="x" * 301), "confirm.text: 301"),
     ("confirm_button", with_button(confirm_confirm="y" * 31), "confirm.confirm: 31"),
@@ -74,6 +95,8 @@ def test_check_message_accepts_every_limit_exactly() -> None:
     payload["blocks"] += [section("x" * 3000, block_id="b" * 255)]
     payload["blocks"] += [{"type": "section", "fields": [plain("f" * 2000)] * 10}]
     payload["blocks"] += [{"type": "header", "text": plain("h" * 150)}]
+    payload["blocks"] += [context("c" * 2000), *overflow("o" * 75, "v" * 150)["blocks"]]
+    payload["blocks"][0]["elements"][0]["url"] = "http://x/" + "u" * 2991
     payload["blocks"] += [section()] * (50 - len(payload["blocks"]))
     payload["text"] = "t" * 40_000
     check_message(payload)

@@ -1,0 +1,239 @@
+"""`POST /slack/events`: make sure a request is Slack's, fresh and well formed before bolt runs it.
+
+Bolt parses a body before it verifies its signature, and trusts Slack's shapes while parsing: a
+forged request with a JSON body, invalid UTF-8 or a non-numeric timestamp made a 500. Here the
+signature is checked on the raw bytes first (401), then the body is parsed and its shape checked
+against what bolt and the listeners in handlers/ rely on (400), and a signed request already seen
+inside Slack's 5-minute window is dropped (200, empty, so nothing retries it) instead of being run
+twice. Bolt verifies the signature again; that second lock is kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import re
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Any
+from urllib.parse import parse_qsl
+
+from aiohttp import web
+from slack_bolt.adapter.aiohttp import to_aiohttp_response
+from slack_bolt.async_app import AsyncApp
+from slack_bolt.context.async_context import AsyncBoltContext
+from slack_bolt.request.async_internals import build_async_context
+from slack_bolt.request.async_request import AsyncBoltRequest
+from slack_bolt.request.internals import build_normalized_headers, extract_content_type
+from slack_sdk.signature import SignatureVerifier
+
+__all__ = ["WINDOW_S", "ReplayCache", "SlackEvents", "parse_body", "problem"]
+
+logger = logging.getLogger(__name__)
+WINDOW_S = 5 * 60  # Slack's: a request signed longer ago (or further ahead) than this is refused
+REPLAY_CACHE_SIZE = 10_000  # ~33 requests a second for 5 minutes; far above this bot's traffic
+# The SDK hands the timestamp to int() (which takes "+1", " 1", "1_0" and non-ASCII digits, and
+# raises on the rest) and compares signatures with hmac.compare_digest (which raises on
+# non-ASCII): only what Slack sends gets that far.
+_TIMESTAMP = re.compile(r"[0-9]{1,12}")
+_SIGNATURE = re.compile(r"v0=[0-9a-f]{64}")
+SLASH_FIELDS = ("command", "user_id", "channel_id", "response_url", "trigger_id")
+# Interactions answered through a response_url or a view opened with the trigger_id.
+NEEDS_REPLY_PATH = frozenset({"block_actions", "interactive_message", "message_action", "shortcut"})
+# Read with .get() by bolt (IgnoringSelfEvents, matchers) or handlers/ when present.
+OBJECTS = ("event", "view", "message", "container", "channel", "user")
+
+
+def _text(value: object) -> bool:
+    return isinstance(value, str) and value != ""
+
+
+def _user(value: object) -> bool:
+    return isinstance(value, dict) and _text(value.get("id"))
+
+
+# The database keeps user and channel ids in 64 characters; Slack's are a dozen or two.
+ID_MAX = 64
+
+
+def _long_id(body: dict[str, Any]) -> str | None:
+    """The first user or channel id over ID_MAX characters, named; None if there is none."""
+    found = [(name, body.get(name)) for name in ("user_id", "channel_id")] + [
+        (f"{name}.id", (body.get(name) or {}).get("id")) for name in ("user", "channel")
+    ]
+    for name, value in found:
+        if isinstance(value, str) and len(value) > ID_MAX:
+            return f"{name} is longer than {ID_MAX} characters"
+    return None
+
+
+def _actions(value: object) -> bool:
+    # Bolt matches on actions[0]["action_id"]; handlers read actions[0].get("value").
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(isinstance(a, dict) and _text(a.get("action_id")) for a in value)
+    )
+
+
+def _event(value: object) -> bool:
+    return isinstance(value, dict) and _text(value.get("type"))
+
+
+# What each kind of payload must carry (Slack's payload references; bolt's listener matchers).
+REQUIRED: dict[str, tuple[tuple[str, Callable[[object], bool]], ...]] = {
+    "block_actions": (("user", _user), ("actions", _actions)),
+    "view_submission": (("user", _user), ("view", lambda v: isinstance(v, dict))),
+    "view_closed": (("user", _user), ("view", lambda v: isinstance(v, dict))),
+    "shortcut": (("user", _user), ("callback_id", _text), ("trigger_id", _text)),
+    "message_action": (("user", _user), ("callback_id", _text), ("trigger_id", _text)),
+    "event_callback": (("event", _event),),
+    "url_verification": (("challenge", _text),),
+}
+
+
+def parse_body(text: str, content_type: str | None) -> Any:
+    """The body as bolt reads it (JSON when declared or when it starts with "{", else a form whose
+    `payload` field holds the JSON), without bolt's slip: it takes any form with "payload"
+    anywhere in it (a slash command's text, a channel's name) for an interaction and reads {}.
+    Raises ValueError or RecursionError on what is not JSON."""
+    if content_type == "application/json" or text.startswith("{"):
+        return json.loads(text)
+    form = dict(parse_qsl(text, keep_blank_values=True))
+    return json.loads(form["payload"]) if "payload" in form else form
+
+
+def problem(body: Any) -> str | None:
+    """Why bolt or the listeners in handlers/ could not handle this body; None if they can."""
+    if not isinstance(body, dict):
+        return "the payload is not a JSON object"
+    if "command" in body:  # bolt dispatches anything with a `command` as a slash command
+        missing = [name for name in SLASH_FIELDS if not _text(body.get(name))]
+        return f"slash command without {', '.join(missing)}" if missing else _long_id(body)
+    kind = body.get("type")
+    if kind is None and body.get("ssl_check") == "1":
+        return None  # Slack checking the certificate of the Request URL; bolt answers it
+    if not isinstance(kind, str) or not kind:
+        return "payload without type"
+    for name in OBJECTS:
+        if body.get(name) is not None and not isinstance(body[name], dict):
+            return f"{kind}: {name} is not an object"
+    for name in ("response_url", "trigger_id"):  # bolt's respond() and views.open take strings
+        if name in body and not _text(body[name]):
+            return f"{kind}: {name} is not a string"
+    urls = body.get("response_urls")  # bolt reads response_urls[0].get("response_url")
+    if urls is not None and not (isinstance(urls, list) and all(isinstance(u, dict) for u in urls)):
+        return f"{kind}: response_urls is not a list of objects"
+    for name, valid in REQUIRED.get(kind, ()):
+        if not valid(body.get(name)):
+            return f"{kind} without {name}"
+    if kind in NEEDS_REPLY_PATH and "response_url" not in body and "trigger_id" not in body:
+        return f"{kind} without response_url or trigger_id"
+    return _long_id(body)
+
+
+class _BytesVerifier(SignatureVerifier):
+    """The SDK's verifier (window, constant-time comparison) over the raw bytes: the SDK decodes
+    a body as UTF-8 before hashing it, which raises on bytes that are not UTF-8."""
+
+    def generate_signature(self, *, timestamp: str, body: str | bytes) -> str | None:
+        raw = body if isinstance(body, bytes) else body.encode()
+        base = b"v0:" + timestamp.encode() + b":" + raw
+        return "v0=" + hmac.new(self.signing_secret.encode(), base, hashlib.sha256).hexdigest()
+
+
+class ReplayCache:
+    """The signatures of requests let through, each until its timestamp leaves the window.
+
+    A signature covers the timestamp and the body, so a signature seen again is the same request
+    sent again: a capture replayed, or a duplicate. Slack's own Events API retries (with
+    X-Slack-Retry-Num) carry a new timestamp and signature and are not caught here. Bounded: past
+    `size` entries the oldest go first, so only a flood of validly signed requests could evict
+    one early."""
+
+    def __init__(self, size: int = REPLAY_CACHE_SIZE) -> None:
+        self.size = size
+        self._until: OrderedDict[str, float] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._until)
+
+    def first_time(self, signature: str, timestamp: int, now: float) -> bool:
+        """True, and remembered, unless `signature` was let through inside the window."""
+        until = self._until
+        # Arrival order is nearly expiry order (timestamps are within the window of `now`).
+        while until and next(iter(until.values())) < now:
+            until.popitem(last=False)
+        if until.get(signature, -1.0) >= now:
+            return False
+        while len(until) >= self.size:
+            until.popitem(last=False)
+        until[signature] = float(timestamp + WINDOW_S)
+        until.move_to_end(signature)
+        return True
+
+
+def _single(request: web.Request, name: str) -> str | None:
+    # Bolt reads the last of repeated headers and aiohttp's .get() the first: accept one only.
+    values = request.headers.getall(name, [])
+    return values[0] if len(values) == 1 else None
+
+
+def _refuse(request: web.Request, status: int, reason: str) -> web.Response:
+    # INFO, not WARNING: anyone on the internet can make these. Never the body or the headers.
+    logger.info("refused a request to %s from %s: %s", request.path, request.remote, reason)
+    return web.Response(status=status, text=reason)
+
+
+class SlackEvents:
+    """The aiohttp handler of Slack's Request URL: checks, then hands the request to bolt."""
+
+    def __init__(self, bolt: AsyncApp, signing_secret: str, replays: ReplayCache | None = None):
+        self.bolt = bolt
+        self.verifier = _BytesVerifier(signing_secret)
+        self.replays = replays if replays is not None else ReplayCache()
+
+    async def handle(self, request: web.Request) -> web.Response:
+        raw = await request.read()  # past client_max_size aiohttp answers 413 itself
+        timestamp = _single(request, "X-Slack-Request-Timestamp")
+        signature = _single(request, "X-Slack-Signature")
+        if timestamp is None or not _TIMESTAMP.fullmatch(timestamp):
+            return _refuse(request, 401, "missing or invalid X-Slack-Request-Timestamp")
+        if signature is None or not _SIGNATURE.fullmatch(signature):
+            return _refuse(request, 401, "missing or invalid X-Slack-Signature")
+        if not self.verifier.is_valid(raw, timestamp, signature):
+            return _refuse(request, 401, "invalid signature or stale timestamp")
+        # Signed from here on: Slack, or someone holding the signing secret.
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return _refuse(request, 400, "the body is not UTF-8")
+        # Every value of every header, so the content type read here is the one bolt reads.
+        headers: dict[str, str | Sequence[str]] = {
+            k: request.headers.getall(k) for k in request.headers
+        }
+        content_type = extract_content_type(build_normalized_headers(headers))
+        try:
+            body = parse_body(text, content_type)
+        except (ValueError, RecursionError):
+            return _refuse(request, 400, "the body is not JSON or a Slack form")
+        reason = problem(body)
+        if reason is not None:
+            return _refuse(request, 400, reason)
+        try:
+            bolt_request = AsyncBoltRequest(body=text, query=request.query_string, headers=headers)
+            if bolt_request.body != body:  # bolt's "payload" slip (see parse_body)
+                bolt_request.body = body
+                bolt_request.context = build_async_context(AsyncBoltContext({}), body)
+        except Exception:  # bolt's parsing raises whatever an odd shape makes it raise
+            return _refuse(request, 400, "a payload bolt cannot read")
+        if not self.replays.first_time(signature, int(timestamp), self.verifier.clock.now()):
+            kind = str(body.get("command") or body.get("type"))[:40]
+            logger.warning(
+                "dropped a replayed Slack request (%r, timestamp %s, from %s)",
+                kind, timestamp, request.remote,
+            )  # fmt: skip
+            return web.Response(status=200)
+        return await to_aiohttp_response(await self.bolt.async_dispatch(bolt_request))
