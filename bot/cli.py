@@ -12,6 +12,7 @@ import traceback
 from collections.abc import Sequence
 from typing import NoReturn
 
+from bot import events_cli
 from bot.clients.marquez import MarquezClient, MarquezError, MarquezUnavailable
 from bot.config import BotConfig, ConfigError, load_config
 from bot.domain.errors import PlanningError
@@ -100,6 +101,8 @@ def _parser() -> argparse.ArgumentParser:
     db_actions = db.add_subparsers(dest="action", required=True, metavar="ACTION")
     db_actions.add_parser("upgrade", help="apply migrations to $DATABASE_URL")
 
+    events_cli.add_parser(commands)
+
     commands.add_parser(
         "demo",
         help=f"run stand-ins and the bot on loopback and play /backfill {DEMO_DAG} {DEMO_RANGE}",
@@ -176,6 +179,11 @@ def _run(args: argparse.Namespace) -> str | None:
 
         upgrade(settings.database_url)
         return f"Database at {describe_url(settings.database_url)} is at the latest migration."
+    if args.command == "events":
+        problem = events_cli.check(args)
+        if problem:
+            raise CliError(problem, EXIT_BAD_INPUT)
+        return asyncio.run(events_cli.run(args, settings.database_url))
     config = _config(settings)
     if args.command == "plan":
         return asyncio.run(_plan(args, settings, config))

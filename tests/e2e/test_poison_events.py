@@ -192,3 +192,15 @@ async def cli(env: dict[str, str], *args: str) -> str:
     text = out.decode()
     assert process.returncode == 0, text
     return text
+
+
+async def test_events_retry_needs_ids_or_all(tmp_path: Path) -> None:
+    env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'bot.db'}"}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot", "events", "retry",
+        env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    _, err = await process.communicate()
+    assert process.returncode == 2
+    assert "events retry takes the ids to retry or --all" in err.decode()
+    assert "Traceback" not in err.decode()
