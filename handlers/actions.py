@@ -15,7 +15,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import messages
 from bot.app_services import Services
-from bot.services.backfills import Reply
+from bot.services.replies import Reply
 from bot.slack_ids import ActionId
 
 logger = logging.getLogger(__name__)

@@ -18,7 +18,6 @@ Everything the runner knows lives in the database, so a restarted bot carries on
 from __future__ import annotations
 
 import logging
-import random
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -39,6 +38,7 @@ from bot.domain.progress import (
     report_due,
 )
 from bot.executors.backends import Backend, Busy, Progress, StepRejected, StepWork
+from bot.executors.submit_retry import SubmitRetry, span
 from bot.messages import progress as progress_messages
 from bot.store import execution, outbox, repository
 from bot.store.models import (
@@ -57,41 +57,6 @@ EndHook = Callable[[AsyncSession, BackfillRequest], Coroutine[Any, Any, None]]
 ORPHAN_AFTER = timedelta(minutes=2)
 # Step state kept while submissions fail: how many in a row, and since when.
 _FAILURE_KEYS = ("submit_failures", "failing_since")
-
-
-@dataclass(frozen=True)
-class SubmitRetry:
-    """How a step whose submission keeps failing (the backend unreachable, 5xx, 429, timeouts)
-    is retried: the n-th failure waits `backoff_s`·2^(n-1) seconds (the poll interval when
-    None; at most `max_backoff_s`; jittered down to half, so steps failing together spread out),
-    and after `attempts` failed submissions, or `give_up_after_s` after the first one, the step
-    fails with the last reason. Counted per step, in its state, so a restart does not reset it.
-    """
-
-    attempts: int = 8
-    backoff_s: float | None = None
-    max_backoff_s: float = 300.0
-    give_up_after_s: float = 3600.0
-
-    def __post_init__(self) -> None:
-        if self.attempts < 1 or self.max_backoff_s < 0 or self.give_up_after_s < 0:
-            raise ValueError(f"invalid SubmitRetry: {self}")
-        if self.backoff_s is not None and self.backoff_s < 0:
-            raise ValueError(f"invalid SubmitRetry: {self}")
-
-    def delay(self, failures: int, poll_interval_s: float) -> timedelta:
-        """The pause after the `failures`-th failed submission in a row."""
-        base = poll_interval_s if self.backoff_s is None else self.backoff_s
-        ceiling = min(self.max_backoff_s, base * 2 ** min(failures - 1, 32))
-        return timedelta(seconds=random.uniform(ceiling / 2, ceiling))
-
-
-def _span(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f}s"
-    if seconds < 90 * 60:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 @dataclass
@@ -510,7 +475,7 @@ class Runner:
                 step.dag_id, request_id, failures, error,
             )  # fmt: skip
             tries = f"{failures} attempt{'s' if failures > 1 else ''}"
-            over = f" over {_span(elapsed)}" if failures > 1 else ""
+            over = f" over {span(elapsed)}" if failures > 1 else ""
             await self._reject(request_id, step, f"gave up after {tries}{over}: {error}")
             return
         # The last try comes at the deadline, not after it.

@@ -19,7 +19,7 @@ from bot import messages
 from bot.domain.planner import Plan, plan_from_json
 from bot.messages.backfill import unknown_backfill
 from bot.services.access import lives_in
-from bot.services.backfills import Reply
+from bot.services.replies import Reply
 from bot.store import guards, outbox, repository
 from bot.store.models import BackfillRequest, OutboxRole, RequestState, StepState, utcnow
 from bot.store.repository import Refused

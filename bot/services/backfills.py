@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from contextlib import AbstractAsyncContextManager, suppress
-from dataclasses import dataclass, replace
+from contextlib import AbstractAsyncContextManager
+from dataclasses import replace
 from typing import Any, Literal
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -24,25 +24,22 @@ from bot.domain.model import DagRef
 from bot.domain.planner import Plan, PlanNote, PlanStep, plan_from_json
 from bot.executors.base import Executor
 from bot.messages import plural
-from bot.messages.backfill import unknown_backfill
 from bot.messages.progress import status_of
 from bot.services.access import (
     GroupDirectory,
-    lives_in,
     may_approve,
-    may_see,
     requires_all_owners,
     still_to_approve,
 )
 from bot.services.planning import PlanRequest, PlanSource
+from bot.services.replies import Reply
+from bot.services.request_lookup import RequestLookup
 from bot.services.team_notices import TeamNotices
 from bot.store import execution, guards, outbox, repository
 from bot.store.models import BackfillRequest, OutboxRole, RequestState
-from bot.store.repository import Refused
 
 logger = logging.getLogger(__name__)
 
-Payload = dict[str, Any]
 PlannerFactory = Callable[[], AbstractAsyncContextManager[PlanSource]]
 PlanChange = Callable[[Plan], Plan]
 OPEN_STATES = {RequestState.PREVIEWED, RequestState.APPROVED, RequestState.RUNNING}
@@ -55,8 +52,6 @@ STATE_WORDS = {
     RequestState.CANCELLED: "was cancelled",
     RequestState.REFUSED: "was refused",
 }
-PREFIX_MATCHES = 50
-"""Requests a short id is looked up among (those the asker may see are kept)."""
 
 
 APPROVE_REFUSED = "approval.refused"
@@ -65,16 +60,6 @@ CANCEL_REFUSED = "cancel.refused"
 
 class _Busy(Exception):
     """Rolls the approval back: another backfill reruns some of the same intervals."""
-
-
-@dataclass(frozen=True)
-class Reply:
-    """What the person who acted sees (ephemeral)."""
-
-    payload: Payload
-    changed: bool = False
-    request_id: str | None = None
-    """The request a preview created."""
 
 
 class BackfillService:
@@ -96,6 +81,7 @@ class BackfillService:
         self.groups = groups
         self.wake_sender = wake_sender
         self.notices = notices or TeamNotices(config)
+        self.lookup = RequestLookup(sessions, self.notices)
 
     async def _refuse(self, user: str, action: str, reason: str, **detail: Any) -> Reply:
         async with self.sessions.begin() as session:
@@ -340,7 +326,9 @@ class BackfillService:
     async def approve(self, request_id: str, *, user: str, channel: str | None = None) -> Reply:
         """Record the approval, post the status message, and hand over to the executor.
         `channel`: where the click came from (None: a caller that checked already)."""
-        request = await self._find(request_id, user=user, channel=channel, action=APPROVE_REFUSED)
+        request = await self.lookup.find(
+            request_id, user=user, channel=channel, action=APPROVE_REFUSED
+        )
         if isinstance(request, Reply):
             return request
         if request.state != RequestState.PREVIEWED:
@@ -463,75 +451,12 @@ class BackfillService:
                 resumed += 1
         return resumed
 
-    async def _find(
-        self,
-        given: str,
-        *,
-        user: str,
-        channel: str | None,
-        action: str,
-        command: bool = False,
-    ) -> BackfillRequest | Reply:
-        """The request `given` names, if `user` may reach it from `channel`: a click only where
-        the request lives (`lives_in`); a command (`command`: a short id is a prefix) also where
-        the bot told a team about it, and in a DM to its requester and approvers (`may_see`).
-        Otherwise the answer an unknown id gets, so a request elsewhere stays unrevealed, and
-        an audit row (`action`) saying which it was. `channel` None: a caller that checked."""
-        prefix = command and len(given) < 32
-        async with self.sessions() as session:
-            ids = [given]
-            if prefix:
-                ids = await repository.ids_starting(session, given, limit=PREFIX_MATCHES)
-            found: list[BackfillRequest] = []
-            for request_id in ids:
-                with suppress(repository.RequestNotFound):
-                    found.append(await repository.get_request(session, request_id))
-        seen = [r for r in found if channel is None or self._reachable(r, user, channel, command)]
-        if len(seen) == 1:
-            return seen[0]
-        if seen:
-            return Reply(
-                messages.refusal(
-                    f"More than one backfill id starts with {given}.",
-                    hint="Type more of the id (see /backfill status).",
-                )
-            )
-        answer = unknown_backfill(given, prefix=prefix)
-        elsewhere = found[0] if len(found) == 1 else None
-        reason = answer
-        if found:
-            homes = ", ".join(sorted({str(r.status_channel or r.channel) for r in found}))
-            reason = f"not reachable from {channel or 'no channel'}: lives in {homes}"
-        async with self.sessions.begin() as session:
-            await repository.add_refusal(
-                session,
-                actor=user,
-                action=action,
-                refused=Refused.WRONG_CHANNEL if found else Refused.UNKNOWN_ID,
-                reason=reason,
-                given_id=given,
-                channel=channel,
-                request_id=elsewhere.id if elsewhere else None,
-            )
-        return Reply(messages.refusal(answer))
-
-    def _reachable(self, request: BackfillRequest, user: str, channel: str, command: bool) -> bool:
-        if not command:
-            return lives_in(request, channel)
-        return may_see(request, user=user, channel=channel, told=self._told(request))
-
-    def _told(self, request: BackfillRequest) -> list[str]:
-        """The other teams' channels the bot told about the request (once it was approved)."""
-        if request.state == RequestState.PREVIEWED or not request.approvers:
-            return []
-        return [channel for channel, _ in self.notices.reruns(request)]
-
     async def cancel(
         self, request_id: str, *, user: str, channel: str | None = None, command: bool = False
     ) -> Reply:
         """Cancel an open request. `channel`: where the click (or with `command`, the
         `/backfill cancel`) came from; None: a caller that checked already."""
-        request = await self._find(
+        request = await self.lookup.find(
             request_id, user=user, channel=channel, action=CANCEL_REFUSED, command=command
         )
         if isinstance(request, Reply):
@@ -654,9 +579,9 @@ class BackfillService:
         if request_id is None:
             async with self.sessions() as session:
                 recent = await repository.list_requests(session, limit=200)
-            mine = [r for r in recent if self._reachable(r, user, channel, True)][:10]
+            mine = [r for r in recent if self.lookup.reachable(r, user, channel, command=True)][:10]
             return Reply(messages.status_list([status_of(r) for r in mine]))
-        request = await self._find(
+        request = await self.lookup.find(
             request_id, user=user, channel=channel, action="status.refused", command=True
         )
         if isinstance(request, Reply):
@@ -665,7 +590,7 @@ class BackfillService:
 
     async def show_plan(self, request_id: str, *, user: str, channel: str) -> Plan | Reply:
         """**Show full plan**: the request's plan, for a click where the request lives."""
-        request = await self._find(
+        request = await self.lookup.find(
             request_id, user=user, channel=channel, action="show_plan.refused"
         )
         if isinstance(request, Reply):

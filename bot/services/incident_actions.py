@@ -27,8 +27,9 @@ from bot.domain.proposal import without_root
 from bot.messages import watch as watch_messages
 from bot.messages.backfill import snooze_denied
 from bot.services.access import may_snooze, requires_all_owners
-from bot.services.backfills import BackfillService, Reply
+from bot.services.backfills import BackfillService
 from bot.services.incident_alerts import AlertOutbox
+from bot.services.replies import Reply
 from bot.store import incidents as store
 from bot.store import repository
 from bot.store.models import RequestState, utcnow

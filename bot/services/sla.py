@@ -20,8 +20,9 @@ from bot.config import BotConfig
 from bot.domain.errors import PlanningError
 from bot.domain.model import DagRef, Interval
 from bot.domain.sla import Miss, RunFacts, misses
-from bot.services.backfills import PlannerFactory, Reply
+from bot.services.backfills import PlannerFactory
 from bot.services.links import Links
+from bot.services.replies import Reply
 from bot.slack_ids import ActionId
 from bot.store import incidents, outbox, repository, run_events, sla_misses
 from bot.store.models import utcnow

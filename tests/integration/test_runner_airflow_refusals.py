@@ -15,7 +15,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from bot.clients.airflow import RetryPolicy
 from bot.config import Execution
 from bot.executors.airflow import AirflowBackend
-from bot.executors.runner import Runner, SubmitRetry
+from bot.executors.runner import Runner
+from bot.executors.submit_retry import SubmitRetry
 from bot.standins.airflow import (
     FOOD_DELIVERY_DAGS,
     AirflowStandin,

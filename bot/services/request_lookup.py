@@ -1,0 +1,96 @@
+"""Which backfill request an id names, for the person asking and where they ask: a click only
+where the request lives, a typed id (or its 8-character prefix) also in the channels the bot
+told about it and in a DM to its requester and approvers. Anything else gets the answer an
+unknown id gets (a request elsewhere stays unrevealed) and an audited refusal."""
+
+from __future__ import annotations
+
+from contextlib import suppress
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from bot import messages
+from bot.messages.backfill import unknown_backfill
+from bot.services.access import lives_in, may_see
+from bot.services.replies import Reply
+from bot.services.team_notices import TeamNotices
+from bot.store import repository
+from bot.store.models import BackfillRequest, RequestState
+from bot.store.repository import Refused
+
+PREFIX_MATCHES = 50
+"""Requests a short id is looked up among (those the asker may see are kept)."""
+
+
+class RequestLookup:
+    def __init__(self, sessions: async_sessionmaker[AsyncSession], notices: TeamNotices) -> None:
+        self.sessions = sessions
+        self.notices = notices
+
+    async def find(
+        self,
+        given: str,
+        *,
+        user: str,
+        channel: str | None,
+        action: str,
+        command: bool = False,
+    ) -> BackfillRequest | Reply:
+        """The request `given` names, if `user` may reach it from `channel`: a click only where
+        the request lives (`lives_in`); a command (`command`: a short id is a prefix) also where
+        the bot told a team about it, and in a DM to its requester and approvers (`may_see`).
+        Otherwise the answer an unknown id gets, so a request elsewhere stays unrevealed, and
+        an audit row (`action`) saying which it was. `channel` None: a caller that checked."""
+        prefix = command and len(given) < 32
+        async with self.sessions() as session:
+            ids = [given]
+            if prefix:
+                ids = await repository.ids_starting(session, given, limit=PREFIX_MATCHES)
+            found: list[BackfillRequest] = []
+            for request_id in ids:
+                with suppress(repository.RequestNotFound):
+                    found.append(await repository.get_request(session, request_id))
+        seen = [
+            r for r in found if channel is None or self.reachable(r, user, channel, command=command)
+        ]
+        if len(seen) == 1:
+            return seen[0]
+        if seen:
+            return Reply(
+                messages.refusal(
+                    f"More than one backfill id starts with {given}.",
+                    hint="Type more of the id (see /backfill status).",
+                )
+            )
+        answer = unknown_backfill(given, prefix=prefix)
+        elsewhere = found[0] if len(found) == 1 else None
+        reason = answer
+        if found:
+            homes = ", ".join(sorted({str(r.status_channel or r.channel) for r in found}))
+            reason = f"not reachable from {channel or 'no channel'}: lives in {homes}"
+        async with self.sessions.begin() as session:
+            await repository.add_refusal(
+                session,
+                actor=user,
+                action=action,
+                refused=Refused.WRONG_CHANNEL if found else Refused.UNKNOWN_ID,
+                reason=reason,
+                given_id=given,
+                channel=channel,
+                request_id=elsewhere.id if elsewhere else None,
+            )
+        return Reply(messages.refusal(answer))
+
+    def reachable(
+        self, request: BackfillRequest, user: str, channel: str, *, command: bool
+    ) -> bool:
+        """Whether `user` may reach the request from `channel` (`command`: by typing its id)."""
+        if not command:
+            return lives_in(request, channel)
+        return may_see(request, user=user, channel=channel, told=self.told(request))
+
+    def told(self, request: BackfillRequest) -> list[str]:
+        """The other teams' channels the bot told about the request (once it was approved)."""
+        if request.state == RequestState.PREVIEWED or not request.approvers:
+            return []
+        return [channel for channel, _ in self.notices.reruns(request)]
