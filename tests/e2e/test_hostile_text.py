@@ -286,6 +286,13 @@ async def test_a_dag_id_too_long_for_a_link_still_alerts_and_shows_at_home(
     home = json.dumps(json.loads(await open_home(bot, OWNER)), ensure_ascii=False)
     assert "Open incidents (1)" in home
     assert "`etlˋ&lt;!channel&gt;ˋé&amp;&lt;x&gt;é&amp;" in home
+    # Airflow allows 250 characters for a DAG id (and so do the backfill tables): Approve is
+    # answered with that, not with "Something went wrong" from the database
+    await click(bot, alert, ActionId.INCIDENT_APPROVE, OWNER)
+    refusal = await eventually(
+        lambda: [e.text for e in bot.slack.state.ephemerals if "limit of 250" in e.text]
+    )
+    assert "cannot be backfilled" in refusal[0]
     for where, payload in received.all():
         for text in mrkdwn_of(payload):
             assert [m.group() for m in LIVE.finditer(text)] == [], where
