@@ -33,6 +33,7 @@ __all__ = ["WINDOW_S", "ReplayCache", "SlackEvents", "parse_body", "problem"]
 
 logger = logging.getLogger(__name__)
 WINDOW_S = 5 * 60  # Slack's: a request signed longer ago (or further ahead) than this is refused
+EVENT_RETRY_S = 60 * 60  # Slack retries an Events API delivery 3 times, the last after ~5 min
 REPLAY_CACHE_SIZE = 10_000  # ~33 requests a second for 5 minutes; far above this bot's traffic
 # The SDK hands the timestamp to int() (which takes "+1", " 1", "1_0" and non-ASCII digits, and
 # raises on the rest) and compares signatures with hmac.compare_digest (which raises on
@@ -160,8 +161,9 @@ class ReplayCache:
     def __len__(self) -> int:
         return len(self._until)
 
-    def first_time(self, signature: str, timestamp: int, now: float) -> bool:
-        """True, and remembered, unless `signature` was let through inside the window."""
+    def first_time(self, signature: str, timestamp: int, now: float, ttl_s: int = WINDOW_S) -> bool:
+        """True, and remembered for `ttl_s` after `timestamp`, unless `signature` (or any other
+        key) was let through and is still remembered."""
         until = self._until
         # Arrival order is nearly expiry order (timestamps are within the window of `now`).
         while until and next(iter(until.values())) < now:
@@ -170,7 +172,7 @@ class ReplayCache:
             return False
         while len(until) >= self.size:
             until.popitem(last=False)
-        until[signature] = float(timestamp + WINDOW_S)
+        until[signature] = float(timestamp + ttl_s)
         until.move_to_end(signature)
         return True
 
@@ -236,4 +238,12 @@ class SlackEvents:
                 kind, timestamp, request.remote,
             )  # fmt: skip
             return web.Response(status=200)
+        event_id = body.get("event_id") if body.get("type") == "event_callback" else None
+        if isinstance(event_id, str) and 0 < len(event_id) <= 64:
+            # Slack retries an event it thinks was not acknowledged (X-Slack-Retry-Num: new
+            # timestamp, new signature, same event_id) for up to an hour: handle it once.
+            key, now = f"event:{event_id}", self.verifier.clock.now()
+            if not self.replays.first_time(key, int(now), now, ttl_s=EVENT_RETRY_S):
+                logger.info("dropped a retry of Slack event %s", event_id)
+                return web.Response(status=200)
         return await to_aiohttp_response(await self.bolt.async_dispatch(bolt_request))

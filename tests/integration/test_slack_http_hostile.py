@@ -341,6 +341,23 @@ async def test_events_api_app_home_opened_still_works(bot: Bot) -> None:
     await eventually(lambda: bot.slack.state.home.get(OWNER))
 
 
+async def test_a_retried_event_is_handled_once(bot: Bot) -> None:
+    """Slack's retry of an event: same event_id, a new timestamp and signature."""
+    bot.slack.state.add_user(OWNER, "owner")
+    event = {"type": "app_home_opened", "user": OWNER, "channel": "D0", "tab": "home"}
+    body = json.dumps(
+        {"type": "event_callback", "event_id": "Ev0RETRY001", "event_time": 1, "event": event}
+    ).encode()
+    assert (await bot.send_signed(body, JSON)).status == 200
+    await eventually(lambda: bot.slack.state.home.get(OWNER))
+    retry = {**JSON, "X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "http_timeout"}
+    resent = {**retry, **bot.slack.sign(body, timestamp=int(time.time()) + 1)}
+    assert (await bot.send(body, resent)).status == 200
+    await bot.settle()
+    published = [c for c in bot.slack.state.calls if c.method == "views.publish"]
+    assert len(published) == 1
+
+
 async def test_slash_command_text_containing_payload_reaches_the_listener(bot: Bot) -> None:
     """Bolt alone reads any form with "payload" in it as an interaction (and then as {})."""
     reply = await bot.slack.slash_command(
