@@ -234,10 +234,12 @@ def create_bolt_app(services: Services) -> AsyncApp:
 
 
 def _is_scheduler_job(task: asyncio.Task[object]) -> bool:
-    """A coroutine job APScheduler's AsyncIOExecutor is running (its tasks are unnamed, so
-    they are known by the coroutine they wrap)."""
+    """A coroutine job APScheduler's AsyncIOExecutor is running, or a Slack listener bolt runs
+    after acking (their tasks are unnamed, so they are known by the coroutine they wrap): both
+    are let finish on shutdown, so none is cut off inside a transaction."""
     coro = task.get_coro()
-    return getattr(coro, "__qualname__", "") == "run_coroutine_job"
+    name = getattr(coro, "__qualname__", "")
+    return name == "run_coroutine_job" or name.endswith("run_ack_function_asynchronously")
 
 
 def create_web_app(bolt: AsyncApp, services: Services) -> web.Application:

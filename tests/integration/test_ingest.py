@@ -4,6 +4,7 @@ the example pipeline's history), and storage without duplicates on SQLite and Po
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
@@ -33,6 +34,12 @@ from pipeline.food_delivery.lineage import history_events
 Sessions = async_sessionmaker[AsyncSession]
 OPEN_LINEAGE = Path(__file__).resolve().parents[2].parent / "shared/fixtures/marquez/open_lineage"
 PRODUCERS = Path(__file__).resolve().parents[1] / "fixtures/openlineage"
+# Marquez's own sample events live in ../shared (beside the repository, in CI); a plain clone
+# has none: their tests skip locally, and fail in CI, where the samples must be there.
+needs_samples = pytest.mark.skipif(
+    not OPEN_LINEAGE.is_dir() and not os.environ.get("CI"),
+    reason=f"Marquez sample events not found in {OPEN_LINEAGE} (the shared/ folder is absent)",
+)
 RUN = "0b7a7a8e-9f4c-4d2b-8a44-3d9e5c1f0a11"
 OTHER_RUN = "0b7a7a8e-9f4c-4d2b-8a44-3d9e5c1f0a22"
 
@@ -59,6 +66,7 @@ def parsed(body: Any) -> ParsedEvent:
 # -- parsing ------------------------------------------------------------------------------------
 
 
+@needs_samples
 @pytest.mark.parametrize("path", sorted(OPEN_LINEAGE.glob("*.json")), ids=lambda p: p.stem)
 def test_marquez_samples_parse_or_are_skipped_by_kind(path: Path) -> None:
     body = json.loads(path.read_text())
@@ -72,6 +80,7 @@ def test_marquez_samples_parse_or_are_skipped_by_kind(path: Path) -> None:
     assert event.event_type == body.get("eventType", "OTHER")
 
 
+@needs_samples
 def test_a_task_rolls_up_to_the_dag_named_by_its_parent_facet() -> None:
     event = parsed(json.loads((OPEN_LINEAGE / "event_full.json").read_text()))
     assert (event.job_name, event.dag_id) == ("myjob.mytask", "myjob")
