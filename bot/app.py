@@ -18,12 +18,16 @@ from slack_bolt.async_app import AsyncApp
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from yarl import URL
 
 import handlers.actions
 import handlers.commands
 import handlers.home
+from bot import socket_mode
 from bot.app_services import Services
-from bot.clients.marquez import MarquezClient
+from bot.clients.http import DEFAULT_RETRY
+from bot.clients.marquez import MarquezClient, RetryPolicy
+from bot.clients.slack_calls import counted
 from bot.clients.slack_sender import OutboxSender
 from bot.config import BotConfig
 from bot.executors.airflow import AirflowBackend
@@ -33,6 +37,7 @@ from bot.executors.runner import Runner
 from bot.executors.spark import SparkBackend
 from bot.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from bot.metrics import Metrics
+from bot.readiness import CHECK_TIMEOUT_S, Readiness
 from bot.receiver import add_receiver
 from bot.services.access import SlackGroups
 from bot.services.backfill_retry import RetryService
@@ -48,6 +53,7 @@ from bot.services.planning import Planner, PlanSource
 from bot.services.poller import MarquezPoller
 from bot.services.reconcile import Reconciler
 from bot.services.sla import SlaService
+from bot.services.team_notices import TeamNotices
 from bot.settings import Settings
 from bot.slack_http import SlackEvents
 from bot.store.db import make_engine, session_factory, upgrade
@@ -75,22 +81,27 @@ def slack_client(settings: Settings) -> AsyncWebClient:
     )
 
 
-def build_services(settings: Settings, config: BotConfig, slack: AsyncWebClient) -> Services:
+def build_services(settings: Settings, config: BotConfig, given: AsyncWebClient) -> Services:
     engine = make_engine(settings.database_url)
     sessions = session_factory(engine)
+    metrics = Metrics()
+    slack = counted(given, metrics.slack_call)  # bolt's clients are copied from this one
     # The sender rides out 429s itself (Retry-After, per row, within its lease): its client
     # must not also wait them out inside one call.
-    sender = OutboxSender(
-        sessions, AsyncWebClient(token=slack.token, base_url=slack.base_url, timeout=20)
-    )
+    sender_client = AsyncWebClient(token=slack.token, base_url=slack.base_url, timeout=20)
+    sender = OutboxSender(sessions, counted(sender_client, metrics.slack_call), metrics=metrics)
     key = settings.marquez_api_key.get_secret_value() if settings.marquez_api_key else None
 
-    def marquez(page_size: int = 100) -> MarquezClient:
+    def marquez(
+        page_size: int = 100, *, timeout_s: float | None = None, retry: RetryPolicy | None = None
+    ) -> MarquezClient:
         return MarquezClient(
             settings.marquez_url,
             api_key=key,
-            timeout_s=settings.marquez_timeout_s,
+            timeout_s=timeout_s or settings.marquez_timeout_s,
             page_size=page_size,
+            on_error=metrics.request_failed,
+            retry=retry or DEFAULT_RETRY,
         )
 
     index = LineageIndex(sessions) if config.index.enabled else None
@@ -117,7 +128,7 @@ def build_services(settings: Settings, config: BotConfig, slack: AsyncWebClient)
         async with marquez() as client:
             yield Planner(client, config, default_namespace=settings.marquez_namespace)
 
-    runner = build_runner(settings, config, sessions, wake_sender=sender.wake)
+    runner = build_runner(settings, config, sessions, wake_sender=sender.wake, metrics=metrics)
     groups = SlackGroups(slack)
     backfills = BackfillService(
         sessions=sessions,
@@ -126,8 +137,8 @@ def build_services(settings: Settings, config: BotConfig, slack: AsyncWebClient)
         executor=runner or ManualExecutor(),
         groups=groups,
         wake_sender=sender.wake,
+        notices=TeamNotices(config, metrics=metrics),
     )
-    metrics = Metrics()
     incidents = IncidentService(
         sessions,
         config,
@@ -152,14 +163,21 @@ def build_services(settings: Settings, config: BotConfig, slack: AsyncWebClient)
 
     on_events = partial(record_lineage, sessions) if index is not None else None
     poller = MarquezPoller(
-        sessions, marquez, config.watch, on_stored=incidents.wake, on_events=on_events
-    )
+        sessions, marquez, config.watch, on_stored=incidents.wake, on_events=on_events,
+        metrics=metrics,
+    )  # fmt: skip
     sla = SlaService(
-        sessions, config, planners, wake_sender=sender.wake, links=incidents.alerts.links
+        sessions, config, planners, wake_sender=sender.wake, links=incidents.alerts.links,
+        metrics=metrics,
+    )  # fmt: skip
+    # One try, well inside the check's bound: a probe asks again soon enough.
+    probe = partial(marquez, timeout_s=CHECK_TIMEOUT_S * 0.8, retry=RetryPolicy(attempts=1))
+    readiness = Readiness(
+        engine, settings.database_url, slack, probe, secrets=[URL(settings.marquez_url).password]
     )
     return Services(
         settings, config, engine, sessions, slack, sender, backfills, incidents,
-        incident_actions, home, poller, sla, retries, metrics, runner, reconciler,
+        incident_actions, home, poller, sla, retries, metrics, readiness, runner, reconciler,
     )  # fmt: skip
 
 
@@ -206,11 +224,12 @@ def build_runner(
     sessions: async_sessionmaker[AsyncSession],
     *,
     wake_sender: Callable[[], None],
+    metrics: Metrics | None = None,
 ) -> Runner | None:
     backend = build_backend(settings, config)
     if backend is None:
         return None
-    return Runner(sessions, backend, config.execution, wake_sender=wake_sender)
+    return Runner(sessions, backend, config.execution, wake_sender=wake_sender, metrics=metrics)
 
 
 def create_bolt_app(services: Services) -> AsyncApp:
@@ -220,13 +239,22 @@ def create_bolt_app(services: Services) -> AsyncApp:
         raise SetupError(
             "SLACK_SIGNING_SECRET is not set: HTTP mode verifies every request with it"
         )
+    slack = services.slack
     app = AsyncApp(
-        client=services.slack,
+        # The token rather than `client=slack`: bolt reads SLACK_BOT_TOKEN from the environment
+        # itself, and given a client too it warns at start-up that the token goes unused.
+        token=slack.token,
         signing_secret=secret.get_secret_value() if secret else None,
         request_verification_enabled=secret is not None,
         # The bot's own errors become a clear reply, never Slack's "dispatch_failed".
         raise_error_for_unhandled_request=False,
     )
+    # Bolt copies the client it built from the token into one per request for the listeners:
+    # it goes where the bot's client goes, with its retry handlers (the first counts each call
+    # for /metrics).
+    app.client.base_url = slack.base_url
+    app.client.timeout = slack.timeout
+    app.client.retry_handlers = slack.retry_handlers
     handlers.commands.register(app, services)
     handlers.actions.register(app, services)
     handlers.home.register(app, services)
@@ -243,10 +271,17 @@ def _is_scheduler_job(task: asyncio.Task[object]) -> bool:
 
 
 def create_web_app(bolt: AsyncApp, services: Services) -> web.Application:
-    """`POST /slack/events` for commands, interactivity and events; `GET /healthz`."""
+    """`POST /slack/events` for commands, interactivity and events; `POST /api/v1/lineage`;
+    `GET /healthz` (the process answers), `GET /readyz` (it can work: bot/readiness.py) and
+    `GET /metrics`."""
 
     async def healthz(_: web.Request) -> web.Response:
-        return web.json_response({"ok": True})
+        return web.json_response({"ok": True, "status": "alive"})
+
+    async def readyz(_: web.Request) -> web.Response:
+        ready, checks = await services.readiness.check()
+        body = {"status": "ready" if ready else "not ready", "checks": checks}
+        return web.json_response(body, status=200 if ready else 503)
 
     async def metrics(_: web.Request) -> web.Response:
         await services.metrics.refresh(services.sessions)
@@ -321,6 +356,7 @@ def create_web_app(bolt: AsyncApp, services: Services) -> web.Application:
         slack_events = SlackEvents(bolt, secret.get_secret_value())
         app.router.add_post("/slack/events", slack_events.handle)
     app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)
     key = services.settings.openlineage_api_key
     add_receiver(
@@ -329,6 +365,7 @@ def create_web_app(bolt: AsyncApp, services: Services) -> web.Application:
         api_key=key.get_secret_value() if key else None,
         on_stored=services.incidents.wake,
         on_events=partial(record_lineage, services.sessions) if services.reconciler else None,
+        metrics=services.metrics,
     )
     app.cleanup_ctx.append(background)
     return app
@@ -342,14 +379,23 @@ async def serve(settings: Settings, config: BotConfig) -> None:
     runner = web.AppRunner(web_app)
     await runner.setup()
     site = web.TCPSite(runner, settings.bot_host, settings.bot_port)
-    await site.start()
+    try:
+        await site.start()
+    except OSError:  # e.g. the port is taken: stop what setup() started before failing
+        await runner.cleanup()
+        raise
     print(f"backfill-bot listening on http://{settings.bot_host}:{settings.bot_port}", flush=True)
+    handler = None
     try:
         if settings.slack_app_token is not None:
-            from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
-
-            handler = AsyncSocketModeHandler(bolt, settings.slack_app_token.get_secret_value())
-            await handler.connect_async()  # type: ignore[no-untyped-call]
+            try:
+                handler = await socket_mode.connect(
+                    bolt, settings.slack_app_token.get_secret_value()
+                )
+            except socket_mode.SocketModeRefused as exc:
+                raise SetupError(str(exc)) from None
         await asyncio.Event().wait()
     finally:
+        if handler is not None:  # its session and receive loop; listeners finish in cleanup
+            await handler.close_async()  # type: ignore[no-untyped-call]
         await runner.cleanup()

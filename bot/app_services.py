@@ -11,6 +11,7 @@ from bot.clients.slack_sender import OutboxSender
 from bot.config import BotConfig
 from bot.executors.runner import Runner
 from bot.metrics import Metrics
+from bot.readiness import Readiness
 from bot.services.backfill_retry import RetryService
 from bot.services.backfills import BackfillService
 from bot.services.home import HomeService
@@ -38,6 +39,7 @@ class Services:
     sla: SlaService
     retries: RetryService
     metrics: Metrics
+    readiness: Readiness
     runner: Runner | None = None
     """The step runner, unless backfills are run by hand (BOT_EXECUTOR=manual)."""
     reconciler: Reconciler | None = None

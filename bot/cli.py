@@ -4,24 +4,36 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import errno
 import json
 import logging
 import os
+import signal
+import socket
 import sys
 import traceback
 from collections.abc import Sequence
+from importlib import metadata
 from typing import NoReturn
 
-from bot import events_cli
+from bot import doctor, events_cli
 from bot.clients.marquez import MarquezClient, MarquezError, MarquezUnavailable
 from bot.config import BotConfig, ConfigError, load_config
 from bot.domain.errors import PlanningError
 from bot.domain.planner import PlanError
 from bot.domain.ranges import RangeError
+from bot.logs import configure
 from bot.render import render_impact_text, render_plan_text
 from bot.services.catalog import AmbiguousDag, TaskNotDag, UnknownDag
 from bot.services.planning import Planner, PlanRequest
-from bot.settings import Settings, SettingsError, load_settings
+from bot.settings import (
+    Settings,
+    SettingsError,
+    describe_variables,
+    load_log_format,
+    load_settings,
+)
 
 EXIT_BAD_INPUT = 2
 EXIT_MARQUEZ = 3
@@ -44,6 +56,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Plan lineage-aware backfills of Airflow DAGs from Marquez.",
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def marquez_options(sub: argparse.ArgumentParser) -> None:
@@ -78,6 +91,11 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser(
         "serve",
         help="run the Slack bot (HTTP on BOT_HOST:BOT_PORT, Socket Mode with SLACK_APP_TOKEN)",
+        description="Run the Slack bot: HTTP on BOT_HOST:BOT_PORT (POST /slack/events, "
+        "POST /api/v1/lineage, GET /healthz, GET /metrics), or Socket Mode when SLACK_APP_TOKEN "
+        "is set. Migrates DATABASE_URL at start-up; SIGTERM or Ctrl-C shuts it down cleanly.",
+        epilog=_environment_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
 
     slack = services.add_parser("slack", help="a Slack Web API stand-in")
@@ -102,6 +120,7 @@ def _parser() -> argparse.ArgumentParser:
     db_actions.add_parser("upgrade", help="apply migrations to $DATABASE_URL")
 
     events_cli.add_parser(commands)
+    doctor.add_parser(commands)
 
     commands.add_parser(
         "demo",
@@ -111,6 +130,20 @@ def _parser() -> argparse.ArgumentParser:
         "chat", help="like demo, but you type /backfill commands and click buttons yourself"
     )
     return parser
+
+
+def _version() -> str:
+    try:
+        return metadata.version("backfill-bot")
+    except metadata.PackageNotFoundError:  # imported from a source tree that was never installed
+        return "(not installed)"
+
+
+def _environment_help() -> str:
+    lines = ["environment variables (all optional; read at start-up):"]
+    for name, default, meaning in describe_variables():
+        lines += [f"  {name} (default: {default})", f"      {meaning}"]
+    return "\n".join(lines)
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -184,18 +217,28 @@ def _run(args: argparse.Namespace) -> str | None:
         if problem:
             raise CliError(problem, EXIT_BAD_INPUT)
         return asyncio.run(events_cli.run(args, settings.database_url))
+    if args.command == "doctor":  # before _config: doctor reports a bad BOT_CONFIG as a row
+        sys.exit(doctor.main(settings))
     config = _config(settings)
     if args.command == "plan":
         return asyncio.run(_plan(args, settings, config))
     if args.command == "impact":
         return asyncio.run(_impact(args, settings, config))
     if args.command == "serve":
-        from bot.app import SetupError, serve
+        from bot.app import SetupError
 
         try:
-            asyncio.run(serve(settings, config))
+            _check_address(settings.bot_host, settings.bot_port)
+            asyncio.run(_serve(settings, config))
         except SetupError as exc:
             raise CliError(str(exc), EXIT_CONFIG) from None
+        except asyncio.CancelledError:  # SIGTERM: the bot shut down cleanly, as asked
+            return None
+        except OSError as exc:
+            problem = _listen_error(settings, exc)
+            if problem is None:
+                raise
+            raise CliError(problem, EXIT_CONFIG) from None
         return None
     if args.command in {"demo", "chat"}:
         from bot import demo
@@ -209,6 +252,45 @@ def _run(args: argparse.Namespace) -> str | None:
         asyncio.run(run(settings, config, out))
         return None
     raise CliError(f"unknown command {args.command}", EXIT_BAD_INPUT)
+
+
+async def _serve(settings: Settings, config: BotConfig) -> None:
+    from bot.app import serve
+
+    main = asyncio.current_task()
+    if main is not None:
+        # A PaaS (and systemd, and docker stop) stops the bot with SIGTERM: shut down as on
+        # Ctrl-C, letting work in flight finish, instead of dying mid-transaction.
+        with contextlib.suppress(NotImplementedError):  # no loop signal handlers on Windows
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main.cancel)
+    await serve(settings, config)
+
+
+def _check_address(host: str, port: int) -> None:
+    """Bind BOT_HOST:BOT_PORT and let go, as aiohttp will: a taken port is then one line before
+    anything starts (migrations, polling). `serve` still handles a port taken meanwhile."""
+    for family, kind, proto, _, address in socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    ):
+        with socket.socket(family, kind, proto) as probe:
+            if os.name == "posix":  # what asyncio's create_server does
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(address)
+
+
+def _listen_error(settings: Settings, exc: OSError) -> str | None:
+    """One line for an address `serve` cannot listen on; None for any other OSError."""
+    host, port = settings.bot_host, settings.bot_port
+    if exc.errno == errno.EADDRINUSE:
+        return f"port {port} on {host} is in use (set BOT_PORT to a free port)"
+    if exc.errno == errno.EACCES:
+        return f"cannot listen on {host}:{port}: permission denied (set BOT_PORT above 1023)"
+    if exc.errno == errno.EADDRNOTAVAIL or isinstance(exc, socket.gaierror):
+        return (
+            f"cannot listen on {host}:{port}: {host} is not an address of this machine "
+            "(set BOT_HOST, e.g. 0.0.0.0 or 127.0.0.1)"
+        )
+    return None
 
 
 def _fail(message: str, code: int) -> NoReturn:
@@ -227,11 +309,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     quiet = logging.INFO if args.command in {"standin", "serve"} else logging.ERROR
     if args.command in {"demo", "chat"}:
         quiet = logging.CRITICAL  # the transcript is the output
-    logging.basicConfig(
-        level=logging.DEBUG if args.debug else quiet,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    logging.getLogger("alembic").setLevel(logging.WARNING)  # chatty about its plugins
+    try:
+        # Read on its own: logging starts before the other settings are (standin never reads them).
+        log_format = load_log_format(os.environ)
+    except SettingsError as exc:
+        _fail(str(exc), EXIT_CONFIG)
+    configure(logging.DEBUG if args.debug else quiet, fmt=log_format)
     try:
         output = _run(args)
     except CliError as exc:

@@ -139,6 +139,10 @@ class AirflowExecution(_Strict):
     # exists because that data is wrong. "failed" or "none" skip intervals Airflow thinks are done.
     reprocess_behavior: Literal["completed", "failed", "none"] = "completed"
     max_active_runs: int = Field(default=4, ge=1, le=64)
+    """Airflow 3: the `max_active_runs` of each backfill the bot creates."""
+    max_active_runs_per_dag: int | None = Field(default=None, ge=1, le=64)
+    """Airflow 2: how many of a step's runs may be active (queued or running) at once; later
+    intervals are triggered as earlier runs finish. Default: the DAG's own `max_active_runs`."""
     on_paused: Literal["refuse", "unpause"] = "refuse"
     dag_ids: dict[str, str] = Field(default_factory=dict)
     """Marquez DAG name (or `NS::name`) → Airflow dag_id, where they differ."""

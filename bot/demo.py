@@ -16,6 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
+from bot import resource_dir
 from bot.app import build_services, create_bolt_app, create_web_app, slack_client
 from bot.app_services import Services
 from bot.config import BotConfig, load_config
@@ -29,7 +30,7 @@ from bot.store import execution, repository
 from bot.store.db import describe_url
 from bot.store.models import RequestState
 
-EXAMPLE_CONFIG = Path(__file__).resolve().parent.parent / "examples" / "bot-config.yml"
+EXAMPLE_CONFIG = resource_dir("bot.examples") / "bot-config.yml"
 CHANNEL = "C0BACKFILL"
 REQUESTER = "U0REQUEST1"
 APPROVER = "U0ALICE001"  # a member of team "orders" in examples/bot-config.yml

@@ -1,41 +1,251 @@
 """What `GET /metrics` serves, in Prometheus' text format (prometheus-client).
 
 One registry per bot (not the library's global one), so two bots in one process (tests, the
-demo) count apart. Counters are incremented where things happen; gauges that describe the
-database (rows set aside, …) are read from it when scraped, so every process of one database
-reports the same figure.
+demo) count apart. Counters are incremented where things happen, by this process; gauges that
+describe the database (outbox depth, backfills by state, the poll cursor, rows set aside) are
+read from it when scraped, so every process of one database reports the same figure.
 """
 
 from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta
+from typing import Literal, get_args
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge
 from prometheus_client.exposition import generate_latest
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from bot.store import set_aside
+from bot.clients.airflow_models import (
+    AirflowAuthError,
+    AirflowBadResponse,
+    AirflowConflict,
+    AirflowError,
+    AirflowNotFound,
+    AirflowRequestError,
+    AirflowUnavailable,
+)
+from bot.clients.marquez import (
+    MarquezBadResponse,
+    MarquezError,
+    MarquezNotFound,
+    MarquezRequestError,
+    MarquezUnavailable,
+)
+from bot.services.ingest import EVENT_TYPES
+from bot.store import figures
+from bot.store.after_commit import after_commit
+from bot.store.models import RequestState, StepState, utcnow
+
+__all__ = ["CONTENT_TYPE", "Metrics", "NoticeKind"]
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
+NoticeKind = Literal["incident_alert", "sla_notice", "ops_notice", "team_notice"]
+
+_KINDS: tuple[tuple[type[Exception], str], ...] = (
+    (AirflowAuthError, "auth"),
+    (AirflowNotFound, "not_found"),
+    (MarquezNotFound, "not_found"),
+    (AirflowConflict, "conflict"),
+    (AirflowBadResponse, "bad_response"),
+    (MarquezBadResponse, "bad_response"),
+    (AirflowRequestError, "request_error"),
+    (MarquezRequestError, "request_error"),
+    (AirflowUnavailable, "unavailable"),
+    (MarquezUnavailable, "unavailable"),
+)
+ERROR_KINDS = (
+    "unavailable",
+    "rate_limited",
+    "auth",
+    "not_found",
+    "conflict",
+    "request_error",
+    "bad_response",
+)
+_LABEL = re.compile(r"[A-Za-z0-9_.]{1,64}")
+_MAX_LABELS = 50
+
+
+class _Labels:
+    """Label values that come from outside (Slack's error codes): only plain words, and only
+    so many distinct ones, so a misbehaving server cannot grow the exposition without end."""
+
+    def __init__(self, limit: int = _MAX_LABELS) -> None:
+        self._seen: set[str] = set()
+        self._limit = limit
+
+    def __call__(self, value: str) -> str:
+        if value in self._seen:
+            return value
+        if not _LABEL.fullmatch(value) or len(self._seen) >= self._limit:
+            return "other"
+        self._seen.add(value)
+        return value
 
 
 class Metrics:
     def __init__(self) -> None:
-        self.registry = CollectorRegistry()
+        r = self.registry = CollectorRegistry()
         self.run_event_failures = Counter(
             "backfill_bot_run_event_failures",
             "Failed tries at handling a stored run event (an exception in the watcher).",
-            registry=self.registry,
+            registry=r,
         )
         self.run_events_set_aside = Gauge(
             "backfill_bot_run_events_set_aside",
             "Run events set aside after failing every try; `backfill-bot events retry` "
             "handles them again.",
-            registry=self.registry,
+            registry=r,
         )
+        self.events_ingested = Counter(
+            "backfill_bot_events_ingested",
+            "New OpenLineage run events stored, by source (receiver: pushed to POST "
+            "/api/v1/lineage; marquez: polled from Marquez) and eventType. The same event "
+            "from both sources is stored, and counted, once.",
+            ["source", "event_type"],
+            registry=r,
+        )
+        self.notices = Counter(
+            "backfill_bot_notices",
+            "Alerts and notices owed to Slack (committed to the outbox, which posts them), by "
+            "kind: incident_alert, sla_notice, ops_notice, team_notice.",
+            ["kind"],
+            registry=r,
+        )
+        self.slack_calls = Counter(
+            "backfill_bot_slack_api_calls",
+            "Slack Web API requests, by method and status: ok, Slack's error code, http_429 "
+            "(rate limited), http_<status> without a Slack answer, network_error.",
+            ["method", "status"],
+            registry=r,
+        )
+        self.outbox_pending = Gauge(
+            "backfill_bot_outbox_pending", "Slack messages in the outbox not sent yet.", registry=r
+        )
+        self.outbox_oldest_pending_age = Gauge(
+            "backfill_bot_outbox_oldest_pending_age_seconds",
+            "Age of the oldest Slack message not sent yet (0 when none is pending).",
+            registry=r,
+        )
+        self.outbox_failed = Counter(
+            "backfill_bot_outbox_failed",
+            "Slack messages the sender gave up on (a permanent error, or every attempt failed).",
+            registry=r,
+        )
+        self.polls = Counter(
+            "backfill_bot_marquez_polls",
+            "Polls of Marquez's event feed by outcome (ok, failed); polls skipped while "
+            "backing off are not counted.",
+            ["outcome"],
+            registry=r,
+        )
+        self.poll_lag = Gauge(
+            "backfill_bot_poll_lag_seconds",
+            "How far the watcher's cursor (the newest eventTime it has read) is behind now; "
+            "grows while no events happen as well as while the poll falls behind.",
+            ["feed"],
+            registry=r,
+        )
+        self.poll_behind = Gauge(
+            "backfill_bot_poll_behind_newest_event_seconds",
+            "How far the watcher's cursor is behind the newest event the bot has stored from "
+            "any source (0 when it has read up to it).",
+            ["feed"],
+            registry=r,
+        )
+        self.marquez_reachable = Gauge(
+            "backfill_bot_marquez_reachable",
+            "1 if the last poll of the feed reached Marquez, else 0.",
+            ["feed"],
+            registry=r,
+        )
+        self.backfills = Gauge(
+            "backfill_bot_backfills", "Backfill requests by state.", ["state"], registry=r
+        )
+        self.backfill_steps = Gauge(
+            "backfill_bot_backfill_steps", "Backfill steps (DAGs) by state.", ["state"], registry=r
+        )
+        self.request_errors = Counter(
+            "backfill_bot_request_errors",
+            "Failed requests to Airflow and Marquez, by system and kind: unavailable "
+            "(unreachable, timeout, 5xx), rate_limited, auth, not_found, conflict, "
+            "request_error (another 4xx), bad_response.",
+            ["system", "kind"],
+            registry=r,
+        )
+        self._slack_methods = _Labels()
+        self._slack_statuses = _Labels()
+        # Series that exist from the start: a rate over them works before the first event.
+        for source in ("receiver", "marquez"):
+            for event_type in sorted(EVENT_TYPES):
+                self.events_ingested.labels(source, event_type)
+        for kind in get_args(NoticeKind):
+            self.notices.labels(kind)
+        for outcome in ("ok", "failed"):
+            self.polls.labels(outcome)
+        for system in ("airflow", "marquez"):
+            for error_kind in ERROR_KINDS:
+                self.request_errors.labels(system, error_kind)
 
-    async def refresh(self, sessions: async_sessionmaker[AsyncSession]) -> None:
+    # --- counted where things happen -----------------------------------------------------
+
+    def event_ingested(self, source: str, event_type: str, count: int = 1) -> None:
+        self.events_ingested.labels(source, event_type).inc(count)
+
+    def notice_owed(self, session: AsyncSession, kind: NoticeKind) -> None:
+        """Count a notice once the transaction that owes it commits."""
+        after_commit(session, self.notices.labels(kind).inc)
+
+    def slack_call(self, method: str, status: str) -> None:
+        self.slack_calls.labels(self._slack_methods(method), self._slack_statuses(status)).inc()
+
+    def request_failed(self, error: BaseException) -> None:
+        """Count an Airflow or Marquez client error (or one raised from it); anything else
+        (a Spark job's failure, a bug) is not a request error and is not counted."""
+        seen: set[int] = set()
+        current: BaseException | None = error
+        while current is not None and id(current) not in seen:
+            seen.add(id(current))
+            if isinstance(current, AirflowError | MarquezError):
+                system = "airflow" if isinstance(current, AirflowError) else "marquez"
+                self.request_errors.labels(system, _kind(current)).inc()
+                return
+            current = current.__cause__ or current.__context__
+
+    # --- read when scraped ---------------------------------------------------------------
+
+    async def refresh(
+        self, sessions: async_sessionmaker[AsyncSession], *, now: datetime | None = None
+    ) -> None:
         """Read the gauges that describe the database."""
         async with sessions() as session:
-            self.run_events_set_aside.set(await set_aside.count(session))
+            found = await figures.read(session)
+        now = now or utcnow()
+        self.run_events_set_aside.set(found.set_aside)
+        self.outbox_pending.set(found.outbox_pending)
+        oldest = found.outbox_oldest_pending
+        self.outbox_oldest_pending_age.set(_seconds(now - oldest) if oldest else 0.0)
+        for state in RequestState:
+            self.backfills.labels(state.value).set(found.requests.get(state.value, 0))
+        for step_state in StepState:
+            self.backfill_steps.labels(step_state.value).set(found.steps.get(step_state.value, 0))
+        newest = min(found.newest_event, now) if found.newest_event else None
+        for cursor in found.cursors:
+            self.poll_lag.labels(cursor.name).set(_seconds(now - cursor.position))
+            behind = _seconds(newest - cursor.position) if newest else 0.0
+            self.poll_behind.labels(cursor.name).set(behind)
+            self.marquez_reachable.labels(cursor.name).set(1 if cursor.reachable else 0)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
+
+
+def _kind(error: AirflowError | MarquezError) -> str:
+    if getattr(error, "status", None) == 429:
+        return "rate_limited"
+    return next((kind for cls, kind in _KINDS if isinstance(error, cls)), "request_error")
+
+
+def _seconds(delta: timedelta) -> float:
+    return max(0.0, delta.total_seconds())

@@ -21,6 +21,7 @@ from aiohttp import web
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from bot.metrics import Metrics
 from bot.services.ingest import InvalidEvent, ParsedEvent, parse_run_event, store_events
 from bot.store.watch_models import EventSource
 
@@ -41,6 +42,7 @@ def add_receiver(
     api_key: str | None,
     on_stored: Callable[[], None],
     on_events: Callable[[list[ParsedEvent]], Awaitable[None]] | None = None,
+    metrics: Metrics | None = None,
 ) -> None:
     """Register `POST /api/v1/lineage` on `app`.
 
@@ -49,6 +51,7 @@ def add_receiver(
     event is committed (not for duplicates), to wake whatever processes stored events.
     """
     expected = api_key.encode() if api_key else None
+    counted = metrics or Metrics()
 
     async def receive(request: web.Request) -> web.Response:
         if expected is not None and not _authorized(request, expected):
@@ -87,6 +90,7 @@ def add_receiver(
             logger.exception("storing a received run event failed")
             return _error(503, "the event could not be stored; try again")
         if new:
+            counted.event_ingested(EventSource.RECEIVER.value, event.event_type)
             try:
                 on_stored()
             except Exception:  # the event is stored; the processor's next round finds it

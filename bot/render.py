@@ -5,16 +5,16 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, time
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
+from bot import resource_dir
 from bot.domain.model import Interval
 from bot.domain.planner import Plan
 from bot.services.planning import Impact
 
-TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+TEMPLATES = resource_dir("bot.templates")  # the repository's templates/, as installed
 
 
 @cache

@@ -12,6 +12,8 @@ from typing import Literal
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from bot.logs import LogFormat
+
 DEFAULT_DATABASE_URL = "sqlite:///./var/backfill-bot.db"
 
 
@@ -20,28 +22,76 @@ class SettingsError(ValueError):
 
 
 class Settings(BaseSettings):
-    """Environment variables (names are the upper-case field names)."""
+    """Environment variables (names are the upper-case field names). Every field has a
+    one-line description: `serve --help` lists them from here, so the list cannot drift."""
 
     model_config = SettingsConfigDict(extra="ignore", frozen=True, case_sensitive=False)
 
-    marquez_url: str = Field(default="http://localhost:5000")
-    marquez_api_key: SecretStr | None = None
-    marquez_namespace: str | None = None
-    marquez_timeout_s: float = Field(default=10.0, gt=0, le=300)
-    database_url: str = Field(default=DEFAULT_DATABASE_URL, repr=False)  # may hold a password
-    bot_config: Path | None = None
-    slack_bot_token: SecretStr | None = None
-    slack_signing_secret: SecretStr | None = None
-    slack_app_token: SecretStr | None = None
-    slack_api_url: str = "https://slack.com/api/"
-    bot_host: str = "127.0.0.1"
-    bot_port: int = Field(default=3000, ge=0, le=65535)
-    airflow_url: str | None = None
-    airflow_username: str | None = None
-    airflow_password: SecretStr | None = None
-    spark_master: str | None = None
-    openlineage_api_key: SecretStr | None = None
-    bot_executor: Literal["auto", "airflow", "spark", "manual"] = "auto"
+    marquez_url: str = Field(default="http://localhost:5000", description="Marquez base URL")
+    marquez_api_key: SecretStr | None = Field(
+        default=None, description="sent to Marquez as Authorization: Bearer"
+    )
+    marquez_namespace: str | None = Field(
+        default=None, description="preferred namespace when a DAG name exists in several"
+    )
+    marquez_timeout_s: float = Field(
+        default=10.0, gt=0, le=300, description="seconds each Marquez request may take"
+    )
+    database_url: str = Field(
+        default=DEFAULT_DATABASE_URL,
+        repr=False,  # may hold a password
+        description="SQLite (sqlite:///path.db) or PostgreSQL (postgresql://user@host/db)",
+    )
+    bot_config: Path | None = Field(
+        default=None,
+        description="YAML file: teams, ownership, approvers, reports, schedules, SLAs, limits",
+    )
+    slack_bot_token: SecretStr | None = Field(
+        default=None, description="the Slack app's bot token (xoxb-...); serve needs it"
+    )
+    slack_signing_secret: SecretStr | None = Field(
+        default=None, description="verifies every request to /slack/events (HTTP mode)"
+    )
+    slack_app_token: SecretStr | None = Field(
+        default=None, description="xapp-... token: Socket Mode instead of a public Request URL"
+    )
+    slack_api_url: str = Field(
+        default="https://slack.com/api/", description="Slack Web API base URL"
+    )
+    bot_host: str = Field(
+        default="127.0.0.1",
+        description="address serve listens on (0.0.0.0 behind a PaaS router or in a container)",
+    )
+    bot_port: int = Field(
+        default=3000, ge=0, le=65535, description="port serve listens on (unset: PORT, or 3000)"
+    )
+    port: int | None = Field(
+        default=None,
+        ge=0,
+        le=65535,
+        description="the port a PaaS (Heroku, Render) assigns; used when BOT_PORT is unset",
+    )
+    airflow_url: str | None = Field(
+        default=None, description="Airflow base URL; when set, approved backfills run there"
+    )
+    airflow_username: str | None = Field(
+        default=None, description="Airflow user (Airflow 3: exchanged for a JWT; 2: basic auth)"
+    )
+    airflow_password: SecretStr | None = Field(default=None, description="that user's password")
+    spark_master: str | None = Field(
+        default=None, description="Spark master for the local executor (unset: local[*])"
+    )
+    openlineage_api_key: SecretStr | None = Field(
+        default=None,
+        description="when set, POST /api/v1/lineage requires Authorization: Bearer with it",
+    )
+    bot_executor: Literal["auto", "airflow", "spark", "manual"] = Field(
+        default="auto",
+        description="auto (Airflow if AIRFLOW_URL, else local Spark), airflow, spark or manual",
+    )
+    log_format: LogFormat = Field(
+        default="text", description="log lines as text, or as one JSON object each (json)"
+    )
 
     @property
     def executor_kind(self) -> Literal["airflow", "spark", "manual"]:
@@ -91,6 +141,7 @@ class Settings(BaseSettings):
         "airflow_password",
         "spark_master",
         "openlineage_api_key",
+        "port",
         mode="before",
     )
     @classmethod
@@ -135,7 +186,7 @@ def load_settings(environ: Mapping[str, str], **overrides: object) -> Settings:
     }
     values.update({k: v for k, v in overrides.items() if v is not None})
     try:
-        return Settings.model_validate(values)
+        settings = Settings.model_validate(values)
     except ValidationError as exc:
         problems = []
         for item in exc.errors():
@@ -143,3 +194,22 @@ def load_settings(environ: Mapping[str, str], **overrides: object) -> Settings:
             message = str(item["msg"]).removeprefix("Value error, ")
             problems.append(f"{variable}: {message}")
         raise SettingsError("; ".join(problems)) from None
+    if "bot_port" not in settings.model_fields_set and settings.port is not None:
+        # Heroku, Render and the like say where to listen in PORT; an explicit BOT_PORT wins.
+        settings = settings.model_copy(update={"bot_port": settings.port})
+    return settings
+
+
+def load_log_format(environ: Mapping[str, str]) -> LogFormat:
+    """LOG_FORMAT alone, validated like the other settings (same one-line SettingsError):
+    logging is set up before the other settings are read, and `standin` never reads them."""
+    return load_settings({k: v for k, v in environ.items() if k.lower() == "log_format"}).log_format
+
+
+def describe_variables() -> list[tuple[str, str, str]]:
+    """(variable, default, meaning) for every setting, in declaration order."""
+    rows: list[tuple[str, str, str]] = []
+    for name, field in Settings.model_fields.items():
+        default = "unset" if field.default is None else str(field.default)
+        rows.append((name.upper(), default, field.description or ""))
+    return rows

@@ -79,6 +79,8 @@ class DagInfo:
     is_paused: bool
     is_active: bool | None = None
     timetable_description: str | None = None
+    max_active_runs: int | None = None
+    """How many runs of the DAG Airflow lets be active at once (null in the API: its default)."""
 
 
 @dataclass(frozen=True)
@@ -229,6 +231,7 @@ class Parser:
             is_paused=self.bool_(dag, "is_paused"),
             is_active=None if stale is None else not stale,
             timetable_description=self.opt_str(dag, "timetable_description"),
+            max_active_runs=self.opt_int(dag, "max_active_runs"),
         )
 
     def dag_v1(self, data: object) -> DagInfo:
@@ -242,6 +245,7 @@ class Parser:
             is_paused=self.bool_(dag, "is_paused", null_as=False),
             is_active=active,
             timetable_description=self.opt_str(dag, "timetable_description"),
+            max_active_runs=self.opt_int(dag, "max_active_runs"),
         )
 
     def dag_run(self, data: object) -> DagRunInfo:

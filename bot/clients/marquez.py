@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Literal, cast
 from urllib.parse import quote
@@ -123,15 +123,25 @@ def _iso(value: datetime, name: str) -> str:
     return value.isoformat()
 
 
+ErrorHook = Callable[[MarquezError], None]
+
+
+def _ignore(_: MarquezError) -> None:
+    pass
+
+
 @dataclass(frozen=True)
 class _Reply:
     endpoint: str
     url: str
     status: int
     data: Any
+    on_error: ErrorHook = _ignore
 
     def bad(self, problem: str) -> MarquezBadResponse:
-        return MarquezBadResponse(f"{self.endpoint}: {problem}", url=self.url, status=self.status)
+        error = MarquezBadResponse(f"{self.endpoint}: {problem}", url=self.url, status=self.status)
+        self.on_error(error)  # every caller raises it: a body of the wrong shape is an error
+        return error
 
     def objects(self, key: str) -> list[dict[str, Any]]:
         items = self.data.get(key) if isinstance(self.data, dict) else None
@@ -160,7 +170,10 @@ class MarquezClient(SessionOwner):
         retry: RetryPolicy = DEFAULT_RETRY,
         session: aiohttp.ClientSession | None = None,
         page_size: int = 100,
+        on_error: ErrorHook | None = None,
     ) -> None:
+        """`on_error` is told of every error this client raises (to count them), before it is
+        raised."""
         parsed = URL(base_url)
         if parsed.scheme not in ("http", "https") or not parsed.host:
             raise ValueError(f"Marquez base URL must be an absolute http(s) URL, got {base_url!r}")
@@ -175,12 +188,18 @@ class MarquezClient(SessionOwner):
         self._session = session
         self._owns_session = session is None
         self._closed = False
+        self._on_error = on_error or _ignore
         self._headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
 
     async def list_namespaces(self) -> list[dict[str, Any]]:
         return await self._paged("/api/v1/namespaces", "namespaces")
+
+    async def ping(self) -> None:
+        """One small read (a page of one namespace): raises unless Marquez answers as Marquez."""
+        reply = await self._get("/api/v1/namespaces", [("limit", 1)])
+        reply.objects("namespaces")
 
     async def list_jobs(
         self, namespace: str | None = None, *, last_run_states: Sequence[str] = ()
@@ -280,13 +299,13 @@ class MarquezClient(SessionOwner):
 
     async def _get(self, path: str, query: Sequence[tuple[str, _QueryValue]] = ()) -> _Reply:
         url, status, raw = await self._call("GET", path, query)
-        endpoint = f"GET {path}"
+        reply = _Reply(f"GET {path}", url, status, None, self._on_error)
         try:
             data = json.loads(raw)
         except ValueError as exc:
             problem = f"response is not JSON: {truncate(raw.decode('utf-8', 'replace'))!r}"
-            raise MarquezBadResponse(f"{endpoint}: {problem}", url=url, status=status) from exc
-        return _Reply(endpoint, url, status, data)
+            raise reply.bad(problem) from exc
+        return replace(reply, data=data)
 
     async def _paged(
         self,
@@ -326,6 +345,19 @@ class MarquezClient(SessionOwner):
         body: bytes | None = None,
     ) -> tuple[str, int, bytes]:
         """Send one request with retries; return (url, status, body) of a 2xx answer."""
+        try:
+            return await self._send(method, path, query, body)
+        except MarquezError as exc:
+            self._on_error(exc)
+            raise
+
+    async def _send(
+        self,
+        method: Literal["GET", "POST"],
+        path: str,
+        query: Sequence[tuple[str, _QueryValue]],
+        body: bytes | None,
+    ) -> tuple[str, int, bytes]:
         if self._closed:
             raise RuntimeError("MarquezClient is closed")
         query_string = "&".join(f"{_seg(k)}={_seg(str(v))}" for k, v in query)

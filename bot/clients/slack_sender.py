@@ -22,7 +22,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot import messages
+from bot.metrics import Metrics
 from bot.store import outbox
+from bot.store.after_commit import after_commit
 from bot.store.models import BackfillRequest, OutboxMessage, OutboxRole, OutboxState, utcnow
 from bot.worker import Worker
 
@@ -98,8 +100,10 @@ class OutboxSender:
         lease_s: float = 45.0,
         post_pace: tuple[float, float] | None = POST_PACE,
         update_pace: tuple[float, float] | None = UPDATE_PACE,
+        metrics: Metrics | None = None,
     ) -> None:
         self.sessions = sessions
+        self.metrics = metrics or Metrics()
         self.client = client
         self.max_attempts = max_attempts
         self.poll_s = poll_s
@@ -162,6 +166,7 @@ class OutboxSender:
                     await self._record(session, item, outcome)
             if outcome.kind == "sent":
                 delivered += len(batch)
+                _log_posted(row, outcome.ts)
             elif outcome.kind == "retry":
                 held.add(row.channel)
         return delivered
@@ -216,6 +221,7 @@ class OutboxSender:
         else:
             logger.error("giving up on outbox message %s: %s", row.id, outcome.error)
             await outbox.mark_failed(session, row, error=outcome.error)
+            after_commit(session, self.metrics.outbox_failed.inc)
             closed = outcome.error.split(" ")[0] in CHANNEL_ERRORS
             if row.role == OutboxRole.STATUS and row.request_id and closed:
                 await self._tell_requester(session, row)
@@ -332,3 +338,21 @@ class OutboxSender:
     @staticmethod
     def _backoff(row: OutboxMessage) -> float:
         return float(min(60.0, 2**row.attempts) * (0.5 + random.random() / 2))
+
+
+def _log_posted(row: OutboxMessage, ts: str | None) -> None:
+    """One line when an incident's alert or a backfill's status message is first posted: where
+    to find it in Slack. Edits and replies are not logged (a busy backfill makes many)."""
+    if row.role != OutboxRole.STATUS or row.method != "chat.postMessage":
+        return
+    ids = {"channel": row.channel, "ts": ts, "outbox_id": row.id}
+    if row.incident_id is not None:
+        logger.info(
+            "posted the alert of incident %s in %s (ts %s)", row.incident_id, row.channel, ts,
+            extra={"incident_id": row.incident_id, **ids},
+        )  # fmt: skip
+    elif row.request_id is not None:
+        logger.info(
+            "posted the status message of backfill %s in %s (ts %s)", row.request_id,
+            row.channel, ts, extra={"request_id": row.request_id, **ids},
+        )  # fmt: skip

@@ -4,23 +4,48 @@ Each run is triggered with its data interval spelled out (a run triggered for lo
 otherwise covers the interval ending at D) and a run id derived from the step and the interval,
 so triggering again after a crash answers 409 for our own run instead of running it twice. An
 interval that already has a run (scheduled, or an earlier backfill) is cleared, which reruns it.
+
+At most `cap` runs of the step are active (queued or running) at once: `submit` triggers the
+first intervals, each `poll` triggers the next ones as earlier runs finish, oldest first. The cap
+is `execution.airflow.max_active_runs_per_dag`, else the DAG's own `max_active_runs` as the API
+reports it, fixed at submit. Which intervals were triggered is kept in the step's state, and
+runs found in Airflow under our run ids count as triggered too, so a bot that died between
+triggering and recording neither triggers an interval twice nor forgets the rest. Until they
+are triggered, intervals count as queued.
+
+Cancel triggers nothing more and sets every queued or running run to failed
+(`PATCH .../dagRuns/{id}`): Airflow 2.11 then fails the running task instances, whose task
+processes notice at their next heartbeat and are killed, and skips the tasks not started yet.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Collection, Mapping
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from bot.clients.airflow import Airflow2Client, AirflowConflict, DagRunInfo
+from bot.clients.airflow import Airflow2Client, AirflowConflict, AirflowNotFound, DagRunInfo
 from bot.config import AirflowExecution
 from bot.domain.model import Interval, iso
 from bot.domain.progress import Counts
 from bot.executors.airflow3 import ready
 from bot.executors.backends import Progress, State, StepWork
 
+AIRFLOW_MAX_ACTIVE_RUNS = 16
+"""Airflow's own `[core] max_active_runs_per_dag` default: a DAG reporting none has this."""
+ACTIVE = frozenset({"queued", "running"})
+
 
 def run_id_for(work: StepWork, interval: Interval) -> str:
     return f"backfill_bot__{work.step_id[:12]}__{interval.start.strftime('%Y%m%dT%H%M%S')}"
+
+
+def _cap(work: StepWork) -> int:
+    # A step submitted before the cap existed triggered every interval at once.
+    cap = work.state.get("cap")
+    return cap if isinstance(cap, int) and cap > 0 else len(work.intervals)
 
 
 class Airflow2Steps:
@@ -28,38 +53,71 @@ class Airflow2Steps:
         self.client = client
         self.settings = settings
 
+    async def _resolve_cap(self, dag_id: str) -> int:
+        if self.settings.max_active_runs_per_dag is not None:
+            return self.settings.max_active_runs_per_dag
+        info = await self.client.get_dag(dag_id)
+        return info.max_active_runs or AIRFLOW_MAX_ACTIVE_RUNS
+
     async def submit(self, work: StepWork) -> State:
         dag_id = self.settings.dag_id_for(work.dag)
         await ready(self.client, dag_id, self.settings)
+        state: dict[str, Any] = {**work.state, "cap": await self._resolve_cap(dag_id)}
+        work = replace(work, state=state)
+        state.update(await self._top_up(work, await self._runs(work)))
+        return {**state, "handle": f"{len(work.intervals)} DAG runs"}
+
+    async def _top_up(self, work: StepWork, runs: Mapping[datetime, DagRunInfo]) -> State:
+        """Trigger the oldest untriggered intervals while fewer than the cap are active; the
+        state to persist (which intervals are triggered, which runs were adopted)."""
+        dag_id = self.settings.dag_id_for(work.dag)
         adopted: dict[str, str] = dict(work.state.get("adopted", {}))
+        triggered = self._triggered(work, runs)
+        active = sum(run.state in ACTIVE for run in runs.values())
         for interval in work.intervals:
             key = iso(interval.start)
-            if key in adopted:
+            if active >= _cap(work):
+                break
+            if key in triggered:
                 continue
-            run_id = run_id_for(work, interval)
-            try:
-                await self.client.trigger_dag_run(
-                    dag_id,
-                    run_id,
-                    logical_date=interval.start,
-                    data_interval_start=interval.start,
-                    data_interval_end=interval.end,
-                    note=f"backfill-bot request {work.request_id}",
-                )
-            except AirflowConflict:
-                other = await self._existing(dag_id, interval, run_id)
-                if other is None or other.run_id == run_id:
-                    continue  # ours, triggered before a crash
-                adopted[key] = other.run_id
-                if not self._rerun_since(other, work.since):
-                    await self.client.clear_dag_run(dag_id, other.run_id)
-        return {"adopted": adopted, "handle": f"{len(work.intervals)} DAG runs"}
+            await self._trigger(work, dag_id, interval, adopted)
+            triggered.add(key)
+            active += 1
+        order = [iso(i.start) for i in work.intervals]
+        return {"adopted": adopted, "triggered": [k for k in order if k in triggered]}
+
+    @staticmethod
+    def _triggered(work: StepWork, runs: Mapping[datetime, DagRunInfo]) -> set[str]:
+        recorded: Collection[Any] = work.state.get("triggered", ())
+        found = {iso(start) for start in runs}
+        return {str(key) for key in recorded} | set(work.state.get("adopted", {})) | found
+
+    async def _trigger(
+        self, work: StepWork, dag_id: str, interval: Interval, adopted: dict[str, str]
+    ) -> None:
+        run_id = run_id_for(work, interval)
+        try:
+            await self.client.trigger_dag_run(
+                dag_id,
+                run_id,
+                logical_date=interval.start,
+                data_interval_start=interval.start,
+                data_interval_end=interval.end,
+                note=f"backfill-bot request {work.request_id}",
+            )
+        except AirflowConflict:
+            other = await self._existing(dag_id, interval, run_id)
+            if other is None or other.run_id == run_id:
+                return  # ours, triggered before a crash
+            adopted[iso(interval.start)] = other.run_id
+            if not self._rerun_since(other, work.since):
+                await self.client.clear_dag_run(dag_id, other.run_id)
 
     @staticmethod
     def _rerun_since(run: DagRunInfo, since: datetime | None) -> bool:
         """Already cleared for us by a process that died before recording it: rerunning now,
         or started after we claimed the step. Clearing it again would run it twice."""
-        if run.state in ("queued", "running"):
+        if run.state in ACTIVE:
             return True
         return since is not None and run.start_date is not None and run.start_date >= since
 
@@ -71,6 +129,7 @@ class Airflow2Steps:
         return ours[0] if ours else (runs[0] if runs else None)
 
     async def _runs(self, work: StepWork) -> dict[datetime, DagRunInfo]:
+        """The step's runs in Airflow (ours, or adopted), by interval start."""
         dag_id = self.settings.dag_id_for(work.dag)
         adopted: dict[str, Any] = dict(work.state.get("adopted", {}))
         wanted = {adopted.get(iso(i.start), run_id_for(work, i)): i.start for i in work.intervals}
@@ -83,9 +142,26 @@ class Airflow2Steps:
 
     async def poll(self, work: StepWork) -> Progress:
         runs = await self._runs(work)
-        counts = Counts.of([r.state for r in runs.values()], expected=len(work.intervals))
-        if not counts.finished:
-            return Progress(counts)
+        new_state: State | None = None
+        if work.cancelling:
+            # What was triggered is all there is: the rest never will be.
+            expected = len(self._triggered(work, runs))
+        else:
+            expected = len(work.intervals)
+            if len(self._triggered(work, runs)) < expected:
+                topped = await self._top_up(work, runs)
+                # Recorded only when it changed: an unchanged state costs a write per pass.
+                if any(topped[key] != work.state.get(key) for key in topped):
+                    new_state = topped
+        counts = Counts.of([r.state for r in runs.values()], expected=expected)
+        if expected and not counts.finished:
+            return Progress(counts, state=new_state)
+        never = len(work.intervals) - expected
+        if work.cancelling and (counts.failed or never):
+            stopped = f"{counts.failed} of {counts.total} runs failed or were stopped"
+            left = f"{never} interval{'s' if never != 1 else ''} never triggered"
+            parts = [stopped] * bool(counts.failed) + [left] * bool(never)
+            return Progress(counts, done=True, message=", ".join(parts))
         if counts.failed:
             message = f"{counts.failed} of {counts.total} runs failed"
             return Progress(counts, done=True, message=message)
@@ -93,9 +169,13 @@ class Airflow2Steps:
 
     async def cancel(self, work: StepWork) -> State | None:
         dag_id = self.settings.dag_id_for(work.dag)
-        for run in (await self._runs(work)).values():
-            if run.state == "queued":
-                await self.client.set_dag_run_state(dag_id, run.run_id, "failed")
+        runs = (await self._runs(work)).values()
+        # Queued runs first: stopping a running one frees a slot the scheduler would fill.
+        for run in sorted(runs, key=lambda r: r.state != "queued"):
+            if run.state in ACTIVE:
+                # 404: deleted in Airflow meanwhile, nothing left to stop.
+                with contextlib.suppress(AirflowNotFound):
+                    await self.client.set_dag_run_state(dag_id, run.run_id, "failed")
         return None
 
     def link(self, work: StepWork) -> str | None:

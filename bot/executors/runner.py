@@ -40,6 +40,7 @@ from bot.domain.progress import (
 from bot.executors.backends import Backend, Busy, Progress, StepRejected, StepWork
 from bot.executors.submit_retry import SubmitRetry, span
 from bot.messages import progress as progress_messages
+from bot.metrics import Metrics
 from bot.store import execution, outbox, repository
 from bot.store.models import (
     BackfillRequest,
@@ -81,8 +82,10 @@ class Runner:
         wake_sender: Callable[[], None] = lambda: None,
         clock: Callable[[], datetime] = utcnow,
         submit_retry: SubmitRetry | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.sessions = sessions
+        self.metrics = metrics or Metrics()
         self.backend = backend
         self.settings = settings
         self.submit_retry = submit_retry or SubmitRetry()
@@ -127,7 +130,11 @@ class Runner:
         self._worker.wake()
 
     async def check(self, plan: Plan) -> tuple[PlanNote, ...]:
-        findings = await self.backend.check([s.dag for s in plan.steps])
+        try:
+            findings = await self.backend.check([s.dag for s in plan.steps])
+        except Exception as exc:
+            self.metrics.request_failed(exc)
+            raise
         return tuple(PlanNote(dag.dag_id, f.text, f.blocking) for dag, f in findings.items())
 
     # --- the loop ---------------------------------------------------------------------------
@@ -230,6 +237,7 @@ class Runner:
             try:
                 new_state = await self.backend.cancel(work)
             except Exception as exc:
+                self.metrics.request_failed(exc)
                 logger.warning("cannot cancel %s of %s: %s", work.dag.dag_id, request.id, exc)
             else:
                 merged = {**work.state, **(new_state or {}), "cancel_sent": True}
@@ -238,8 +246,10 @@ class Runner:
         try:
             return await self.backend.poll(work)
         except StepRejected as exc:  # e.g. the DAG was paused or deleted between chunks
+            self.metrics.request_failed(exc)
             return Progress(Counts.from_json(None), done=True, ok=False, message=str(exc))
         except Exception as exc:
+            self.metrics.request_failed(exc)
             logger.warning("cannot follow %s of %s: %s", work.dag.dag_id, request.id, exc)
             return None
 
@@ -438,9 +448,11 @@ class Runner:
             await self._note(step_id, {**waiting, "retry_at": retry.isoformat()}, message=str(exc))
             return False
         except StepRejected as exc:
+            self.metrics.request_failed(exc)
             await self._reject(request_id, step, str(exc))
             return False
         except Exception as exc:  # unreachable or confused backend: try again later, up to a limit
+            self.metrics.request_failed(exc)
             await self._failed_submit(request_id, step, work, exc)
             return False
         finally:
@@ -448,14 +460,17 @@ class Runner:
         merged = {**work.state, **state, "started": True}
         for key in ("retry_at", *_FAILURE_KEYS):
             merged.pop(key, None)
+        handle = str(merged.get("handle", "")) or None
         async with self.sessions.begin() as session:
             await execution.note_step(
-                session,
-                step_id,
-                executor_state=merged,
-                handle=str(merged.get("handle", "")) or None,
-                clear_message=True,
+                session, step_id, executor_state=merged, handle=handle, clear_message=True
             )
+        logger.info(
+            "submitted step %s (%s) of backfill %s to %s%s",
+            step_id, step.dag_id, request_id, self.name, f" as {handle}" if handle else "",
+            extra={"request_id": request_id, "step_id": step_id, "dag_id": step.dag_id,
+                   "executor": self.name, "handle": handle},
+        )  # fmt: skip
         return True
 
     async def _failed_submit(

@@ -18,6 +18,7 @@ from bot.domain.incidents import IncidentState, snoozed
 from bot.domain.model import DagRef
 from bot.domain.proposal import Proposal, propose
 from bot.messages import watch as watch_messages
+from bot.metrics import Metrics
 from bot.services.links import AirflowUi, Links
 from bot.store import incidents as store
 from bot.store import outbox, repository, run_history
@@ -36,9 +37,11 @@ class AlertOutbox:
         marquez_web_url: str,
         clock: Callable[[], datetime],
         airflow_ui: AirflowUi | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.config = config
         self.clock = clock
+        self.metrics = metrics or Metrics()
         self.links = Links(config, marquez_web_url=marquez_web_url, airflow_ui=airflow_ui)
 
     def snoozed(self, incident: Incident) -> bool:
@@ -102,6 +105,8 @@ class AlertOutbox:
             incident_id=incident.id,
             gather_s=gather_s,
         )
+        if new:
+            self.metrics.notice_owed(session, "incident_alert")
 
     async def backfill_told_it(self, session: AsyncSession, incident: Incident) -> bool:
         """Whether the incident's backfill succeeded (its summary, in the alert's thread, said

@@ -40,6 +40,7 @@ from bot.services.incident_alerts import AlertOutbox, outage_words
 from bot.services.links import AirflowUi
 from bot.store import incidents as store
 from bot.store import outbox, set_aside
+from bot.store.after_commit import log_after_commit
 from bot.store.models import utcnow
 from bot.store.watch_models import Incident, RunEvent
 from bot.worker import Worker
@@ -81,7 +82,11 @@ class IncidentService:
         self.wake_sender = wake_sender
         self.clock = clock
         self.alerts = AlertOutbox(
-            config, marquez_web_url=marquez_web_url, clock=clock, airflow_ui=airflow_ui
+            config,
+            marquez_web_url=marquez_web_url,
+            clock=clock,
+            airflow_ui=airflow_ui,
+            metrics=self.metrics,
         )
         self._worker = Worker("incidents", self.process, every_s=5.0, again_while_busy=True)
         self._pending: dict[str, asyncio.Task[None]] = {}
@@ -169,6 +174,7 @@ class IncidentService:
         payload = ops_messages.set_aside(batch.set_aside, tries=MAX_TRIES)
         async with self.sessions.begin() as session:
             await outbox.enqueue(session, channel=channel, payload=payload)
+            self.metrics.notice_owed(session, "ops_notice")
 
     async def _handle(self, row: RunEvent, batch: _Batch) -> None:
         event = store.event_facts(row)
@@ -202,8 +208,10 @@ class IncidentService:
                 if existing is not None:
                     await self._repeat(session, existing, event, batch)
                 elif root is not None:
-                    session.add(store.opened(event, None, now=self.clock(), root_id=root.id))
+                    joined = store.opened(event, None, now=self.clock(), root_id=root.id)
+                    session.add(joined)
                     await session.flush()
+                    _log(session, joined, f"opened under incident {root.id}")
                     await self._join_count(session, root)
                     batch.joined.add(root.id)
                 return
@@ -221,6 +229,7 @@ class IncidentService:
                 session.add(incident)
                 await session.flush()
                 await self.alerts.alert(session, incident, new=True, gather=True)
+                _log(session, incident, "opened")
         except IntegrityError:  # another process opened it first: this is a repeat
             task.cancel()
             async with self.sessions.begin() as session:
@@ -251,6 +260,8 @@ class IncidentService:
         store.move(incident, IncidentState.OPEN, now=now)
         incident.updated_at = now
         await session.flush()
+        if outcome.reopens:
+            _log(session, incident, "reopened")
         if incident.root_id is not None:
             root = await store.get(session, incident.root_id, lock=True)
             if root is not None and root.state == IncidentState.OPEN:
@@ -310,6 +321,7 @@ class IncidentService:
                 return
             store.move(incident, IncidentState.RESOLVED, now=self.clock())
             await session.flush()
+            _log(session, incident, "resolved")
             if incident.root_id is None:
                 await self.alerts.alert(session, incident, gather=True)
                 if await self.alerts.backfill_told_it(session, incident):
@@ -372,3 +384,13 @@ class IncidentService:
                 reply = watch_messages.impact_known(len(impact.downstream), mentions)
                 await self.alerts.reply(session, incident, reply)
         self.wake_sender()
+
+
+def _log(session: AsyncSession, incident: Incident, what: str) -> None:
+    """The INFO line of an incident's change, once it is committed."""
+    log_after_commit(
+        session, logger, "incident %s of %s (%s) %s",
+        incident.id, incident.dag_id, outage_words(incident), what,
+        incident_id=incident.id, dag_id=incident.dag_id, namespace=incident.namespace,
+        root_id=incident.root_id, state=str(incident.state),
+    )  # fmt: skip

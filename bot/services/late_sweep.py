@@ -58,6 +58,7 @@ the sweep never moves the cursor.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -178,9 +179,11 @@ async def store_late(
     buckets: Sequence[Sequence[ParsedEvent]],
     now: datetime,
     resolved: list[ParsedEvent] | None = None,
+    new_types: Counter[str] | None = None,
 ) -> int:
     """Store the run events of the buckets a sweep read (in the caller's transaction) and log
-    the ones that were new; returns how many were."""
+    the ones that were new; returns how many were (`resolved`, `new_types`: as
+    `store_events`)."""
     late: list[ParsedEvent] = []
     for events in buckets:
         if not events:
@@ -190,7 +193,12 @@ async def store_late(
         known = await run_events.keys_between(session, lo, hi)
         late += [e for e in events if e.key not in known]
     new = await store_events(
-        session, late, source=EventSource.MARQUEZ, received_at=now, resolved=resolved
+        session,
+        late,
+        source=EventSource.MARQUEZ,
+        received_at=now,
+        resolved=resolved,
+        new_types=new_types,
     )
     if new:
         logger.info(describe_found(new, late, len(buckets), now))

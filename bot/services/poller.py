@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime, timedelta
@@ -40,6 +41,7 @@ from bot import messages
 from bot.clients.marquez import MarquezClient, MarquezError
 from bot.config import Watch
 from bot.messages.ops import describe_duration
+from bot.metrics import Metrics
 from bot.services.feed import MAX_PAGES, Batch, FeedReader
 from bot.services.ingest import ParsedEvent, store_events
 from bot.services.late_sweep import LateSweep, SweepRun, store_late
@@ -80,8 +82,10 @@ class MarquezPoller:
         cursor_name: str = "marquez",
         max_backoff_s: float = MAX_BACKOFF_S,
         fetch_timeout_s: float = FETCH_TIMEOUT_S,
+        metrics: Metrics | None = None,
     ) -> None:
         self._sessions = sessions
+        self._metrics = metrics or Metrics()
         self._client_factory = client_factory
         self._watch = watch
         self._clock = clock
@@ -127,10 +131,15 @@ class MarquezPoller:
                     sweep.main_read(batch)
                     await self._sweep(sweep, client)
         except _FAILURES as exc:
+            self._metrics.polls.labels("failed").inc()
             await self._failed(started, position, exc)
             return 0
         late = sweep.found if sweep is not None else []
-        new, stored = await self._commit(batch, read_from, sweep, late, self._clock())
+        types: Counter[str] = Counter()
+        new, stored = await self._commit(batch, read_from, sweep, late, self._clock(), types)
+        self._metrics.polls.labels("ok").inc()
+        for event_type, count in types.items():
+            self._metrics.event_ingested(EventSource.MARQUEZ.value, event_type, count)
         self._failures, self._next_try = 0, None
         if stored and self._on_events is not None:
             await self._on_events(stored)  # after the commit: never at the events' expense
@@ -202,18 +211,25 @@ class MarquezPoller:
         sweep: SweepRun | None,
         late: list[list[ParsedEvent]],
         now: datetime,
+        types: Counter[str],
     ) -> tuple[int, list[ParsedEvent]]:
         """Store the events and the sweep's counts, move the cursor, in one transaction;
-        announce a recovery. Returns how many events were new, and the events as stored."""
+        announce a recovery. Returns how many events were new, and the events as stored
+        (`types` receives the types of the new ones)."""
         stored: list[ParsedEvent] = []
         async with self._sessions.begin() as session:
             row = await cursors.lock_for_commit(session, self._name)
             fresh = [event for event in batch.events if event.key not in self._stored]
             new = await store_events(
-                session, fresh, source=EventSource.MARQUEZ, received_at=now, resolved=stored
+                session,
+                fresh,
+                source=EventSource.MARQUEZ,
+                received_at=now,
+                resolved=stored,
+                new_types=types,
             )
             late_fresh = [[e for e in events if e.key not in self._stored] for events in late]
-            new += await store_late(session, late_fresh, now, resolved=stored)
+            new += await store_late(session, late_fresh, now, resolved=stored, new_types=types)
             changes: dict[str, Any] = {}
             counts = None if sweep is None else sweep.state()
             if counts != row.late_counts:
@@ -232,7 +248,9 @@ class MarquezPoller:
                 await cursors.change(session, self._name, **changes)
         self._remember(batch.events, read_from)
         if batch.skipped:
-            logger.info("Marquez poll: %d events skipped as unusable", batch.skipped)
+            # DEBUG: the overlap re-reads an unusable event on every poll, and the feed reader
+            # has already warned about each one once.
+            logger.debug("Marquez poll: %d events skipped as unusable", batch.skipped)
         return new, stored
 
     def _remember(self, events: list[ParsedEvent], horizon: datetime) -> None:
@@ -262,6 +280,7 @@ class MarquezPoller:
             logger.warning("%s (no watch.ops_channel to tell)", payload["text"])
             return
         await enqueue(session, channel=channel, payload=payload)
+        self._metrics.notice_owed(session, "ops_notice")
 
 
 def _reason(exc: BaseException) -> str:

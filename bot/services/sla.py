@@ -20,6 +20,7 @@ from bot.config import BotConfig
 from bot.domain.errors import PlanningError
 from bot.domain.model import DagRef, Interval
 from bot.domain.sla import Miss, RunFacts, misses
+from bot.metrics import Metrics
 from bot.services.backfills import PlannerFactory
 from bot.services.links import Links
 from bot.services.replies import Reply
@@ -72,8 +73,10 @@ class SlaService:
         wake_sender: Callable[[], None] = lambda: None,
         clock: Callable[[], datetime] = utcnow,
         links: Links | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.sessions = sessions
+        self.metrics = metrics or Metrics()
         self.config = config
         self.planners = planners
         self.wake_sender = wake_sender
@@ -174,11 +177,13 @@ class SlaService:
                 late = messages.sla.late_notice(dag.dag_id, miss, cause=cause, links=links)
                 for channel in dict.fromkeys(channels):
                     await outbox.enqueue(session, channel=channel, payload=late)
+                    self.metrics.notice_owed(session, "sla_notice")
                 for channel, names in by_team.items():
                     payload = messages.sla.reports_late(
                         names, dag.dag_id, miss, cause=cause, links=links
                     )
                     await outbox.enqueue(session, channel=channel, payload=payload)
+                    self.metrics.notice_owed(session, "sla_notice")
         except IntegrityError:  # another process notified it first
             return False
         return True

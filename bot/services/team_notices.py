@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from bot.config import BotConfig
 from bot.domain.model import DagRef
 from bot.messages import teams as team_messages
+from bot.metrics import Metrics
 from bot.store import outbox
 from bot.store.models import BackfillRequest
 
@@ -21,8 +22,9 @@ EndHook = Callable[[AsyncSession, BackfillRequest], Coroutine[Any, Any, None]]
 
 
 class TeamNotices:
-    def __init__(self, config: BotConfig) -> None:
+    def __init__(self, config: BotConfig, *, metrics: Metrics | None = None) -> None:
         self.config = config
+        self.metrics = metrics or Metrics()
 
     def reruns(self, request: BackfillRequest) -> list[tuple[str, team_messages.TeamRerun]]:
         """(team channel, what it reruns of that team's DAGs), one per team to tell."""
@@ -64,6 +66,7 @@ class TeamNotices:
         for channel, rerun in self.reruns(request):
             payload = team_messages.rerun_approved(rerun, approver=approver)
             await outbox.enqueue(session, channel=channel, payload=payload, request_id=request.id)
+            self.metrics.notice_owed(session, "team_notice")
 
     async def ended(self, session: AsyncSession, request: BackfillRequest) -> None:
         """Once, when the request reached a final state after it was approved."""
@@ -72,3 +75,4 @@ class TeamNotices:
         for channel, rerun in self.reruns(request):
             payload = team_messages.rerun_ended(rerun, state=request.state)
             await outbox.enqueue(session, channel=channel, payload=payload, request_id=request.id)
+            self.metrics.notice_owed(session, "team_notice")

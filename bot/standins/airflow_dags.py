@@ -20,6 +20,7 @@ from bot.standins import food_delivery as seed
 RunState = Literal["queued", "running", "success", "failed"]
 RUN_STATES: tuple[RunState, ...] = ("queued", "running", "success", "failed")
 MAX_RUNS_PER_RANGE = 100_000  # a guard against runaway loops over absurd ranges
+MAX_ACTIVE_RUNS_PER_DAG = 16  # Airflow's `[core] max_active_runs_per_dag` default
 
 _PRESETS = {
     "@hourly": "0 * * * *",
@@ -133,7 +134,8 @@ class StandinDag:
     `schedule` is a cron expression or @preset; `run_seconds` overrides the stand-in's default
     run duration; `fail` makes every run of the DAG fail. New DAGs are unpaused by default (a
     real Airflow pauses new DAGs unless DAGS_ARE_PAUSED_AT_CREATION=False): pass
-    `is_paused=True` for the real default.
+    `is_paused=True` for the real default. `max_active_runs=None` is a DAG whose row has none
+    (the API answers null; the scheduler applies `[core] max_active_runs_per_dag`, 16).
     """
 
     dag_id: str
@@ -142,7 +144,7 @@ class StandinDag:
     fileloc: str | None = None
     tasks: tuple[str, ...] = ("run",)
     run_seconds: float | None = None
-    max_active_runs: int = 16
+    max_active_runs: int | None = 16
     owners: tuple[str, ...] = ("airflow",)
     tags: tuple[str, ...] = ()
     description: str | None = None
@@ -152,6 +154,11 @@ class StandinDag:
         CronTimetable(self.schedule)  # fail early on a bad expression
         if not self.tasks:
             raise ValueError(f"DAG {self.dag_id} needs at least one task")
+
+    @property
+    def active_runs_limit(self) -> int:
+        """How many runs of the DAG the scheduler lets run at once."""
+        return MAX_ACTIVE_RUNS_PER_DAG if self.max_active_runs is None else self.max_active_runs
 
     @property
     def timetable(self) -> CronTimetable:

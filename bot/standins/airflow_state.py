@@ -357,7 +357,7 @@ class AirflowState:
                 (r for r in runs if r.state == "queued" and r.backfill_id is None),
                 key=lambda r: (r.run_after, r.id),
             )
-            for run in plain[: max(dag.dag.max_active_runs - plain_running, 0)]:
+            for run in plain[: max(dag.dag.active_runs_limit - plain_running, 0)]:
                 self._start(run, moment)
             for backfill in self.backfills_of(dag.dag_id):
                 if backfill.is_paused and backfill.completed_at is None:

@@ -4,6 +4,8 @@ Airflow 2 has no backfill endpoint: backfills trigger one dag run per interval (
 data interval) or clear existing runs. Messages and shapes follow api_connexion's endpoints and
 marshmallow schemas: body errors are 400 Problem JSON whose `detail` is the str() of
 marshmallow's error dict; query parameter type errors are connexion's `about:blank` problems.
+Wrong or missing credentials answer 401 as in 2.10.5 (observed); a real 2.11.2 answers them 403
+PermissionDenied (tests/airflow/test_airflow2_client.py), which the client treats alike.
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 Shared by the tests and the local demo. It answers like Slack (HTTP 200 with `ok`/`error`, 429
 with Retry-After when rate limited), keeps what the bot posted in `SlackState`, and can act as a
-person towards the bot: signed slash commands, button clicks and view submissions sent to the
-bot's Request URL exactly as Slack sends them (form-encoded, `X-Slack-Signature` v0).
+person towards the bot: slash commands, button clicks, view submissions and events, sent as
+Slack sends them: to the bot's Request URL (form-encoded or JSON, `X-Slack-Signature` v0), or,
+with Socket Mode on, as envelopes over the WebSocket the bot opened (`slack_socket`).
 Limits and rate tiers are in `slack_limits`; the workspace model is in `slack_state`.
 """
 
@@ -32,6 +33,7 @@ from bot.standins.slack_limits import (
     message_content,
     view_payload,
 )
+from bot.standins.slack_socket import APP_TOKEN, BotReply, SocketModeServer, event_callback
 from bot.standins.slack_state import (
     Ephemeral,
     JsonDict,
@@ -57,15 +59,6 @@ logger = logging.getLogger(__name__)
 _CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]{2,}$")
 
 
-@dataclass(frozen=True)
-class BotReply:
-    """The bot's HTTP answer to something the stand-in sent (status 0: no answer in time)."""
-
-    status: int
-    body: str
-    json: Any | None
-
-
 # -- the stand-in as a running server and as a Slack user -------------------------------------
 
 
@@ -81,13 +74,16 @@ class SlackStandIn:
         events_url: str | None,
         limiter: RateLimiter,
         ack_timeout: float | None,
+        socket: SocketModeServer,
     ) -> None:
         self.url = ""
         self.state = state
         self.bot_token, self.signing_secret = bot_token, signing_secret
+        self.app_token = socket.app_token
         self.events_url = events_url
         self.limiter = limiter
         self.ack_timeout = ack_timeout  # Slack gives up on an unanswered request after 3 s
+        self.socket = socket  # while socket.enabled, deliveries go over Socket Mode
         self.sent_requests: list[SentRequest] = []  # every request made to the bot, as sent
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
@@ -97,6 +93,7 @@ class SlackStandIn:
         self.events_url = url
 
     async def stop(self) -> None:
+        await self.socket.close()
         if self._session is not None:
             await self._session.close()
         if self._runner is not None:
@@ -138,7 +135,18 @@ class SlackStandIn:
         return await self.send_raw(body, self.sign(body))
 
     async def _send_payload(self, payload: JsonDict) -> BotReply:
+        if self.socket.enabled:
+            return await self.socket.deliver("interactive", payload)
         return await self._send_form({"payload": json.dumps(payload)})
+
+    async def send_event(self, event: JsonDict) -> BotReply:
+        """Deliver an Events API event (e.g. `{"type": "app_home_opened", …}`) in its
+        event_callback wrapper; over Socket Mode, retried while unacknowledged."""
+        body = event_callback(self.state, event)
+        if self.socket.enabled:
+            return await self.socket.deliver("events_api", body)
+        raw = json.dumps(body).encode()
+        return await self.send_raw(raw, {"Content-Type": "application/json", **self.sign(raw)})
 
     async def slash_command(
         self,
@@ -167,7 +175,10 @@ class SlackStandIn:
             "response_url": st.issue_response_url(self.url, channel_id, user_id),
             "trigger_id": st.issue_trigger(user_id),
         }
-        reply = await self._send_form(form)
+        if self.socket.enabled:
+            reply = await self.socket.deliver("slash_commands", form)
+        else:
+            reply = await self._send_form(form)
         self._show_ack(reply, channel_id, user_id)
         return reply
 
@@ -286,9 +297,13 @@ class SentRequest:
 
 
 def create_app(standin: SlackStandIn) -> web.Application:
-    """The aiohttp application: `/api/<method>` and `/response_url/<token>`."""
+    """The aiohttp application: `/api/<method>`, `/response_url/<token>` and Socket Mode's
+    `/link/` WebSocket."""
     app = web.Application()
     app[STANDIN] = standin
+    # Before the generic route: this method takes an app-level token, not the bot's.
+    app.router.add_route("*", "/api/apps.connections.open", standin.socket.connections_open)
+    app.router.add_get("/link/", standin.socket.link)
     app.router.add_route("GET", "/api/{method}", api)
     app.router.add_route("POST", "/api/{method}", api)
     app.router.add_post("/response_url/{token}", response_url)
@@ -304,6 +319,9 @@ class SlackStandInOptions(TypedDict, total=False):
     rate_limits: bool
     clock: Callable[[], float]
     ack_timeout: float | None
+    socket_mode: bool
+    app_token: str
+    redelivery_s: float
 
 
 async def start_slack_standin(
@@ -316,19 +334,34 @@ async def start_slack_standin(
     rate_limits: bool = True,
     clock: Callable[[], float] = time.monotonic,
     ack_timeout: float | None = 3.0,
+    socket_mode: bool = False,
+    app_token: str = APP_TOKEN,
+    redelivery_s: float = 1.0,
 ) -> SlackStandIn:
     """Start a stand-in on host:port (0 = an ephemeral port) and return it running.
 
     `clock` drives rate limits and trigger/response_url expiry; `ack_timeout` is how long the
-    simulated user waits for the bot's HTTP answer (Slack: 3 s; None waits forever).
+    simulated user waits for the bot's answer (Slack: 3 s; None waits forever). `socket_mode`
+    delivers to the app connected with `app_token` instead of `events_url`; an unacknowledged
+    event is sent again `redelivery_s` after its ack was due.
     """
+    state, limiter = SlackState(clock), RateLimiter(clock, enabled=rate_limits)
+    socket = SocketModeServer(
+        state,
+        limiter,
+        app_token=app_token,
+        enabled=socket_mode,
+        ack_timeout=ack_timeout,
+        redelivery_s=redelivery_s,
+    )
     standin = SlackStandIn(
-        SlackState(clock),
+        state,
         bot_token=bot_token,
         signing_secret=signing_secret,
         events_url=events_url,
-        limiter=RateLimiter(clock, enabled=rate_limits),
+        limiter=limiter,
         ack_timeout=ack_timeout,
+        socket=socket,
     )
     runner = web.AppRunner(create_app(standin), access_log=None)
     await runner.setup()

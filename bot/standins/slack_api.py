@@ -12,9 +12,18 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
+from bot.standins.slack_conversations import (
+    METHOD_SCOPES,
+    accepted_scopes,
+    conversations_info,
+    ensure_postable,
+    require_scope,
+    visible,
+)
 from bot.standins.slack_limits import (
     METHOD_RATES,
     POST_MESSAGE_RATE,
+    TIER_3,
     Args,
     Rate,
     RateLimiter,
@@ -36,10 +45,13 @@ from bot.standins.slack_state import (
 )
 
 logger = logging.getLogger(__name__)
-# Public channels (C…) accept a bot with chat:write.public without an invite, and a user id
-# (U…/W…) opens the bot's DM with that user; private channels (G…) and other DMs (D…) need
-# the bot to be a member first (`state.add_channel`), as in Slack.
+# An unknown public channel id (C…) is taken for a channel the bot is not in (it posts there
+# with chat:write.public), and a user id (U…/W…) opens the bot's DM with that user; private
+# channels (G…) and other DMs (D…) need the bot to be a member first (`state.add_channel`),
+# as in Slack.
 _OPEN_TO_BOT = re.compile(r"^[CUW][A-Z0-9]{2,}$")
+# Tiers of methods only this module serves (slack_limits.METHOD_RATES holds the others).
+_MORE_RATES: Mapping[str, Rate] = {"conversations.info": TIER_3}
 
 
 class StandInLike(Protocol):
@@ -93,8 +105,9 @@ def _channel(state: SlackState, args: Args, *, create: bool) -> Channel:
         by_name = [c for c in state.channels.values() if c.name == wanted.lstrip("#")]
         found = by_name[0] if by_name else None
     if found is None and create and _OPEN_TO_BOT.match(wanted):
-        found = state.add_channel(wanted)
-    if found is None:
+        is_dm = not wanted.startswith("C")
+        found = state.add_channel(wanted, private=is_dm, member=is_dm)
+    if found is None or not visible(found):
         raise SlackError("channel_not_found")
     return found
 
@@ -125,6 +138,7 @@ def _auth_test(s: StandInLike, a: Args) -> JsonDict:
 def _post_message(s: StandInLike, a: Args) -> JsonDict:
     a.require("channel")
     channel = _channel(s.state, a, create=True)
+    ensure_postable(s.state, channel)
     text, blocks = message_content(a.raw)
     attachments = a.structured("attachments") if a.get("attachments") else None
     message = s.state.post(
@@ -156,6 +170,7 @@ def _update(s: StandInLike, a: Args) -> JsonDict:
 def _post_ephemeral(s: StandInLike, a: Args) -> JsonDict:
     a.require("channel")
     channel = _channel(s.state, a, create=True)
+    ensure_postable(s.state, channel)
     user = a.require("user")
     if user not in s.state.users:
         raise SlackError("user_not_found")
@@ -240,6 +255,7 @@ _METHODS: Mapping[str, Callable[[StandInLike, Args], JsonDict]] = {
     "views.publish": _views_publish,
     "conversations.history": _history,
     "conversations.replies": _replies,
+    "conversations.info": lambda s, a: conversations_info(s.state, a),
     "users.info": _users_info,
     "usergroups.users.list": _usergroup_members,
 }
@@ -248,7 +264,7 @@ _METHODS: Mapping[str, Callable[[StandInLike, Args], JsonDict]] = {
 def _rate_key(method: str, args: Mapping[str, Any]) -> tuple[tuple[str, str], Rate] | None:
     if method == "chat.postMessage":
         return (method, str(args.get("channel", ""))), POST_MESSAGE_RATE
-    rate = METHOD_RATES.get(method)
+    rate = METHOD_RATES.get(method) or _MORE_RATES.get(method)
     return None if rate is None else ((method, ""), rate)
 
 
@@ -261,34 +277,41 @@ async def api(request: web.Request) -> web.Response:
         headers = {"Retry-After": "1"} if fault == 429 else {}
         standin.state.calls.append(ApiCall(method, request.method, fault, error))
         return web.json_response({"ok": False, "error": error}, status=fault, headers=headers)
-    status, headers, body = 200, {}, await _call(standin, request, method)
+    body, authed = await _call(standin, request, method)
+    status, headers = 200, {}
+    if authed:  # Slack tells an authenticated caller its token's scopes on every answer
+        headers["X-OAuth-Scopes"] = ",".join(sorted(standin.state.scopes))
+        headers["X-Accepted-OAuth-Scopes"] = accepted_scopes(method)
     if body.get("error") == "ratelimited":
-        status, headers = 429, {"Retry-After": str(body.pop("retry_after"))}
+        status = 429
+        headers["Retry-After"] = str(body.pop("retry_after"))
     standin.state.calls.append(ApiCall(method, request.method, status, body.get("error")))
     return web.json_response(body, status=status, headers=headers)
 
 
-async def _call(standin: StandInLike, request: web.Request, method: str) -> JsonDict:
+async def _call(standin: StandInLike, request: web.Request, method: str) -> tuple[JsonDict, bool]:
+    """The answer's body, and whether the caller's token was accepted."""
     try:
         raw, token = await _read_args(request)
     except SlackError as exc:
-        return {"ok": False, "error": exc.code}
+        return {"ok": False, "error": exc.code}, False
     handler = _METHODS.get(method)
     if handler is None:
-        return {"ok": False, "error": "unknown_method", "req_method": method}
+        return {"ok": False, "error": "unknown_method", "req_method": method}, False
     if token is None or token != standin.bot_token:
-        return {"ok": False, "error": "invalid_auth" if token else "not_authed"}
+        return {"ok": False, "error": "invalid_auth" if token else "not_authed"}, False
     limited = _rate_key(method, raw)
     retry_after = None if limited is None else standin.limiter.acquire(*limited)
     if retry_after is not None:
-        return {"ok": False, "error": "ratelimited", "retry_after": retry_after}
+        return {"ok": False, "error": "ratelimited", "retry_after": retry_after}, True
     try:
-        return {"ok": True, **handler(standin, Args(raw))}
+        require_scope(standin.state, METHOD_SCOPES.get(method))
+        return {"ok": True, **handler(standin, Args(raw))}, True
     except SlackError as exc:
-        failed: JsonDict = {"ok": False, "error": exc.code}
+        failed: JsonDict = {"ok": False, "error": exc.code, **exc.fields}
         if exc.messages:
             failed["response_metadata"] = {"messages": exc.messages}
-        return failed
+        return failed, True
 
 
 async def response_url(request: web.Request) -> web.Response:

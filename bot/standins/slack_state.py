@@ -17,6 +17,7 @@ from typing import Any
 
 __all__ = [
     "BOT_USER_ID",
+    "DEFAULT_SCOPES",
     "ApiCall",
     "Channel",
     "Ephemeral",
@@ -39,15 +40,24 @@ RESPONSE_URL_TTL = 30 * 60.0
 RESPONSE_URL_USES = 5
 MAX_VIEW_STACK = 3  # a root modal plus two pushed views
 BOT_USER_ID = "U0BOT00001"
+# The bot token's scopes when a test grants nothing else: the bot scopes of manifest.yml, plus
+# channels:read and groups:read, which `backfill-bot doctor` needs to look at team channels.
+DEFAULT_SCOPES = frozenset(
+    {"commands", "chat:write", "chat:write.public", "usergroups:read", "users:read"}
+    | {"channels:read", "groups:read"}
+)
 _ALNUM = string.ascii_uppercase + string.digits
 
 
 class SlackError(Exception):
-    """A Web API failure: `{"ok": false, "error": code}` plus optional metadata messages."""
+    """A Web API failure: `{"ok": false, "error": code}` plus optional metadata messages and
+    top-level fields (missing_scope's `needed` and `provided`)."""
 
-    def __init__(self, code: str, messages: list[str] | None = None) -> None:
+    def __init__(
+        self, code: str, messages: list[str] | None = None, fields: JsonDict | None = None
+    ) -> None:
         super().__init__(code)
-        self.code, self.messages = code, messages or []
+        self.code, self.messages, self.fields = code, messages or [], fields or {}
 
 
 @dataclass
@@ -101,10 +111,17 @@ class Message:
 
 @dataclass
 class Channel:
+    """A conversation. `is_member` says whether the bot is in it: a private channel the bot is
+    not in is invisible to it, a public one takes its posts only with chat:write.public."""
+
     id: str
     name: str
     messages: list[Message] = field(default_factory=list)  # top level, ts order
     threads: dict[str, list[Message]] = field(default_factory=dict)  # parent ts -> replies
+    is_private: bool = False
+    is_member: bool = True
+    is_archived: bool = False
+    created: int = field(default_factory=lambda: int(time.time()))
 
 
 @dataclass
@@ -190,6 +207,7 @@ class SlackState:
         self.triggers: dict[str, Trigger] = {}
         self.response_urls: dict[str, ResponseUrl] = {}
         self.calls: list[ApiCall] = []
+        self.scopes = set(DEFAULT_SCOPES)  # the bot token's; a test may take one away
         self.fault_every = 0
         self.fault_count = 0
         self._stacks: dict[str, list[str]] = {}  # root view id -> open view ids, bottom first
@@ -232,10 +250,23 @@ class SlackState:
             self.acting_user(user_id)
         self.usergroups[group_id] = list(members)
 
-    def add_channel(self, channel_id: str, name: str | None = None) -> Channel:
+    def add_channel(
+        self,
+        channel_id: str,
+        name: str | None = None,
+        *,
+        private: bool | None = None,
+        member: bool = True,
+        archived: bool = False,
+    ) -> Channel:
+        """The channel `channel_id`, created if new (a G… id is private unless `private` says
+        otherwise; the bot is a member unless `member` is false); an existing one is kept."""
         channel = self.channels.get(channel_id)
         if channel is None:
-            channel = self.channels[channel_id] = Channel(channel_id, name or channel_id.lower())
+            is_private = channel_id.startswith("G") if private is None else private
+            channel = Channel(channel_id, name or channel_id.lower(), is_private=is_private)
+            channel.is_member, channel.is_archived = member, archived
+            self.channels[channel_id] = channel
         return channel
 
     # -- reading ------------------------------------------------------------------------------

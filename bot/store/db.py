@@ -23,7 +23,9 @@ from sqlalchemy.ext.asyncio import (
 )
 from sqlalchemy.pool import ConnectionPoolEntry
 
-MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
+from bot import resource_dir
+
+MIGRATIONS_DIR = resource_dir("bot.migrations")  # the repository's migrations/, as installed
 
 _SQLITE_SCHEMES = frozenset({"sqlite", "sqlite+aiosqlite"})
 _POSTGRES_SCHEMES = frozenset({"postgres", "postgresql", "postgresql+psycopg"})

@@ -11,6 +11,7 @@ the database, so a double click or a replayed action changes nothing and raises
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection, Mapping
 from datetime import UTC, date, datetime, timedelta
 from enum import StrEnum
@@ -19,6 +20,7 @@ from typing import Any, cast
 from sqlalchemy import CursorResult, Executable, delete, func, literal, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bot.store.after_commit import log_after_commit
 from bot.store.models import (
     REQUEST_TRANSITIONS,
     STEP_TRANSITIONS,
@@ -32,6 +34,7 @@ from bot.store.models import (
     utcnow,
 )
 
+logger = logging.getLogger(__name__)
 _STEP_STARTED = frozenset({StepState.SUBMITTED, StepState.RUNNING})
 _STEP_FINISHED = frozenset(StepState) - STEP_TRANSITIONS.keys()
 
@@ -204,6 +207,11 @@ async def create_request(
         detail={**detail, "steps": len(raw_steps)},
         at=now,
     )
+    log_after_commit(
+        session, logger, "backfill %s of %s previewed for %s (%d steps)",
+        request.id, root_dag, requester, len(raw_steps),
+        request_id=request.id, dag_id=root_dag, state=RequestState.PREVIEWED.value, actor=requester,
+    )  # fmt: skip
     return request
 
 
@@ -383,6 +391,11 @@ async def transition_request(
         detail={"expected": sorted(expected), "version": request.version, **(detail or {})},
         at=now,
     )
+    log_after_commit(
+        session, logger, "backfill %s of %s is now %s (by %s)",
+        request_id, request.root_dag, to, actor,
+        request_id=request_id, dag_id=request.root_dag, state=to, actor=actor,
+    )  # fmt: skip
     return request
 
 
@@ -474,6 +487,11 @@ async def transition_step(
         },
         at=now,
     )
+    log_after_commit(
+        session, logger, "step %s (%s) of backfill %s is now %s",
+        step_id, step.dag_id, step.request_id, to,
+        request_id=step.request_id, step_id=step_id, dag_id=step.dag_id, state=to, actor=actor,
+    )  # fmt: skip
     return step
 
 

@@ -11,6 +11,7 @@ events only, never on a Spark job's or a dbt model's).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import asdict, replace
 from datetime import datetime
@@ -41,10 +42,12 @@ async def store_events(
     source: EventSource,
     received_at: datetime | None = None,
     resolved: list[ParsedEvent] | None = None,
+    new_types: Counter[str] | None = None,
 ) -> int:
     """Insert the events not stored yet, in the caller's transaction; returns how many were new.
     `resolved`, when given, receives the events as stored (deduplicated, with what the store
-    knew of their runs), for work after the commit such as the lineage index.
+    knew of their runs), for work after the commit such as the lineage index; `new_types` the
+    event types of the rows inserted (what /metrics counts once the caller has committed).
 
     `INSERT … ON CONFLICT (run_id, event_type, event_time) DO NOTHING` on both SQLite and
     PostgreSQL: a duplicate is skipped by the unique constraint itself, so two writers (the
@@ -85,9 +88,12 @@ async def store_events(
     statement = (
         insert(_TABLE)
         .on_conflict_do_nothing(index_elements=["run_id", "event_type", "event_time"])
-        .returning(_TABLE.c.id)
+        .returning(_TABLE.c.event_type)
     )
-    return len((await session.execute(statement, rows)).all())
+    inserted = (await session.execute(statement, rows)).scalars().all()
+    if new_types is not None:
+        new_types.update(inserted)
+    return len(inserted)
 
 
 # -- helpers ----------------------------------------------------------------------------------

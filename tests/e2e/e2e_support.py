@@ -45,6 +45,15 @@ class Bot:
     async def settle(self) -> None:
         """Let the bot finish what it does after acking, and deliver what it owes Slack."""
         await asyncio.sleep(0)
+        # Listeners bolt runs after acking (over HTTP or Socket Mode), still at work.
+        listeners = [
+            task
+            for task in asyncio.all_tasks()
+            if getattr(task.get_coro(), "__qualname__", "").endswith(
+                "run_ack_function_asynchronously"
+            )
+        ]
+        await asyncio.gather(*listeners, return_exceptions=True)
         await self.services.incidents.settled()  # impacts edited into alerts posted without
         await self.services.sender.drain(timeout_s=20)
 

@@ -240,6 +240,22 @@ async def test_missing_or_mistyped_fields_are_bad_responses(
             await client.get_backfill(7)
 
 
+@pytest.mark.parametrize(
+    ("api", "dag"),
+    [
+        (3, DAG | {"max_active_runs": "3"}),
+        (2, {"dag_id": "example.etl_orders", "is_paused": False, "max_active_runs": 2.5}),
+    ],
+)
+async def test_a_mistyped_max_active_runs_is_a_bad_response(
+    fake: FakeAirflow, api: int, dag: dict[str, Any]
+) -> None:
+    fake.routes["GET", f"/api/v{api - 1}/dags/example.etl_orders"] = answer(dag)
+    async with v3(fake) if api == 3 else v2(fake) as client:
+        with pytest.raises(AirflowBadResponse, match="'max_active_runs' is missing or not an"):
+            await client.get_dag("example.etl_orders")
+
+
 async def test_backfill_is_parsed_to_utc(fake: FakeAirflow) -> None:
     fake.routes["GET", "/api/v2/backfills/7"] = answer(
         {**BACKFILL, "from_date": "2021-06-04T02:00:00+02:00"}

@@ -163,9 +163,11 @@ async def test_serve_runs_the_bot_as_its_own_process(tmp_path: Path) -> None:
 
 
 async def test_serve_without_a_slack_token_says_what_to_set() -> None:
+    # serve checks its port first: a free one, so this is only about the token
+    env = clean_env(BOT_PORT=str(free_port()))
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "bot", "serve",
-        env=clean_env(), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     _, err = await asyncio.wait_for(process.communicate(), timeout=30)
     assert process.returncode == 4

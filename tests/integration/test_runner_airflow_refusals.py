@@ -6,98 +6,32 @@ the retries run out."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
 from datetime import datetime, timedelta
 
 import pytest
+from airflow_runner_support import (
+    CHILD,
+    FAST,
+    ROOT,
+    Clock,
+    approved,
+    backend,
+    load,
+    passes,
+    runner,
+    sessions,
+)
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from bot.clients.airflow import RetryPolicy
-from bot.config import Execution
-from bot.executors.airflow import AirflowBackend
-from bot.executors.runner import Runner
 from bot.executors.submit_retry import SubmitRetry
 from bot.standins.airflow import (
     FOOD_DELIVERY_DAGS,
     AirflowStandin,
     running_airflow_standin,
 )
-from bot.store import repository
-from bot.store.db import make_engine, session_factory, upgrade
-from bot.store.models import BackfillRequest, RequestState, utcnow
+from bot.store.models import RequestState
 
-ROOT, CHILD = "example.etl_orders", "example.etl_customers"  # both daily in the stand-in
-DAY = {"start": "2021-06-04T00:00:00Z", "end": "2021-06-05T00:00:00Z"}
-FAST = RetryPolicy(attempts=3, backoff_s=0.001, max_backoff_s=0.005)
-
-
-def plan(root: str = ROOT) -> dict[str, object]:
-    return {
-        "dag_id": root,
-        "namespace": "food_delivery",
-        "start": DAY["start"],
-        "end": DAY["end"],
-        "steps": [
-            {"dag_id": root, "namespace": "food_delivery", "intervals": [DAY], "upstream": []},
-            {"dag_id": CHILD, "namespace": "food_delivery", "intervals": [DAY], "upstream": [root]},
-        ],
-    }
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = utcnow()
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
-
-
-@pytest.fixture
-async def sessions(database_url: str) -> AsyncIterator[async_sessionmaker[AsyncSession]]:
-    upgrade(database_url)
-    engine = make_engine(database_url)
-    yield session_factory(engine)
-    await engine.dispose()
-
-
-def backend(server: AirflowStandin, password: str | None = None) -> AirflowBackend:
-    settings = Execution().airflow
-    chosen = server.password if password is None else password
-    return AirflowBackend(server.url, server.username, chosen, settings, retry=FAST)
-
-
-def runner(
-    sessions: async_sessionmaker[AsyncSession],
-    airflow: AirflowBackend,
-    *,
-    retry: SubmitRetry | None = None,
-    clock: Callable[[], datetime] = utcnow,
-) -> Runner:
-    return Runner(
-        sessions, airflow, Execution(poll_interval_s=0.01), submit_retry=retry, clock=clock
-    )
-
-
-async def approved(
-    sessions: async_sessionmaker[AsyncSession], run: Runner, root: str = ROOT
-) -> str:
-    async with sessions.begin() as session:
-        request = await repository.create_request(
-            session, plan=plan(root), requester="U1", channel="C1"
-        )
-        await repository.transition_request(
-            session, request.id, expected={"previewed"}, to="approved", actor="U2"
-        )
-        await run.start(session, await repository.get_request(session, request.id))
-        return request.id
-
-
-async def load(sessions: async_sessionmaker[AsyncSession], request_id: str) -> BackfillRequest:
-    async with sessions() as session:
-        return await repository.get_request(session, request_id)
+__all__ = ["sessions"]  # the fixture, shared with the other runner-on-Airflow tests
 
 
 def logins(server: AirflowStandin) -> int:
@@ -105,13 +39,6 @@ def logins(server: AirflowStandin) -> int:
     if server.api == 3:
         return sum(1 for _, path, _ in server.state.requests if path == "/auth/token")
     return sum(1 for _, _, status in server.state.requests if status == 401)
-
-
-async def passes(run: Runner, request_id: str, count: int, clock: Clock | None = None) -> None:
-    for _ in range(count):
-        if clock is not None:
-            clock.advance(600)
-        await run.advance(request_id)
 
 
 @pytest.mark.parametrize("api", [3, 2])

@@ -1,34 +1,42 @@
-"""The Airflow stand-in over real HTTP: Airflow 3's `/api/v2` (JWT) and Airflow 2's `/api/v1`
-(basic auth), every request and answer validated against the published specs in
-shared/fixtures/airflow (v2-rest-api-generated.yaml from apache-airflow 3.3.2, v1.yaml from
-2.10.5), and the behaviours of SOURCE.md there.
-
-The specs are used as shipped, with two adjustments for openapi-core, not for the stand-in: it
-cannot check oauth2 security schemes (they only warn), so v2 operations keep their equivalent
-`HTTPBearer` alternative and v1's unused OpenID/Kerberos schemes are dropped; and it matches
-content types exactly, so Airflow 2's `application/problem+json` errors are checked against the
-spec's `application/json` error schema. Time is a ManualClock: nothing sleeps.
+"""The Airflow stand-in over real HTTP: Airflow 3's `/api/v2` (JWT) and what both APIs share
+(auth failures, outages, one API per stand-in), every request and answer validated against the
+published specs (tests/integration/airflow_spec_support.py), and the behaviours of SOURCE.md in
+shared/fixtures/airflow. Airflow 2's `/api/v1` is in test_standin_airflow_v1.py.
 """
 
 from __future__ import annotations
 
-import base64
 import json
-import os
-from collections.abc import AsyncIterator, Iterable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
 import aiohttp
 import pytest
-import yaml
-from openapi_core import Config, OpenAPI
+from airflow_spec_support import (
+    COMPLETION_DELAY,
+    RUN_SECONDS,
+    SPECS_REQUIRED,
+    T0,
+    Api,
+    SpecRequest,
+    SpecResponse,
+    airflow2,
+    airflow3,
+    basic,
+    clock,
+    day,
+    login,
+    states,
+    v1,
+    v1_openapi,
+    v2,
+    v2_openapi,
+    z,
+)
+from openapi_core import OpenAPI
 from openapi_core.datatypes import RequestParameters
-from werkzeug.datastructures import Headers, ImmutableMultiDict
-from yarl import URL
+from werkzeug.datastructures import Headers
 
 from bot.standins import food_delivery
 from bot.standins.airflow import (
@@ -36,191 +44,13 @@ from bot.standins.airflow import (
     AirflowStandin,
     HistoricRun,
     ManualClock,
-    StandinDag,
     food_delivery_history,
     running_airflow_standin,
 )
 
-SPECS = Path(__file__).resolve().parents[2].parent / "shared/fixtures/airflow"
-V1_SPEC, V2_SPEC = SPECS / "v1.yaml", SPECS / "v2-rest-api-generated.yaml"
-# Locally the specs may be absent; in CI (shared/ beside the clone) a missing spec must fail.
-pytestmark = pytest.mark.skipif(
-    not (V1_SPEC.is_file() and V2_SPEC.is_file()) and not os.environ.get("CI"),
-    reason=f"Airflow specs not found in {SPECS} (the shared/ folder is absent)",
-)
-
-T0 = datetime(2024, 1, 10, tzinfo=UTC)  # a Wednesday
-RUN_SECONDS = 10.0
-COMPLETION_DELAY = 5.0
-DAGS = (
-    StandinDag("etl.daily", "0 0 * * *"),
-    StandinDag("etl.weekly", "0 0 * * 0", tasks=("extract", "load")),
-    StandinDag("etl.paused", is_paused=True),
-)
-NO_BODY = object()
-
-
-def day(n: int) -> datetime:
-    return datetime(2024, 1, n, tzinfo=UTC)
-
-
-def z(moment: datetime) -> str:
-    return moment.isoformat().replace("+00:00", "Z")
-
-
-def basic(user: str, password: str) -> str:
-    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
-
-
-def _load(path: Path) -> dict[str, Any]:
-    with path.open(encoding="utf-8") as handle:
-        loaded: dict[str, Any] = yaml.load(
-            handle, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-        )
-    return loaded
-
-
-@pytest.fixture(scope="module")
-def v2_openapi() -> OpenAPI:
-    spec = _load(V2_SPEC)
-    for operations in spec["paths"].values():
-        for operation in operations.values():
-            if "security" in operation:
-                operation["security"] = [{"HTTPBearer": []}]
-    # The unmodified document is Airflow's own; validating it would only cost ~5 s per run.
-    return OpenAPI.from_dict(spec, config=Config(spec_validator_cls=None))
-
-
-@pytest.fixture(scope="module")
-def v1_openapi() -> OpenAPI:
-    spec = _load(V1_SPEC)
-    schemes = spec["components"]["securitySchemes"]
-    spec["components"]["securitySchemes"] = {"Basic": schemes["Basic"]}
-    return OpenAPI.from_dict(spec)
-
-
-@dataclass
-class SpecRequest:
-    """openapi-core's Request protocol for a request this test sent."""
-
-    path: str
-    parameters: RequestParameters
-    method: str
-    body: bytes | None
-    content_type: str = "application/json"
-    host_url: str = "http://localhost:8080"
-
-
-@dataclass
-class SpecResponse:
-    status_code: int
-    data: bytes
-    content_type: str
-    headers: Headers
-
-
-def _errors(exc: BaseException) -> list[str]:
-    found = getattr(exc, "schema_errors", None) or getattr(exc.__cause__, "schema_errors", None)
-    return [f"{list(e.absolute_path)}: {e.message}" for e in found or []] or [repr(exc)]
-
-
-@dataclass
-class Api:
-    """Sends requests to a stand-in and checks both directions against the spec."""
-
-    base: str
-    session: aiohttp.ClientSession
-    openapi: OpenAPI
-    headers: dict[str, str] = field(default_factory=dict)
-    last_headers: dict[str, str] = field(default_factory=dict)
-
-    async def call(
-        self,
-        method: str,
-        path: str,
-        body: Any = NO_BODY,
-        *,
-        params: Iterable[tuple[str, str]] = (),
-        headers: dict[str, str] | None = None,
-        check_request: bool = True,
-        string_422: bool = False,
-        in_spec: bool = True,
-    ) -> tuple[int, Any]:
-        """`path` is sent as written (callers percent-encode run ids). `string_422`: real Airflow
-        answers this 422 with a string `detail`, where the spec documents a list."""
-        sent = {**self.headers, **(headers or {})}
-        data = None if body is NO_BODY else json.dumps(body).encode()
-        if data is not None:
-            sent["Content-Type"] = "application/json"
-        query = list(params)
-        url = URL(self.base + path, encoded=True)
-        async with self.session.request(method, url, params=query, data=data, headers=sent) as resp:
-            raw, status, content_type = await resp.read(), resp.status, resp.content_type
-            self.last_headers = dict(resp.headers)
-        parsed = json.loads(raw) if raw and "json" in content_type else raw.decode()
-        if string_422:
-            assert status == 422, parsed
-            assert isinstance(parsed["detail"], str), parsed
-            return status, parsed
-        if in_spec:
-            parameters = RequestParameters(query=ImmutableMultiDict(query), header=Headers(sent))
-            request = SpecRequest(unquote(path), parameters, method.lower(), data)
-            response_type = "application/json" if "json" in content_type else content_type
-            response = SpecResponse(status, raw, response_type, Headers(dict(resp.headers)))
-            try:
-                if check_request:
-                    self.openapi.validate_request(request)
-                self.openapi.validate_response(request, response)
-            except Exception as exc:  # openapi-core raises one of many error types
-                raise AssertionError(f"{method} {path} -> {status}: {_errors(exc)}") from exc
-        return status, parsed
-
-    async def ok(self, method: str, path: str, body: Any = NO_BODY, **kw: Any) -> Any:
-        status, parsed = await self.call(method, path, body, **kw)
-        assert status == 200, parsed
-        return parsed
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(T0)
-
-
-@pytest.fixture
-async def airflow3(clock: ManualClock) -> AsyncIterator[AirflowStandin]:
-    async with running_airflow_standin(
-        api=3, dags=DAGS, clock=clock, run_seconds=RUN_SECONDS, completion_delay=COMPLETION_DELAY
-    ) as server:
-        yield server
-
-
-@pytest.fixture
-async def airflow2(clock: ManualClock) -> AsyncIterator[AirflowStandin]:
-    async with running_airflow_standin(
-        api=2, dags=DAGS, clock=clock, run_seconds=RUN_SECONDS, username="ops", password="s3cret"
-    ) as server:
-        yield server
-
-
-async def _token(session: aiohttp.ClientSession, base: str, user: str, password: str) -> str:
-    body = {"username": user, "password": password}
-    async with session.post(f"{base}/auth/token", json=body) as resp:
-        assert resp.status == 201
-        token: str = (await resp.json())["access_token"]
-    return token
-
-
-@pytest.fixture
-async def v2(airflow3: AirflowStandin, v2_openapi: OpenAPI) -> AsyncIterator[Api]:
-    async with aiohttp.ClientSession() as session:
-        token = await _token(session, airflow3.url, "admin", "admin")
-        yield Api(airflow3.url, session, v2_openapi, {"Authorization": f"Bearer {token}"})
-
-
-@pytest.fixture
-async def v1(airflow2: AirflowStandin, v1_openapi: OpenAPI) -> AsyncIterator[Api]:
-    async with aiohttp.ClientSession() as session:
-        yield Api(airflow2.url, session, v1_openapi, {"Authorization": basic("ops", "s3cret")})
+# The fixtures imported from airflow_spec_support:
+__all__ = ["airflow2", "airflow3", "clock", "v1", "v1_openapi", "v2", "v2_openapi"]
+pytestmark = SPECS_REQUIRED
 
 
 def backfill_body(**overrides: Any) -> dict[str, Any]:
@@ -234,18 +64,6 @@ async def runs_v2(api: Api, dag_id: str = "etl.daily", **filters: str) -> list[d
         await api.ok("GET", f"/api/v2/dags/{dag_id}/dagRuns", params=params)
     )["dag_runs"]
     return found
-
-
-def assert_problem(body: dict[str, Any], status: int) -> None:
-    """Airflow 2's Problem JSON, for errors its spec does not list for the operation."""
-    assert body["status"] == status
-    assert body["type"].endswith("#section/Errors/BadRequest")
-    assert isinstance(body["title"], str)
-    assert isinstance(body["detail"], str)
-
-
-def states(runs: list[dict[str, Any]]) -> list[str]:
-    return [r["state"] for r in runs]
 
 
 # -- authentication -------------------------------------------------------------------------------
@@ -275,7 +93,7 @@ async def test_v2_token_public_endpoints_and_401s(airflow3: AirflowStandin, v2: 
     airflow3.state.expire_tokens()
     status, body = await v2.call("GET", "/api/v2/dags/etl.daily")
     assert (status, body) == (401, {"detail": "Token Expired"})
-    renewed = await _token(v2.session, v2.base, "admin", "admin")
+    renewed = await login(v2.session, v2.base, "admin", "admin")
     v2.headers["Authorization"] = f"Bearer {renewed}"
     await v2.ok("GET", "/api/v2/dags/etl.daily")
     airflow3.state.revoke_tokens()
@@ -289,20 +107,6 @@ async def test_v2_tokens_expire_after_24_hours(clock: ManualClock, v2: Api) -> N
     assert (await v2.call("GET", "/api/v2/dags"))[1] == {"detail": "Token Expired"}
 
 
-async def test_v1_basic_auth(airflow2: AirflowStandin, v1: Api) -> None:
-    async with aiohttp.ClientSession() as anonymous_session:
-        anonymous = Api(v1.base, anonymous_session, v1.openapi)
-        assert (await anonymous.ok("GET", "/api/v1/version"))["version"] == "2.10.5"
-        status, body = await anonymous.call("GET", "/api/v1/dags/etl.daily")
-        assert status == 401
-        assert body["title"] == "Unauthorized"
-        assert anonymous.last_headers["WWW-Authenticate"] == "Basic"
-        wrong = {"Authorization": basic("ops", "nope")}
-        assert (await anonymous.call("GET", "/api/v1/dags/etl.daily", headers=wrong))[0] == 401
-    assert (await v1.ok("GET", "/api/v1/dags/etl.daily"))["is_paused"] is False
-    assert ("GET", "/api/v1/dags/etl.daily", 401) in airflow2.state.requests
-
-
 async def test_a_forbidden_user_logs_in_but_gets_403s(
     airflow3: AirflowStandin, airflow2: AirflowStandin, v2: Api, v1: Api
 ) -> None:
@@ -310,7 +114,7 @@ async def test_a_forbidden_user_logs_in_but_gets_403s(
     airflow2.state.forbid()
     status, body = await v2.call("GET", "/api/v2/dags/etl.daily")
     assert (status, body) == (403, {"detail": "Forbidden"})
-    assert await _token(v2.session, v2.base, "admin", "admin")  # logging in still works
+    assert await login(v2.session, v2.base, "admin", "admin")  # logging in still works
     assert (await v2.ok("GET", "/api/v2/version"))["version"] == "3.3.2"
     status, body = await v1.call("GET", "/api/v1/dags/etl.daily")
     assert status == 403
@@ -376,24 +180,6 @@ async def test_v2_dag_get_list_and_pause(v2: Api) -> None:
     assert body["detail"][0]["type"] == "bool_parsing"
     status, body = await v2.call("PATCH", "/api/v2/dags/nope", {"is_paused": False})
     assert (status, body) == (404, {"detail": "Dag with id: nope was not found"})
-
-
-async def test_v1_dag_get_and_pause(v1: Api) -> None:
-    dag = await v1.ok("GET", "/api/v1/dags/etl.daily")
-    assert dag["schedule_interval"] == {"__type": "CronExpression", "value": "0 0 * * *"}
-    patched = await v1.ok(
-        "PATCH",
-        "/api/v1/dags/etl.daily",
-        {"is_paused": True},
-        params=[("update_mask", "is_paused")],
-    )
-    assert patched["is_paused"] is True
-    status, body = await v1.call("PATCH", "/api/v1/dags/etl.daily", {"dag_id": "x"}, in_spec=False)
-    assert (status, body["detail"]) == (400, "{'dag_id': ['Unknown field.']}")  # 400: not in spec
-    assert_problem(body, 400)
-    status, body = await v1.call("GET", "/api/v1/dags/nope")
-    assert status == 404
-    assert body["title"] == "DAG not found"
 
 
 # -- Airflow 3 backfills --------------------------------------------------------------------------
@@ -648,140 +434,6 @@ async def test_v2_trigger_and_patch_a_run(clock: ManualClock, v2: Api) -> None:
     assert queued["state"] == "running"  # cleared: queued, then started at once
 
 
-# -- Airflow 2 ------------------------------------------------------------------------------------
-
-
-async def test_v1_trigger_with_an_explicit_interval(clock: ManualClock, v1: Api) -> None:
-    body = {
-        "dag_run_id": "backfill_bot__1",
-        "logical_date": z(day(1)),
-        "data_interval_start": z(day(1)),
-        "data_interval_end": z(day(2)),
-        "conf": {"backfill": True},
-        "note": "bot",
-    }
-    run = await v1.ok("POST", "/api/v1/dags/etl.daily/dagRuns", body)
-    assert run["data_interval_start"] == "2024-01-01T00:00:00+00:00"
-    assert (run["run_type"], run["state"], run["external_trigger"]) == ("manual", "running", True)
-    # Without an interval, Airflow 2 covers the interval ending at the logical date.
-    inferred = await v1.ok("POST", "/api/v1/dags/etl.daily/dagRuns", {"logical_date": z(day(5))})
-    assert inferred["dag_run_id"] == "manual__2024-01-05T00:00:00+00:00"
-    assert (inferred["data_interval_start"], inferred["data_interval_end"]) == (
-        "2024-01-04T00:00:00+00:00",
-        "2024-01-05T00:00:00+00:00",
-    )
-    status, body_409 = await v1.call("POST", "/api/v1/dags/etl.daily/dagRuns", body)
-    assert status == 409
-    assert "logical date: '2024-01-01 00:00:00+00:00' already exists" in (body_409["detail"])
-    same_id = {"dag_run_id": "backfill_bot__1", "logical_date": z(day(7))}
-    status, body_409 = await v1.call("POST", "/api/v1/dags/etl.daily/dagRuns", same_id)
-    assert status == 409
-    assert "DAGRun ID: 'backfill_bot__1' already exists" in body_409["detail"]
-    half = {"logical_date": z(day(8)), "data_interval_start": z(day(8))}
-    status, problem_body = await v1.call("POST", "/api/v1/dags/etl.daily/dagRuns", half)
-    assert status == 400
-    assert "must be specified together" in problem_body["detail"]
-    clock.advance(RUN_SECONDS)
-    run_path = "/api/v1/dags/etl.daily/dagRuns/backfill_bot__1"
-    assert (await v1.ok("GET", run_path))["state"] == "success"
-    status, missing = await v1.call("POST", "/api/v1/dags/nope/dagRuns", {})
-    assert status == 404
-    assert missing["detail"] == "DAG with dag_id: 'nope' not found"
-
-
-async def test_v1_patch_state_and_list_filters(airflow2: AirflowStandin, v1: Api) -> None:
-    for n in (1, 2, 3):
-        await v1.ok(
-            "POST",
-            "/api/v1/dags/etl.daily/dagRuns",
-            {"dag_run_id": f"r{n}", "logical_date": z(day(n))},
-        )
-    patched = await v1.ok("PATCH", "/api/v1/dags/etl.daily/dagRuns/r2", {"state": "failed"})
-    assert patched["state"] == "failed"
-    assert patched["end_date"] == T0.isoformat()
-    status, body = await v1.call(
-        "PATCH", "/api/v1/dags/etl.daily/dagRuns/r2", {"state": "done"}, check_request=False
-    )
-    assert status == 400
-    assert "Must be one of" in body["detail"]
-    status, body = await v1.call("PATCH", "/api/v1/dags/etl.daily/dagRuns/r9", {"state": "failed"})
-    assert status == 404
-    assert body["title"] == "Dag Run id r9 not found in dag etl.daily"
-    window = [("execution_date_gte", "2024-01-02T00:00:00+00:00"), ("order_by", "-execution_date")]
-    listed = await v1.ok("GET", "/api/v1/dags/etl.daily/dagRuns", params=window)
-    assert [r["dag_run_id"] for r in listed["dag_runs"]] == ["r3", "r2"]
-    assert listed["total_entries"] == 2
-    failed = await v1.ok("GET", "/api/v1/dags/~/dagRuns", params=[("state", "failed")])
-    assert [r["dag_run_id"] for r in failed["dag_runs"]] == ["r2"]
-    assert (await v1.ok("GET", "/api/v1/dags/nope/dagRuns"))["dag_runs"] == []
-    status, body = await v1.call(
-        "GET",
-        "/api/v1/dags/etl.daily/dagRuns",
-        params=[("order_by", "logical_date")],
-        in_spec=False,
-    )
-    assert status == 400
-    assert "logical_date" in body["detail"]
-    assert_problem(body, 400)
-
-
-async def test_v1_clear_task_instances_reruns_failed_runs(
-    airflow2: AirflowStandin, clock: ManualClock, v1: Api
-) -> None:
-    airflow2.state.fail_on("etl.weekly", day(7), times=1)
-    for sunday in (day(7), datetime(2023, 12, 31, tzinfo=UTC)):
-        interval = {"data_interval_start": z(sunday), "data_interval_end": z(sunday + timedelta(7))}
-        await v1.ok(
-            "POST", "/api/v1/dags/etl.weekly/dagRuns", {"logical_date": z(sunday)} | interval
-        )
-    clock.advance(RUN_SECONDS)
-    runs = (
-        await v1.ok(
-            "GET", "/api/v1/dags/etl.weekly/dagRuns", params=[("order_by", "execution_date")]
-        )
-    )["dag_runs"]
-    assert states(runs) == ["success", "failed"]
-
-    body = {"start_date": z(day(1)), "end_date": z(day(8))}
-    preview = await v1.ok("POST", "/api/v1/dags/etl.weekly/clearTaskInstances", body)
-    assert {(t["task_id"], t["dag_run_id"]) for t in preview["task_instances"]} == {
-        ("extract", runs[1]["dag_run_id"]),
-        ("load", runs[1]["dag_run_id"]),
-    }
-    assert airflow2.state.runs_of("etl.weekly")[1].state == "failed"  # dry_run defaults to true
-    everything = await v1.ok(
-        "POST", "/api/v1/dags/etl.weekly/clearTaskInstances", {"only_failed": False}
-    )
-    assert len(everything["task_instances"]) == 4
-    await v1.ok("POST", "/api/v1/dags/etl.weekly/clearTaskInstances", body | {"dry_run": False})
-    assert [r.state for r in airflow2.state.runs_of("etl.weekly")] == ["success", "running"]
-    clock.advance(RUN_SECONDS)
-    assert [r.state for r in airflow2.state.runs_of("etl.weekly")] == ["success", "success"]
-
-    # Airflow 2 answers 400 here, a status the spec does not list for this operation.
-    both = {"only_failed": True, "only_running": True}
-    path = "/api/v1/dags/etl.weekly/clearTaskInstances"
-    status, body_400 = await v1.call("POST", path, both, in_spec=False)
-    assert status == 400
-    assert "only_running both are set" in body_400["detail"]
-    assert_problem(body_400, 400)
-    status, _ = await v1.call("POST", "/api/v1/dags/nope/clearTaskInstances", {})
-    assert status == 404
-
-
-async def test_v1_clear_one_dag_run(clock: ManualClock, v1: Api) -> None:
-    await v1.ok(
-        "POST", "/api/v1/dags/etl.daily/dagRuns", {"dag_run_id": "r1", "logical_date": z(day(1))}
-    )
-    clock.advance(RUN_SECONDS)
-    path = "/api/v1/dags/etl.daily/dagRuns/r1/clear"
-    preview = await v1.ok("POST", path, {})
-    assert [t["task_id"] for t in preview["task_instances"]] == ["run"]
-    cleared = await v1.ok("POST", path, {"dry_run": False})
-    assert cleared["state"] == "running"
-    assert cleared["end_date"] is None
-
-
 # -- the food_delivery set ------------------------------------------------------------------------
 
 
@@ -809,7 +461,7 @@ async def test_food_delivery_history_on_the_stand_in(v2_openapi: OpenAPI) -> Non
         running_airflow_standin(dags=FOOD_DELIVERY_DAGS, history=food_delivery_history()) as server,
         aiohttp.ClientSession() as session,
     ):
-        token = await _token(session, server.url, "admin", "admin")
+        token = await login(session, server.url, "admin", "admin")
         api = Api(server.url, session, v2_openapi, {"Authorization": f"Bearer {token}"})
         body = {
             "dag_id": "example.etl_orders",

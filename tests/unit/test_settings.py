@@ -48,3 +48,32 @@ def test_invalid_values_name_the_variable(env: dict[str, str], expected: str) ->
     with pytest.raises(SettingsError) as error:
         load_settings(env)
     assert expected in str(error.value)
+
+
+def test_port_from_a_paas_is_the_fallback_for_bot_port() -> None:
+    assert load_settings({}).bot_port == 3000
+    assert load_settings({"PORT": "8080"}).bot_port == 8080
+    assert load_settings({"PORT": "8080", "BOT_PORT": "3001"}).bot_port == 3001
+    assert load_settings({"PORT": " "}).bot_port == 3000  # blank is unset
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        (
+            {"PORT": "http"},
+            "PORT: Input should be a valid integer, unable to parse string as an integer",
+        ),
+        ({"PORT": "70000"}, "PORT: Input should be less than or equal to 65535"),
+        ({"LOG_FORMAT": "xml"}, "LOG_FORMAT: Input should be 'text' or 'json'"),
+    ],
+)
+def test_invalid_port_and_log_format_name_the_variable(env: dict[str, str], expected: str) -> None:
+    with pytest.raises(SettingsError) as error:
+        load_settings(env)
+    assert str(error.value) == expected
+
+
+def test_log_format_defaults_to_text() -> None:
+    assert load_settings({}).log_format == "text"
+    assert load_settings({"LOG_FORMAT": "json"}).log_format == "json"

@@ -1,6 +1,7 @@
 """Airflow DAGs of the food_delivery example: one DAG per job, one `spark_job` task each.
 
-Works on Airflow 2.10 and 3.x. Each task runs the job as a subprocess,
+Works on Airflow 2.11 and 3.x (tests/airflow runs them on 2.11.2 and 3.3.2). Each task runs
+the job as a subprocess,
 `python -m pipeline.food_delivery run <dag> --start <interval start> --end <interval end>`,
 so this file imports nothing of the pipeline (Airflow's environment needs no PySpark).
 Environment, read when the file is parsed:

@@ -1,16 +1,23 @@
-"""Trivial DAGs for the Airflow client's contract tests (tests/airflow/test_airflow_client.py).
+"""Trivial DAGs for the Airflow clients' contract tests (tests/airflow/test_airflow_client.py on
+Airflow 3, test_airflow2_client.py and test_airflow2_cap.py on Airflow 2.11).
 
 `CronDataIntervalTimetable` is explicit: in Airflow 3 a plain cron string gives zero-length
-data intervals, while the bot relies on each run covering [D, D + 1 day).
+data intervals, while the bot relies on each run covering [D, D + 1 day). `bot_test.long` runs
+until it is stopped (a cancel sets its run to failed, which kills the task).
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from airflow.providers.standard.operators.bash import BashOperator
-from airflow.sdk import DAG
 from airflow.timetables.interval import CronDataIntervalTimetable
+
+try:
+    from airflow.providers.standard.operators.bash import BashOperator
+    from airflow.sdk import DAG
+except ImportError:  # Airflow 2
+    from airflow import DAG
+    from airflow.operators.bash import BashOperator
 
 START = datetime(2021, 5, 1, tzinfo=UTC)
 
@@ -40,3 +47,13 @@ with DAG(
     tags=["bot-test"],
 ):
     BashOperator(task_id="noop", bash_command="true")
+
+with DAG(
+    dag_id="bot_test.long",
+    schedule=CronDataIntervalTimetable("0 0 * * *", timezone="UTC"),
+    start_date=START,
+    catchup=False,
+    max_active_runs=2,
+    tags=["bot-test"],
+):
+    BashOperator(task_id="sleep", bash_command="sleep 600")

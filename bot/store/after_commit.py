@@ -1,0 +1,65 @@
+"""Work that must wait for the caller's transaction to commit: log lines and counters that say
+something happened (a backfill moved, an alert was owed). Said inside the transaction, a line
+could tell of a change that a later failure rolled back; said after `begin()`'s block, it would
+need every caller to remember it. Registered where the change is made, it runs once the change
+is in the database, and never if it is not.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import Session, SessionTransaction
+
+__all__ = ["after_commit", "log_after_commit"]
+
+logger = logging.getLogger(__name__)
+
+_ACTIONS = "bot.after_commit"  # key in Session.info: the actions owed by the open transaction
+_LISTENING = "bot.after_commit.listening"
+
+
+def after_commit(session: AsyncSession, action: Callable[[], object]) -> None:
+    """Run `action` once the session's outermost transaction commits; drop it on a rollback.
+
+    Actions run in the order they were registered, synchronously, right after the COMMIT (so
+    they must be quick: a log line, a counter). One that raises is logged and the rest still
+    run. A SAVEPOINT's commit or rollback does not run or drop them (the bot uses none)."""
+    sync = session.sync_session
+    if not sync.info.get(_LISTENING):
+        event.listen(sync, "after_commit", _run)
+        event.listen(sync, "after_soft_rollback", _drop)
+        sync.info[_LISTENING] = True
+    sync.info.setdefault(_ACTIONS, []).append(action)
+
+
+def log_after_commit(
+    session: AsyncSession, log: logging.Logger, message: str, *args: object, **fields: Any
+) -> None:
+    """An INFO line once the transaction commits; `fields` become the record's attributes (the
+    JSON log's fields: ids such as request_id, incident_id, dag_id)."""
+
+    def emit() -> None:
+        log.info(message, *args, extra=fields)
+
+    after_commit(session, emit)
+
+
+def _run(sync: Session) -> None:
+    if sync.in_nested_transaction():
+        return  # a SAVEPOINT was released: the outer transaction may still roll back
+    actions: list[Callable[[], object]] = sync.info.pop(_ACTIONS, [])
+    for action in actions:
+        try:
+            action()
+        except Exception:  # the commit happened: what reports it must not undo the caller
+            logger.exception("an after-commit action failed")
+
+
+def _drop(sync: Session, previous: SessionTransaction) -> None:
+    if previous.parent is None:  # the outermost transaction rolled back
+        sync.info.pop(_ACTIONS, None)

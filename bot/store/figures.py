@@ -1,0 +1,69 @@
+"""The figures `GET /metrics` reads from the database when it is scraped: every process of one
+database reports the same, whichever did the work. Each is one small aggregate query."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import InstrumentedAttribute
+
+from bot.store import set_aside
+from bot.store.models import BackfillRequest, BackfillStep, OutboxMessage, OutboxState
+from bot.store.watch_models import RunEvent, WatchCursor
+
+__all__ = ["CursorFigures", "Figures", "read"]
+
+
+@dataclass(frozen=True)
+class CursorFigures:
+    """One feed the watcher polls: where its cursor is, whether the last poll reached it."""
+
+    name: str
+    position: datetime
+    reachable: bool
+
+
+@dataclass(frozen=True)
+class Figures:
+    set_aside: int
+    outbox_pending: int
+    outbox_oldest_pending: datetime | None
+    """When the oldest message still to send was written (None: nothing pending)."""
+    requests: dict[str, int]
+    """Backfill requests by state (states without any are absent)."""
+    steps: dict[str, int]
+    cursors: list[CursorFigures]
+    newest_event: datetime | None
+    """The newest eventTime stored from any source (pushed events are often ahead of the poll)."""
+
+
+async def read(session: AsyncSession) -> Figures:
+    pending, oldest = (
+        await session.execute(
+            select(func.count(), func.min(OutboxMessage.created_at)).where(
+                OutboxMessage.state == OutboxState.PENDING
+            )
+        )
+    ).one()
+    cursors = await session.execute(
+        select(WatchCursor.name, WatchCursor.position, WatchCursor.reachable).order_by(
+            WatchCursor.name
+        )
+    )
+    return Figures(
+        set_aside=await set_aside.count(session),
+        outbox_pending=int(pending),
+        outbox_oldest_pending=oldest,
+        requests=await _by_state(session, BackfillRequest.state),
+        steps=await _by_state(session, BackfillStep.state),
+        cursors=[CursorFigures(name, position, bool(up)) for name, position, up in cursors],
+        newest_event=await session.scalar(select(func.max(RunEvent.event_time))),
+    )
+
+
+async def _by_state(session: AsyncSession, column: InstrumentedAttribute[str]) -> dict[str, int]:
+    rows = await session.execute(select(column, func.count()).group_by(column))
+    return {str(state): int(count) for state, count in rows}

@@ -1,0 +1,188 @@
+"""`backfill-bot serve` as a real process: where it listens (BOT_PORT, a PaaS's PORT), a taken
+port, SIGTERM; and what `--version`, `serve --help` and LOG_FORMAT promise."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import sys
+import tomllib
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from bot.settings import Settings
+from bot.standins.slack import SlackStandIn, running_slack_standin
+
+REPO = Path(__file__).resolve().parents[2]
+APP_VARIABLES = (
+    "MARQUEZ_", "DATABASE_", "BOT_", "SLACK_", "AIRFLOW_", "SPARK_", "OPENLINEAGE_", "LOG_FORMAT",
+)  # fmt: skip
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(APP_VARIABLES) and k != "PORT"}
+    env.update(extra)
+    return env
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture
+def held_port() -> Iterator[int]:
+    """A port another process is listening on."""
+    with socket.create_server(("127.0.0.1", 0)) as holder:
+        yield int(holder.getsockname()[1])
+
+
+@pytest.fixture
+async def slack() -> AsyncIterator[SlackStandIn]:
+    async with running_slack_standin() as standin:
+        yield standin
+
+
+def serve_env(slack: SlackStandIn, tmp_path: Path, **extra: str) -> dict[str, str]:
+    return clean_env(
+        MARQUEZ_URL="http://127.0.0.1:9",  # nothing listens there; serve starts all the same
+        DATABASE_URL=f"sqlite:///{tmp_path / 'serve.db'}",
+        SLACK_BOT_TOKEN=slack.bot_token,
+        SLACK_SIGNING_SECRET=slack.signing_secret,
+        SLACK_API_URL=f"{slack.url}/api/",
+        BOT_EXECUTOR="manual",
+        **extra,
+    )
+
+
+async def cli(*args: str, env: dict[str, str]) -> tuple[int, str, str]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot", *args,
+        env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(process.communicate(), timeout=60)
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
+@asynccontextmanager
+async def serving(
+    env: dict[str, str], log: Path
+) -> AsyncIterator[tuple[asyncio.subprocess.Process, str]]:
+    """`serve` and the line saying where it listens; stderr goes to `log` (it logs at INFO)."""
+    with log.open("wb") as stderr:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bot", "serve",
+            env=env, stdout=asyncio.subprocess.PIPE, stderr=stderr,
+        )  # fmt: skip
+        try:
+            assert process.stdout is not None
+            line = (await asyncio.wait_for(process.stdout.readline(), timeout=60)).decode()
+            yield process, line
+        finally:
+            with contextlib.suppress(ProcessLookupError):  # it may have exited already
+                process.terminate()
+            await asyncio.wait_for(process.wait(), timeout=30)
+
+
+async def test_serve_with_its_port_taken_says_so_in_one_line(
+    slack: SlackStandIn, tmp_path: Path, held_port: int
+) -> None:
+    code, out, err = await cli("serve", env=serve_env(slack, tmp_path, BOT_PORT=str(held_port)))
+    assert (code, out) == (4, "")
+    assert err == (
+        f"backfill-bot: error: port {held_port} on 127.0.0.1 is in use "
+        "(set BOT_PORT to a free port)\n"
+    )
+    assert not (tmp_path / "serve.db").exists()  # it stopped before migrating anything
+
+
+async def test_serve_listens_on_a_paas_port_and_stops_cleanly_on_sigterm(
+    slack: SlackStandIn, tmp_path: Path
+) -> None:
+    port = free_port()
+    log = tmp_path / "serve.log"
+    async with serving(serve_env(slack, tmp_path, PORT=str(port)), log) as (bot, line):
+        assert line == f"backfill-bot listening on http://127.0.0.1:{port}\n"
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(f"http://127.0.0.1:{port}/healthz") as reply,
+        ):
+            assert reply.status == 200
+        bot.send_signal(signal.SIGTERM)
+        code = await asyncio.wait_for(bot.wait(), timeout=60)
+    errors = await asyncio.to_thread(log.read_text)
+    assert code == 0, errors
+    assert "Traceback" not in errors
+
+
+async def test_bot_port_wins_over_port(slack: SlackStandIn, tmp_path: Path) -> None:
+    port = free_port()
+    env = serve_env(slack, tmp_path, BOT_PORT=str(port), PORT="1")
+    async with serving(env, tmp_path / "serve.log") as (_, line):
+        assert line == f"backfill-bot listening on http://127.0.0.1:{port}\n"
+
+
+async def test_a_bad_log_format_is_one_line_before_anything_runs(tmp_path: Path) -> None:
+    database = tmp_path / "bot.db"
+    env = clean_env(LOG_FORMAT="xml", DATABASE_URL=f"sqlite:///{database}")
+    code, out, err = await cli("db", "upgrade", env=env)
+    assert (code, out) == (4, "")
+    assert err == "backfill-bot: error: LOG_FORMAT: Input should be 'text' or 'json'\n"
+    assert not database.exists()
+
+
+async def test_version_is_the_installed_one() -> None:
+    version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    assert await cli("--version", env=clean_env()) == (0, f"backfill-bot {version}\n", "")
+
+
+async def test_serve_help_lists_every_environment_variable_with_default_and_meaning() -> None:
+    code, out, _ = await cli("serve", "--help", env=clean_env())
+    assert code == 0
+    lines = out.splitlines()
+    for name in Settings.model_fields:
+        [entry] = [i for i, line in enumerate(lines) if line.startswith(f"  {name.upper()} (")]
+        meaning = lines[entry + 1]
+        assert meaning.startswith("      "), name
+        assert meaning.strip(), name
+    for variable, default in [
+        ("LOG_FORMAT", "text"),
+        ("BOT_PORT", "3000"),
+        ("PORT", "unset"),
+        ("BOT_HOST", "127.0.0.1"),
+        ("DATABASE_URL", "sqlite:///./var/backfill-bot.db"),
+    ]:
+        assert f"  {variable} (default: {default})" in lines
+    assert "one JSON object" in out  # LOG_FORMAT's meaning
+
+
+async def test_the_procfile_listens_where_a_paas_router_reaches_it(
+    slack: SlackStandIn, tmp_path: Path
+) -> None:
+    command = (REPO / "Procfile").read_text().split("web:", 1)[1].strip()
+    port = free_port()
+    env = serve_env(slack, tmp_path, PORT=str(port))
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    with (tmp_path / "serve.log").open("wb") as stderr:
+        process = await asyncio.create_subprocess_exec(
+            "bash", "-c", command,  # as Heroku runs it; bash execs a lone command in place
+            env=env, stdout=asyncio.subprocess.PIPE, stderr=stderr,
+        )  # fmt: skip
+        try:
+            assert process.stdout is not None
+            line = (await asyncio.wait_for(process.stdout.readline(), timeout=60)).decode()
+            log = await asyncio.to_thread((tmp_path / "serve.log").read_text)
+            assert line == f"backfill-bot listening on http://0.0.0.0:{port}\n", log
+        finally:
+            with contextlib.suppress(ProcessLookupError):  # it may have exited already
+                process.terminate()
+            await asyncio.wait_for(process.wait(), timeout=30)

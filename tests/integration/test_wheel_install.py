@@ -1,0 +1,284 @@
+"""backfill-bot built as a wheel, installed into a new venv and run from outside the repository:
+the wheel carries its templates, migrations and example config, and `backfill-bot` works with
+nothing from the checkout.
+
+Building and installing needs a package index (pip's cache makes it quick). Without one the
+tests skip locally, but fail under CI=true, so CI can never go green by skipping them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tomllib
+import zipfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+ROOT = "example.etl_orders"
+DOWNSTREAM = [
+    "example.etl_orders_7_days",
+    "example.etl_delivery_7_days",
+    "example.delivery_times_7_days",
+]
+# What the copy to build from leaves out: caches, environments, earlier builds, and what only
+# the repository needs (tests, benchmarks, docs).
+NOT_SOURCE = (
+    ".git", ".venv*", "var", "build", "dist", "*.egg-info", "__pycache__", "*.pyc",
+    ".mypy_cache", ".ruff_cache", ".pytest_cache", ".hypothesis", "tests", "bench", "docs",
+)  # fmt: skip
+OFFLINE = re.compile(
+    r"No matching distribution found|Could not find a version that satisfies|"
+    r"NewConnectionError|Failed to establish a new connection|"
+    r"Temporary failure in name resolution|Network is unreachable",
+)
+APP_VARIABLES = (
+    "MARQUEZ_", "DATABASE_", "BOT_", "SLACK_", "AIRFLOW_", "SPARK_", "OPENLINEAGE_", "LOG_FORMAT",
+)  # fmt: skip
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() not in {"", "0", "false", "no"}
+
+
+def clean_env() -> dict[str, str]:
+    """The environment without the bot's settings and anything that could point Python at the
+    checkout (PYTHONPATH, an activated venv)."""
+    return {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(APP_VARIABLES)
+        and key not in {"PORT", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV"}
+    }
+
+
+def pip(*args: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "--disable-pip-version-check", *args],
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    if result.returncode == 0:
+        return
+    output = result.stdout + result.stderr
+    offline = OFFLINE.search(output)
+    if offline and not in_ci():
+        line = next(line for line in output.splitlines() if offline.group() in line)
+        pytest.skip(f"pip cannot reach a package index: {line.strip()[:160]}")
+    pytest.fail(f"pip {' '.join(args[:3])} … failed:\n{output[-4000:]}")
+
+
+@dataclass(frozen=True)
+class Installed:
+    venv: Path
+    wheel: Path
+    workdir: Path  # outside the repository: nothing there for Python to find by accident
+    scratch: Path
+
+    def command(self, name: str) -> str:
+        return str(self.venv / "bin" / name)
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    root = tmp_path_factory.mktemp("wheel")
+    source = root / "source"
+    # Build from a copy: an in-tree build writes build/ and *.egg-info into the checkout, and a
+    # build/lib left from an earlier build would carry deleted files into the wheel.
+    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(*NOT_SOURCE))
+    pip("wheel", "--no-deps", "--wheel-dir", str(root / "dist"), str(source))
+    [wheel] = (root / "dist").glob("backfill_bot-*.whl")
+    venv = root / "venv"
+    # A new venv without --system-site-packages; pip installs into it from this one (--python),
+    # which saves bootstrapping a second pip.
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    pip("--python", str(venv / "bin" / "python"), "install", "-c", str(REPO / "constraints.txt"),
+        str(wheel))  # fmt: skip
+    (root / "elsewhere").mkdir()
+    (root / "scratch").mkdir()
+    return Installed(venv, wheel, root / "elsewhere", root / "scratch")
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+
+async def run(installed: Installed, *args: str, **env: str) -> Result:
+    process = await asyncio.create_subprocess_exec(
+        installed.command("backfill-bot"), *args,
+        cwd=installed.workdir, env={**clean_env(), **env},
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(process.communicate(), timeout=120)
+    assert process.returncode is not None
+    return Result(process.returncode, out.decode(), err.decode())
+
+
+@asynccontextmanager
+async def running(
+    installed: Installed, *args: str, log: Path, **env: str
+) -> AsyncIterator[tuple[asyncio.subprocess.Process, str]]:
+    """A long-running `backfill-bot` command and the first line it prints (where it listens);
+    its stderr goes to `log`, so a chatty process never blocks on a full pipe."""
+    with log.open("wb") as stderr:
+        process = await asyncio.create_subprocess_exec(
+            installed.command("backfill-bot"), *args,
+            cwd=installed.workdir, env={**clean_env(), **env},
+            stdout=asyncio.subprocess.PIPE, stderr=stderr,
+        )  # fmt: skip
+        try:
+            assert process.stdout is not None
+            line = (await asyncio.wait_for(process.stdout.readline(), timeout=60)).decode()
+            assert line, await asyncio.to_thread(log.read_text)
+            yield process, line.strip()
+        finally:
+            with contextlib.suppress(ProcessLookupError):  # it may have exited already
+                process.terminate()
+            await asyncio.wait_for(process.wait(), timeout=30)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def url_in(line: str) -> str:
+    found = re.search(r"https?://\S+", line)
+    assert found, line
+    return found.group()
+
+
+def test_the_wheel_carries_every_module_templates_migrations_and_the_example(
+    installed: Installed,
+) -> None:
+    with zipfile.ZipFile(installed.wheel) as wheel:
+        shipped = set(wheel.namelist())
+
+    def files(folder: str, pattern: str, prefix: str = "") -> set[str]:
+        found = (REPO / folder).rglob(pattern)
+        return {
+            prefix + p.relative_to(REPO).as_posix()
+            for p in found
+            if p.is_file() and "__pycache__" not in p.parts
+        }
+
+    expected = {"bot/py.typed"} | files("bot/standins/data", "[!.]*")
+    for top in ("bot", "handlers", "pipeline"):
+        expected |= files(top, "*.py")
+    for folder in ("templates", "migrations", "examples"):  # shipped inside bot/
+        expected |= files(folder, "[!.]*", prefix="bot/")
+    assert {"bot/templates/cli/plan.txt.j2", "bot/migrations/env.py"} <= expected
+    assert sorted(expected - shipped) == []
+
+
+async def test_the_installed_bot_reads_its_files_from_the_install(installed: Installed) -> None:
+    script = (
+        "import bot.demo, bot.render, bot.store.db\n"
+        "print(bot.render.TEMPLATES, bot.store.db.MIGRATIONS_DIR, bot.demo.EXAMPLE_CONFIG)\n"
+    )
+    process = await asyncio.create_subprocess_exec(
+        installed.command("python"), "-c", script, cwd=installed.workdir, env=clean_env(),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(process.communicate(), timeout=60)
+    assert process.returncode == 0, err.decode()
+    templates, migrations, example = (Path(p) for p in out.decode().split())
+    for path in (templates, migrations, example):
+        assert path.is_relative_to(installed.venv), path
+    assert (templates / "cli" / "plan.txt.j2").is_file()
+    assert (migrations / "versions").is_dir()
+    assert example.is_file()
+
+
+async def test_version_is_the_packaged_one(installed: Installed) -> None:
+    version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    result = await run(installed, "--version")
+    assert (result.code, result.out, result.err) == (0, f"backfill-bot {version}\n", "")
+
+
+async def test_plan_against_the_installed_marquez_standin(installed: Installed) -> None:
+    port = free_port()
+    log = installed.scratch / "marquez-plan.log"
+    args = ("standin", "marquez", "--seed", "food_delivery", "--port", str(port))
+    async with running(installed, *args, log=log) as (_, line):
+        marquez = url_in(line)
+        assert marquez == f"http://127.0.0.1:{port}"
+        plan = await run(installed, "plan", ROOT, "2021-06-04..2021-06-06", "--json",
+                         "--marquez-url", marquez)  # fmt: skip
+        assert plan.code == 0, plan.err
+        names = [step["dag_id"] for step in json.loads(plan.out)["steps"]]
+        assert names[0] == ROOT
+        assert [name for name in names if name in DOWNSTREAM] == DOWNSTREAM
+        # The text plan renders templates/cli/plan.txt.j2 from the installed package.
+        text = await run(installed, "plan", ROOT, "2021-06-04", "--marquez-url", marquez)
+        assert text.code == 0, text.err
+        assert ROOT in text.out
+        assert DOWNSTREAM[0] in text.out
+
+
+async def test_db_upgrade_applies_the_installed_migrations(installed: Installed) -> None:
+    database = installed.scratch / "upgrade" / "bot.db"
+    result = await run(installed, "db", "upgrade", DATABASE_URL=f"sqlite:///{database}")
+    assert result.code == 0, result.err
+    assert "latest migration" in result.out
+    with sqlite3.connect(database) as conn:
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+        [(revision,)] = conn.execute("SELECT version_num FROM alembic_version").fetchall()
+    assert {"backfill_requests", "backfill_steps", "audit_log", "alembic_version"} <= tables
+    newest = max((REPO / "migrations" / "versions").glob("[0-9]*.py")).name
+    assert newest.startswith(revision), (revision, newest)
+
+
+async def test_serve_answers_healthz_and_stops_cleanly_on_sigterm(installed: Installed) -> None:
+    scratch = installed.scratch
+    marquez_args = ("standin", "marquez", "--seed", "food_delivery", "--port", str(free_port()))
+    slack_args = ("standin", "slack", "--port", str(free_port()))
+    async with (
+        running(installed, *marquez_args, log=scratch / "marquez-serve.log") as (_, marquez),
+        running(installed, *slack_args, log=scratch / "slack.log") as (_, slack),
+    ):
+        port = free_port()
+        env = {
+            "MARQUEZ_URL": url_in(marquez),
+            "SLACK_API_URL": f"{url_in(slack)}/api/",
+            "SLACK_BOT_TOKEN": "xoxb-standin",
+            "SLACK_SIGNING_SECRET": "standin-signing-secret",
+            "DATABASE_URL": f"sqlite:///{scratch / 'serve' / 'bot.db'}",
+            "BOT_PORT": str(port),
+        }
+        log = scratch / "serve.log"
+        async with running(installed, "serve", log=log, **env) as (bot, line):
+            assert line == f"backfill-bot listening on http://127.0.0.1:{port}"
+            async with (
+                aiohttp.ClientSession() as session,
+                session.get(f"http://127.0.0.1:{port}/healthz") as reply,
+            ):
+                assert reply.status == 200
+                assert (await reply.json())["ok"] is True
+            bot.send_signal(signal.SIGTERM)  # how a PaaS stops it
+            code = await asyncio.wait_for(bot.wait(), timeout=60)
+        errors = await asyncio.to_thread(log.read_text)
+        assert code == 0, errors
+        assert "Traceback" not in errors
