@@ -1,4 +1,5 @@
-"""The composition root: builds the clients, services, Slack app and HTTP server of `serve`.
+"""The composition root: builds the clients, services, Slack app and HTTP server that `serve`
+(bot/serving.py) runs.
 
 Nothing else constructs real clients; tests build the same objects against the stand-ins.
 """
@@ -23,7 +24,6 @@ from yarl import URL
 import handlers.actions
 import handlers.commands
 import handlers.home
-from bot import socket_mode
 from bot.app_services import Services
 from bot.clients.http import DEFAULT_RETRY
 from bot.clients.marquez import MarquezClient, RetryPolicy
@@ -58,6 +58,7 @@ from bot.settings import Settings
 from bot.slack_http import SlackEvents
 from bot.store.db import make_engine, session_factory, upgrade
 from bot.store.models import BackfillRequest
+from bot.urls import display_url
 from bot.worker import Worker
 
 logger = logging.getLogger(__name__)
@@ -143,7 +144,8 @@ def build_services(settings: Settings, config: BotConfig, given: AsyncWebClient)
         sessions,
         config,
         planners,
-        marquez_web_url=config.watch.marquez_web_url or settings.marquez_url,
+        # A link in Slack: never the user and password MARQUEZ_URL may carry.
+        marquez_web_url=config.watch.marquez_web_url or display_url(settings.marquez_url),
         wake_sender=sender.wake,
         airflow_ui=airflow_ui(settings, config, runner),
         metrics=metrics,
@@ -170,11 +172,15 @@ def build_services(settings: Settings, config: BotConfig, given: AsyncWebClient)
         sessions, config, planners, wake_sender=sender.wake, links=incidents.alerts.links,
         metrics=metrics,
     )  # fmt: skip
-    # One try, well inside the check's bound: a probe asks again soon enough.
-    probe = partial(marquez, timeout_s=CHECK_TIMEOUT_S * 0.8, retry=RetryPolicy(attempts=1))
+    # One try, well inside the check's bound (a loaded machine must not make the two race, so
+    # the answer names Marquez's own timeout): a probe asks again soon enough.
+    probe = partial(marquez, timeout_s=CHECK_TIMEOUT_S / 2, retry=RetryPolicy(attempts=1))
+    shown = URL(settings.marquez_url)  # its password may appear decoded or as typed (`p%40ss`)
     readiness = Readiness(
-        engine, settings.database_url, slack, probe, secrets=[URL(settings.marquez_url).password]
-    )
+        engine, settings.database_url, slack, probe,
+        secrets=[shown.password, shown.raw_password],
+        socket_mode=settings.slack_app_token is not None,
+    )  # fmt: skip
     return Services(
         settings, config, engine, sessions, slack, sender, backfills, incidents,
         incident_actions, home, poller, sla, retries, metrics, readiness, runner, reconciler,
@@ -209,7 +215,9 @@ def build_backend(settings: Settings, config: BotConfig) -> Backend | None:
 
 def airflow_ui(settings: Settings, config: BotConfig, runner: Runner | None) -> AirflowUi | None:
     """Where alerts link to Airflow runs: `execution.airflow.ui_url`, else AIRFLOW_URL."""
-    base = config.execution.airflow.ui_url or settings.airflow_url
+    base = config.execution.airflow.ui_url or (
+        display_url(settings.airflow_url) if settings.airflow_url else None
+    )
     if not base:
         return None
     backend = runner.backend if runner is not None else None
@@ -369,33 +377,3 @@ def create_web_app(bolt: AsyncApp, services: Services) -> web.Application:
     )
     app.cleanup_ctx.append(background)
     return app
-
-
-async def serve(settings: Settings, config: BotConfig) -> None:
-    """Run until cancelled: HTTP mode, or Socket Mode when SLACK_APP_TOKEN is set."""
-    services = build_services(settings, config, slack_client(settings))
-    bolt = create_bolt_app(services)
-    web_app = create_web_app(bolt, services)
-    runner = web.AppRunner(web_app)
-    await runner.setup()
-    site = web.TCPSite(runner, settings.bot_host, settings.bot_port)
-    try:
-        await site.start()
-    except OSError:  # e.g. the port is taken: stop what setup() started before failing
-        await runner.cleanup()
-        raise
-    print(f"backfill-bot listening on http://{settings.bot_host}:{settings.bot_port}", flush=True)
-    handler = None
-    try:
-        if settings.slack_app_token is not None:
-            try:
-                handler = await socket_mode.connect(
-                    bolt, settings.slack_app_token.get_secret_value()
-                )
-            except socket_mode.SocketModeRefused as exc:
-                raise SetupError(str(exc)) from None
-        await asyncio.Event().wait()
-    finally:
-        if handler is not None:  # its session and receive loop; listeners finish in cleanup
-            await handler.close_async()  # type: ignore[no-untyped-call]
-        await runner.cleanup()

@@ -92,8 +92,9 @@ def _parser() -> argparse.ArgumentParser:
         "serve",
         help="run the Slack bot (HTTP on BOT_HOST:BOT_PORT, Socket Mode with SLACK_APP_TOKEN)",
         description="Run the Slack bot: HTTP on BOT_HOST:BOT_PORT (POST /slack/events, "
-        "POST /api/v1/lineage, GET /healthz, GET /metrics), or Socket Mode when SLACK_APP_TOKEN "
-        "is set. Migrates DATABASE_URL at start-up; SIGTERM or Ctrl-C shuts it down cleanly.",
+        "POST /api/v1/lineage, GET /healthz, GET /readyz, GET /metrics), or Socket Mode when "
+        "SLACK_APP_TOKEN is set. Migrates DATABASE_URL at start-up; SIGTERM or Ctrl-C shuts "
+        "it down cleanly.",
         epilog=_environment_help(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -225,20 +226,20 @@ def _run(args: argparse.Namespace) -> str | None:
     if args.command == "impact":
         return asyncio.run(_impact(args, settings, config))
     if args.command == "serve":
-        from bot.app import SetupError
+        from bot.serving import CannotListen, SetupError
 
         try:
             _check_address(settings.bot_host, settings.bot_port)
+        except OSError as exc:
+            raise CliError(_listen_error(settings, exc), EXIT_CONFIG) from None
+        try:
             asyncio.run(_serve(settings, config))
         except SetupError as exc:
             raise CliError(str(exc), EXIT_CONFIG) from None
+        except CannotListen as exc:  # the port was taken after the check above
+            raise CliError(_listen_error(settings, exc.error), EXIT_CONFIG) from None
         except asyncio.CancelledError:  # SIGTERM: the bot shut down cleanly, as asked
             return None
-        except OSError as exc:
-            problem = _listen_error(settings, exc)
-            if problem is None:
-                raise
-            raise CliError(problem, EXIT_CONFIG) from None
         return None
     if args.command in {"demo", "chat"}:
         from bot import demo
@@ -255,7 +256,7 @@ def _run(args: argparse.Namespace) -> str | None:
 
 
 async def _serve(settings: Settings, config: BotConfig) -> None:
-    from bot.app import serve
+    from bot.serving import serve
 
     main = asyncio.current_task()
     if main is not None:
@@ -273,13 +274,17 @@ def _check_address(host: str, port: int) -> None:
         host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
     ):
         with socket.socket(family, kind, proto) as probe:
-            if os.name == "posix":  # what asyncio's create_server does
+            # What asyncio's create_server does: without V6ONLY, `::` would also claim the IPv4
+            # port and be "in use" wherever only that is held, though aiohttp can listen.
+            if os.name == "posix":
                 probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6 and hasattr(socket, "IPPROTO_IPV6"):
+                probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
             probe.bind(address)
 
 
-def _listen_error(settings: Settings, exc: OSError) -> str | None:
-    """One line for an address `serve` cannot listen on; None for any other OSError."""
+def _listen_error(settings: Settings, exc: OSError) -> str:
+    """One line for an address `serve` cannot listen on, naming what to set when it can."""
     host, port = settings.bot_host, settings.bot_port
     if exc.errno == errno.EADDRINUSE:
         return f"port {port} on {host} is in use (set BOT_PORT to a free port)"
@@ -290,7 +295,7 @@ def _listen_error(settings: Settings, exc: OSError) -> str | None:
             f"cannot listen on {host}:{port}: {host} is not an address of this machine "
             "(set BOT_HOST, e.g. 0.0.0.0 or 127.0.0.1)"
         )
-    return None
+    return f"cannot listen on {host}:{port}: {exc.strerror or exc}"
 
 
 def _fail(message: str, code: int) -> NoReturn:

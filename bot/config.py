@@ -141,8 +141,10 @@ class AirflowExecution(_Strict):
     max_active_runs: int = Field(default=4, ge=1, le=64)
     """Airflow 3: the `max_active_runs` of each backfill the bot creates."""
     max_active_runs_per_dag: int | None = Field(default=None, ge=1, le=64)
-    """Airflow 2: how many of a step's runs may be active (queued or running) at once; later
-    intervals are triggered as earlier runs finish. Default: the DAG's own `max_active_runs`."""
+    """Airflow 2: how many runs the bot triggered for one DAG may be active (queued or running)
+    at once, across all its backfills of that DAG; later intervals are triggered as earlier runs
+    finish. Runs Airflow scheduled or someone triggered by hand do not count (the DAG's own
+    `max_active_runs` bounds them). Default: the DAG's own `max_active_runs`."""
     on_paused: Literal["refuse", "unpause"] = "refuse"
     dag_ids: dict[str, str] = Field(default_factory=dict)
     """Marquez DAG name (or `NS::name`) → Airflow dag_id, where they differ."""

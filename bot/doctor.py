@@ -26,6 +26,7 @@ from bot.doctor_checks import (
     marquez_rows,
 )
 from bot.doctor_slack import slack_rows
+from bot.logs import escaped
 from bot.settings import Settings
 from bot.store.db import redact
 
@@ -79,7 +80,7 @@ async def check(settings: Settings) -> list[Row]:
 def shown(text: str, limit: int = CELL_LIMIT) -> str:
     """`text` safe for a terminal: control and format characters (escape sequences, newlines,
     bidi overrides) written as escapes, and cut to `limit` characters."""
-    safe = "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
+    safe = escaped(text)
     return safe if len(safe) <= limit else safe[: limit - 1] + "…"
 
 

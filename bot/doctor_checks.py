@@ -28,6 +28,7 @@ from bot.services.catalog import Catalog, load_catalog
 from bot.settings import Settings
 from bot.store.db import DatabaseError, make_engine, reported, sync_url
 from bot.store.schema_state import SchemaState, migrations_location, read_schema_state
+from bot.urls import display_url
 
 LISTED = 10  # names a row lists before "… and N more"
 CONFIG_FIX = "fix BOT_CONFIG (see the BOT_CONFIG section of README.md)"
@@ -106,14 +107,16 @@ async def marquez_rows(
         elif isinstance(exc, MarquezBadResponse):
             fix = "point MARQUEZ_URL at Marquez's API (port 5000 by default), not its web UI"
         else:
-            fix = f"check that Marquez is up and MARQUEZ_URL ({settings.marquez_url}) is right"
+            # MARQUEZ_URL may carry basic-auth credentials: rows show it through display_url only.
+            shown = display_url(settings.marquez_url)
+            fix = f"check that Marquez is up and MARQUEZ_URL ({shown}) is right"
         return [
             Row("Marquez", Result.FAIL, str(exc), fix),
             Row("DAG ownership", Result.SKIP, "needs Marquez's list of DAGs"),
         ]
     namespaces = {dag.namespace for dag in found.dags}
     detail = (
-        f"reachable at {settings.marquez_url}: {len(found.dags)} DAGs "
+        f"reachable at {display_url(settings.marquez_url)}: {len(found.dags)} DAGs "
         f"in {len(namespaces)} namespaces"
     )
     return [Row("Marquez", Result.OK, detail), ownership_row(config, found)]
@@ -182,7 +185,8 @@ async def airflow_rows(
                 Row("Airflow", Result.FAIL, str(exc), _airflow_fix(exc, settings)),
                 Row("Airflow DAGs", Result.SKIP, "needs Airflow"),
             ]
-        rows = [Row("Airflow", Result.OK, f"Airflow {backend.version} at {settings.airflow_url}")]
+        shown = display_url(settings.airflow_url)  # without the credentials it may carry
+        rows = [Row("Airflow", Result.OK, f"Airflow {backend.version} at {shown}")]
         try:
             dags = (await catalog).dags
         except Exception:  # the Marquez row says what went wrong
@@ -201,9 +205,8 @@ async def airflow_rows(
 def _airflow_fix(exc: AirflowError, settings: Settings) -> str:
     if isinstance(exc, AirflowAuthError):
         return "check AIRFLOW_USERNAME and AIRFLOW_PASSWORD (the user needs DAG read and edit)"
-    return (
-        f"check that Airflow's API server is up and AIRFLOW_URL ({settings.airflow_url}) is right"
-    )
+    shown = display_url(settings.airflow_url or "")
+    return f"check that Airflow's API server is up and AIRFLOW_URL ({shown}) is right"
 
 
 def _dags(count: int) -> str:

@@ -23,6 +23,7 @@ from bot.app import slack_client  # the client `serve` uses: same URL, timeout a
 from bot.config import BotConfig
 from bot.doctor_checks import Result, Row, listed
 from bot.settings import Settings
+from bot.urls import display_url
 
 SCOPE_USES: Mapping[str, str] = {
     "commands": "the /backfill command",
@@ -75,7 +76,8 @@ async def slack_rows(settings: Settings, config: BotConfig | None) -> list[Row]:
         refused = Row("Slack token", Result.FAIL, f"Slack refused it: {_error(exc)}", TOKEN_FIX)
         return [*rows, refused, *_skipped(config, NEEDS_TOKEN)]
     except (aiohttp.ClientError, TimeoutError) as exc:
-        detail = f"cannot reach Slack at {settings.slack_api_url}: {type(exc).__name__}: {exc}"
+        shown = display_url(settings.slack_api_url)  # without any credentials in it
+        detail = f"cannot reach Slack at {shown}: {type(exc).__name__}: {exc}"
         fix = "check the network (a proxy?) and SLACK_API_URL"
         return [*rows, Row("Slack", Result.FAIL, detail, fix), *_skipped(config, "needs Slack")]
     who = f"@{answer.get('user')} ({answer.get('user_id')}) in {answer.get('team')}"

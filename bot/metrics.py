@@ -35,12 +35,15 @@ from bot.clients.marquez import (
 from bot.services.ingest import EVENT_TYPES
 from bot.store import figures
 from bot.store.after_commit import after_commit
-from bot.store.models import RequestState, StepState, utcnow
+from bot.store.models import OutboxMessage, OutboxRole, RequestState, StepState, utcnow
 
-__all__ = ["CONTENT_TYPE", "Metrics", "NoticeKind"]
+__all__ = ["CONTENT_TYPE", "Metrics", "NoticeKind", "PostedKind", "posted_kind"]
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 NoticeKind = Literal["incident_alert", "sla_notice", "ops_notice", "team_notice"]
+# What an outbox row says about itself (its role and parent). SLA and ops notices are both
+# parentless plain messages, so they share one kind.
+PostedKind = Literal["incident_alert", "incident_reply", "backfill", "team_notice", "notice"]
 
 _KINDS: tuple[tuple[type[Exception], str], ...] = (
     (AirflowAuthError, "auth"),
@@ -108,8 +111,22 @@ class Metrics:
         )
         self.notices = Counter(
             "backfill_bot_notices",
-            "Alerts and notices owed to Slack (committed to the outbox, which posts them), by "
-            "kind: incident_alert, sla_notice, ops_notice, team_notice.",
+            "Alerts and notices owed (written to the outbox) to Slack, counted when the "
+            "transaction that writes them commits, by kind: incident_alert, sla_notice, "
+            "ops_notice, team_notice. backfill_bot_notices_posted_total counts what Slack "
+            "accepted.",
+            ["kind"],
+            registry=r,
+        )
+        self.notices_posted = Counter(
+            "backfill_bot_notices_posted",
+            "Messages Slack accepted from the outbox as new posts (chat.postMessage), counted "
+            "once the sender records them; edits of a posted message (chat.update, and later "
+            "rows of an edit key) are not counted, and thread replies sent as one post count "
+            "once. By kind: incident_alert, incident_reply (in an alert's thread), backfill (a "
+            "backfill's preview, status message or thread reply), team_notice, notice (SLA and "
+            "ops notices, which the outbox does not tell apart, and the DM telling a requester "
+            "the bot could not post).",
             ["kind"],
             registry=r,
         )
@@ -182,6 +199,8 @@ class Metrics:
                 self.events_ingested.labels(source, event_type)
         for kind in get_args(NoticeKind):
             self.notices.labels(kind)
+        for posted in get_args(PostedKind):
+            self.notices_posted.labels(posted)
         for outcome in ("ok", "failed"):
             self.polls.labels(outcome)
         for system in ("airflow", "marquez"):
@@ -196,6 +215,12 @@ class Metrics:
     def notice_owed(self, session: AsyncSession, kind: NoticeKind) -> None:
         """Count a notice once the transaction that owes it commits."""
         after_commit(session, self.notices.labels(kind).inc)
+
+    def notice_posted(self, session: AsyncSession, row: OutboxMessage) -> None:
+        """Count a message Slack accepted as a new post, once the transaction that records it
+        as sent commits: a post whose record is rolled back is posted again when its lease
+        ends, and is counted then, so each owed message is counted once."""
+        after_commit(session, self.notices_posted.labels(posted_kind(row)).inc)
 
     def slack_call(self, method: str, status: str) -> None:
         self.slack_calls.labels(self._slack_methods(method), self._slack_statuses(status)).inc()
@@ -239,6 +264,19 @@ class Metrics:
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
+
+
+def posted_kind(row: OutboxMessage) -> PostedKind:
+    """The kind of message an outbox row is, from its role and parent (the outbox keeps no
+    kind of its own)."""
+    if row.role == OutboxRole.PLAIN:
+        # A plain message with a request is a team's notice of a backfill it is part of.
+        return "team_notice" if row.request_id is not None else "notice"
+    if row.incident_id is not None:
+        return "incident_alert" if row.role == OutboxRole.STATUS else "incident_reply"
+    # A parented row without an incident is a backfill's, even if the request was since
+    # deleted (its request_id is then NULL): incidents are never deleted.
+    return "backfill"
 
 
 def _kind(error: AirflowError | MarquezError) -> str:

@@ -1,16 +1,24 @@
 """`GET /readyz`: whether this process can do its job now. The database answers, its schema is
 the one the code expects (`bot/store/schema_state.py`, shared with `backfill-bot doctor`), Slack
-accepts the bot token (`auth.test`), and Marquez answers. The checks run at once, each bounded
-by `timeout_s`, so a probe never hangs on a dead dependency; each failed check says what failed.
+accepts the bot token (`auth.test`), Marquez answers and, in Socket Mode, the WebSocket to Slack
+is up. The checks run at once, each bounded by `timeout_s`, so a probe never hangs on a dead
+dependency; each failed check says what failed.
+
+The port is public in HTTP mode, so a request loop must not become a loop of Slack calls (its
+rate limit would then fail the check it is spending) nor of database connections: concurrent
+probes share one run, an answer is reused for `RESULT_TTL_S`, and an accepted token is not asked
+about again for `SLACK_OK_TTL_S`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
+from slack_sdk.socket_mode.async_client import AsyncBaseSocketModeClient
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
@@ -21,13 +29,20 @@ from bot.clients.marquez import MarquezClient
 from bot.store.db import describe_error
 from bot.store.schema_state import read_schema_state
 
-__all__ = ["CHECK_TIMEOUT_S", "Readiness"]
+__all__ = ["CHECK_TIMEOUT_S", "RESULT_TTL_S", "SLACK_OK_TTL_S", "Readiness"]
 
 CHECK_TIMEOUT_S = 3.0
 """The bound of each check. A probe's own timeout (Kubernetes' timeoutSeconds, 1 s by default)
 must be above it, or a slow dependency fails the probe instead of being named in its answer."""
+RESULT_TTL_S = 5.0
+"""How long an answer is reused: below a probe's usual period (Kubernetes: 10 s), so a change
+shows on the next probe, yet a flood of requests runs the checks at most once per interval."""
+SLACK_OK_TTL_S = 60.0
+"""How long an accepted bot token is trusted without another `auth.test` (its rate limit is the
+bot's, shared with its real work): a revoked token shows within a minute."""
 
 Detail = dict[str, Any]
+Result = tuple[bool, dict[str, Detail]]
 
 
 class Readiness:
@@ -40,25 +55,55 @@ class Readiness:
         *,
         timeout_s: float = CHECK_TIMEOUT_S,
         secrets: Sequence[str | None] = (),
+        socket_mode: bool = False,
     ) -> None:
         """`marquez` makes a client for one check (no retries: the probe asks again). The
         answer is unauthenticated: `secrets` (say a password in MARQUEZ_URL) never appear in
-        it, nor the database URL's."""
+        it, nor the database URL's. With `socket_mode`, the bot is not ready until `serve`
+        hands over its connected client (`watch_socket`) and while that client is down."""
         self.engine = engine
         self.database_url = database_url
         self.slack = slack
         self.marquez = marquez
         self.timeout_s = timeout_s
         self.secrets = [secret for secret in secrets if secret]
+        self.socket_mode = socket_mode
+        self._socket: AsyncBaseSocketModeClient | None = None
+        self._answer: tuple[float, Result] | None = None  # (when it was found, what)
+        self._running: asyncio.Task[Result] | None = None
+        self._slack_ok_at: float | None = None
 
-    async def check(self) -> tuple[bool, dict[str, Detail]]:
-        """(all passed, each check's `{"ok": …}` with `error` saying what failed)."""
+    def watch_socket(self, client: AsyncBaseSocketModeClient) -> None:
+        """The Socket Mode client whose connection the `socket_mode` check reports."""
+        self._socket = client
+
+    async def check(self) -> Result:
+        """(all passed, each check's `{"ok": …}` with `error` saying what failed): the last
+        answer while it is fresh, else the run under way, else a new run."""
+        if self._answer is not None and time.monotonic() - self._answer[0] < RESULT_TTL_S:
+            return _copy(self._answer[1])
+        if self._running is None:
+            self._running = asyncio.create_task(self._run(), name="readiness")
+        # Shielded: a probe that hangs up must not cancel the run the others are waiting for.
+        return _copy(await asyncio.shield(self._running))
+
+    async def _run(self) -> Result:
+        try:
+            result = await self._check_all()
+            self._answer = (time.monotonic(), result)
+            return result
+        finally:
+            self._running = None
+
+    async def _check_all(self) -> Result:
         checks: dict[str, Callable[[], Awaitable[Detail]]] = {
             "database": self._database,
             "migrations": self._migrations,
             "slack": self._slack,
             "marquez": self._marquez,
         }
+        if self.socket_mode:
+            checks["socket_mode"] = self._socket_mode
         results = await asyncio.gather(*(self._bounded(name, c) for name, c in checks.items()))
         found = dict(zip(checks, results, strict=True))
         for detail in found.values():
@@ -94,14 +139,32 @@ class Readiness:
         return {"revision": ", ".join(state.current)}
 
     async def _slack(self) -> Detail:
+        accepted = self._slack_ok_at
+        if accepted is not None and time.monotonic() - accepted < SLACK_OK_TTL_S:
+            return {}
+        self._slack_ok_at = None
         try:
             await self.slack.auth_test()
         except SlackApiError as exc:
             code = exc.response.get("error") if exc.response is not None else None
             return {"ok": False, "error": f"auth.test answered {truncate(str(code or exc))}"}
+        self._slack_ok_at = time.monotonic()
         return {}
 
     async def _marquez(self) -> Detail:
         async with self.marquez() as client:
             await client.ping()
         return {}
+
+    async def _socket_mode(self) -> Detail:
+        if self._socket is None:
+            return {"ok": False, "error": "Socket Mode: not connected to Slack yet"}
+        if not await self._socket.is_connected():
+            return {"ok": False, "error": "Socket Mode: the WebSocket to Slack is down"}
+        return {}
+
+
+def _copy(result: Result) -> Result:
+    # Each caller gets its own dicts: the cached answer is shared by every probe.
+    ready, checks = result
+    return ready, {name: dict(detail) for name, detail in checks.items()}

@@ -13,6 +13,7 @@ from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.logs import LogFormat
+from bot.urls import display_url
 
 DEFAULT_DATABASE_URL = "sqlite:///./var/backfill-bot.db"
 
@@ -108,9 +109,11 @@ class Settings(BaseSettings):
         try:
             url = URL(value)
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"'{value}' is not a URL ({exc})") from None
+            raise ValueError(f"'{display_url(value)}' is not a URL ({exc})") from None
         if url.scheme not in {"http", "https"} or not url.host:
-            raise ValueError(f"'{value}' is not an http(s) URL such as http://localhost:5000")
+            raise ValueError(
+                f"'{display_url(value)}' is not an http(s) URL such as http://localhost:5000"
+            )
         return value.rstrip("/")
 
     @field_validator("airflow_url")
@@ -119,14 +122,18 @@ class Settings(BaseSettings):
         if value is None:
             return None
         if not value.startswith(("http://", "https://")):
-            raise ValueError(f"'{value}' is not an http(s) URL such as http://localhost:8080")
+            raise ValueError(
+                f"'{display_url(value)}' is not an http(s) URL such as http://localhost:8080"
+            )
         return value.rstrip("/")
 
     @field_validator("slack_api_url")
     @classmethod
     def _slack_url(cls, value: str) -> str:
         if not value.startswith(("http://", "https://")):
-            raise ValueError(f"'{value}' is not an http(s) URL such as https://slack.com/api/")
+            raise ValueError(
+                f"'{display_url(value)}' is not an http(s) URL such as https://slack.com/api/"
+            )
         return value if value.endswith("/") else value + "/"
 
     @field_validator(

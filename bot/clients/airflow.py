@@ -126,7 +126,7 @@ class Airflow3Client(AirflowHttp):
         status, reason, raw = await self._send("POST", "/auth/token", (), body, True, None)
         if status in (401, 403):
             raise AirflowAuthError(
-                f"Airflow at {self.base_url} refused the login of {self._username!r}: "
+                f"Airflow at {self.shown_url} refused the login of {self._username!r}: "
                 f"{error_detail(raw, reason)}; check AIRFLOW_USERNAME and AIRFLOW_PASSWORD",
                 status=status,
                 endpoint=endpoint,
@@ -258,7 +258,7 @@ class Airflow3Client(AirflowHttp):
 
     def ui_url(self, dag_id: str, run_id: str | None = None) -> str:
         """The Airflow 3 UI page of the DAG (`/dags/<id>`) or of one run (`.../runs/<run id>`)."""
-        url = f"{self.base_url}/dags/{seg(dag_id)}"
+        url = f"{self.shown_url}/dags/{seg(dag_id)}"  # a link in Slack: no password
         return url if run_id is None else f"{url}/runs/{seg(run_id)}"
 
 
@@ -291,7 +291,7 @@ async def connect_airflow(
         if exc.status is not None:  # it answered (5xx, 429): its own words say it all
             raise
         raise AirflowUnavailable(
-            f"Cannot reach Airflow at AIRFLOW_URL={v3.base_url}: {exc.detail}",
+            f"Cannot reach Airflow at AIRFLOW_URL={v3.shown_url}: {exc.detail}",
             status=exc.status,
             endpoint=exc.endpoint,
         ) from exc
@@ -299,7 +299,7 @@ async def connect_airflow(
         await v3.close()
         raise
     else:
-        logger.info("Airflow at %s is version %s (API v2)", v3.base_url, version)
+        logger.info("Airflow at %s is version %s (API v2)", v3.shown_url, version)
         return v3
     v2 = Airflow2Client(
         base_url, username, password, timeout_s=timeout_s, retry=retry, session=session
@@ -309,7 +309,7 @@ async def connect_airflow(
     except AirflowNotFound as exc:
         await v2.close()
         raise AirflowBadResponse(
-            f"AIRFLOW_URL={v2.base_url} does not look like Airflow: neither /api/v2/version "
+            f"AIRFLOW_URL={v2.shown_url} does not look like Airflow: neither /api/v2/version "
             "nor /api/v1/version exists",
             status=exc.status,
             endpoint=exc.endpoint,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -54,13 +54,20 @@ class Airflow2Client(AirflowHttp):
         run_type: str | None = None,
         logical_date_gte: datetime | None = None,
         logical_date_lte: datetime | None = None,
+        state: Collection[str] | None = None,
     ) -> list[DagRunInfo]:
-        """Runs matching the filters (`execution_date_gte/lte` in v1; run_type client-side)."""
+        """Runs matching the filters (`execution_date_gte/lte` in v1; run_type client-side);
+        `state` keeps runs in any of those states (v1 repeats the `state` parameter)."""
         query: Query = []
         if logical_date_gte is not None:
             query = [*query, ("execution_date_gte", iso(logical_date_gte, "logical_date_gte"))]
         if logical_date_lte is not None:
             query = [*query, ("execution_date_lte", iso(logical_date_lte, "logical_date_lte"))]
+        if state is not None:
+            if isinstance(state, str) or not state:
+                # A bare string would filter on its letters; none at all would list every run.
+                raise ValueError(f"state must be a non-empty collection of states, got {state!r}")
+            query = [*query, *(("state", s) for s in state)]
         path = f"/api/v1/dags/{seg(dag_id)}/dagRuns"
         items = await self._paged(path, "dag_runs", query)
         parser = Parser(f"GET {path}", 200)
@@ -136,5 +143,5 @@ class Airflow2Client(AirflowHttp):
 
     def ui_url(self, dag_id: str, run_id: str | None = None) -> str:
         """The Airflow 2 grid view of the DAG, focused on one run if given."""
-        url = f"{self.base_url}/dags/{seg(dag_id)}/grid"
+        url = f"{self.shown_url}/dags/{seg(dag_id)}/grid"  # a link in Slack: no password
         return url if run_id is None else f"{url}?dag_run_id={seg(run_id)}"

@@ -50,6 +50,7 @@ from bot.clients.http import (
     send_with_retries,
     truncate,
 )
+from bot.urls import display_url
 
 logger = logging.getLogger("bot.clients.airflow")
 
@@ -103,13 +104,17 @@ class AirflowHttp(SessionOwner):
         session: aiohttp.ClientSession | None = None,
     ) -> None:
         parsed = URL(base_url)
+        shown = display_url(base_url)
         if parsed.scheme not in ("http", "https") or not parsed.host:
-            raise ValueError(f"Airflow base URL must be an absolute http(s) URL, got {base_url!r}")
+            raise ValueError(f"Airflow base URL must be an absolute http(s) URL, got {shown!r}")
         if parsed.query_string or parsed.fragment:
-            raise ValueError(f"Airflow base URL must not have a query or fragment: {base_url!r}")
+            raise ValueError(f"Airflow base URL must not have a query or fragment: {shown!r}")
         if timeout_s <= 0:
             raise ValueError("timeout_s must be > 0")
         self.base_url = str(parsed).rstrip("/")
+        #: `base_url` without the user and password it may carry for basic auth: the name of
+        #: this Airflow in every message and log line (errors reach Slack and the terminal).
+        self.shown_url = display_url(self.base_url)
         self._username = username
         self._password = password
         self._timeout_s = timeout_s
@@ -206,7 +211,7 @@ class AirflowHttp(SessionOwner):
             )
         if status == 429:  # a proxy or Airflow's rate limit: it passes, the caller may retry
             raise AirflowUnavailable(
-                f"Airflow at {self.base_url} is rate-limiting requests: {detail}",
+                f"Airflow at {self.shown_url} is rate-limiting requests: {detail}",
                 status=status,
                 endpoint=endpoint,
             )
@@ -259,7 +264,7 @@ class AirflowHttp(SessionOwner):
                 label=f"Airflow {endpoint}",
             )
         except GaveUp as exc:
-            message = exc.summary("Airflow", self.base_url, endpoint)
+            message = exc.summary("Airflow", self.shown_url, endpoint)
             if not retry_safe and (exc.status is not None or isinstance(exc.cause, TimeoutError)):
                 message += "; the request may have been carried out, check before repeating it"
             # A 5xx is all in the message; only a transport failure is worth chaining.
@@ -267,13 +272,13 @@ class AirflowHttp(SessionOwner):
             raise AirflowUnavailable(message, status=exc.status, endpoint=endpoint) from cause
         except aiohttp.TooManyRedirects as exc:
             raise AirflowBadResponse(
-                f"Airflow at {self.base_url} redirected {endpoint} too often",
+                f"Airflow at {self.shown_url} redirected {endpoint} too often",
                 status=exc.status,
                 endpoint=endpoint,
             ) from exc
         except aiohttp.ClientError as exc:
             raise AirflowUnavailable(
-                f"Airflow at {self.base_url} failed: {describe(exc)} ({endpoint})",
+                f"Airflow at {self.shown_url} failed: {describe(exc)} ({endpoint})",
                 endpoint=endpoint,
             ) from exc
         return answer.status, answer.reason, answer.body

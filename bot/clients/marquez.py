@@ -35,6 +35,7 @@ from bot.clients.http import (
     truncate,
 )
 from bot.domain.errors import PlanningError
+from bot.urls import display_url
 
 __all__ = [
     "RUN_STATES",
@@ -175,13 +176,17 @@ class MarquezClient(SessionOwner):
         """`on_error` is told of every error this client raises (to count them), before it is
         raised."""
         parsed = URL(base_url)
+        shown = display_url(base_url)
         if parsed.scheme not in ("http", "https") or not parsed.host:
-            raise ValueError(f"Marquez base URL must be an absolute http(s) URL, got {base_url!r}")
+            raise ValueError(f"Marquez base URL must be an absolute http(s) URL, got {shown!r}")
         if parsed.query_string or parsed.fragment:
-            raise ValueError(f"Marquez base URL must not have a query or fragment: {base_url!r}")
+            raise ValueError(f"Marquez base URL must not have a query or fragment: {shown!r}")
         if page_size < 1 or timeout_s <= 0:
             raise ValueError("page_size must be >= 1 and timeout_s > 0")
         self._base = str(parsed).rstrip("/")
+        # The base URL may carry basic-auth credentials (`http://bot:pw@marquez:5000`): requests
+        # use `_base`, while every message, error and log line names Marquez by `_shown_base`.
+        self._shown_base = display_url(self._base)
         self._timeout_s = timeout_s
         self._retry = retry
         self._page_size = page_size
@@ -366,6 +371,7 @@ class MarquezClient(SessionOwner):
         if body is not None:
             headers["Content-Type"] = "application/json"
         endpoint = f"{method} {path}"
+        shown = display_url(url)  # errors carry it and callers print them: no credentials
         try:
             answer = await send_with_retries(
                 self._http(),
@@ -378,24 +384,24 @@ class MarquezClient(SessionOwner):
                 retryable=SAFE_TO_REPEAT if method == "GET" else _POST_RETRYABLE,
                 explain=lambda status, reason, raw: f"HTTP {status} {error_message(raw, reason)}",
                 log=logger,
-                label=f"Marquez {method} {url}",
+                label=f"Marquez {method} {shown}",
             )
         except GaveUp as exc:
-            message = exc.summary("Marquez", self._base, endpoint)
-            raise MarquezUnavailable(message, url=str(url), status=exc.status) from exc.cause
+            message = exc.summary("Marquez", self._shown_base, endpoint)
+            raise MarquezUnavailable(message, url=shown, status=exc.status) from exc.cause
         except aiohttp.TooManyRedirects as exc:
             raise MarquezBadResponse(
-                f"{endpoint}: too many redirects", url=str(url), status=exc.status
+                f"{endpoint}: too many redirects", url=shown, status=exc.status
             ) from exc
         except aiohttp.ClientError as exc:
-            message = f"Marquez at {self._base} failed: {describe(exc)} ({endpoint})"
-            raise MarquezUnavailable(message, url=str(url)) from exc
-        return str(url), answer.status, self._check(answer, endpoint)
+            message = f"Marquez at {self._shown_base} failed: {describe(exc)} ({endpoint})"
+            raise MarquezUnavailable(message, url=shown) from exc
+        return shown, answer.status, self._check(answer, endpoint)
 
     def _check(self, answer: Answer, endpoint: str) -> bytes:
         if 200 <= answer.status < 300:
             return answer.body
-        url, status = str(answer.url), answer.status
+        url, status = display_url(answer.url), answer.status
         if status >= 400:
             error = MarquezNotFound if status == 404 else MarquezRequestError
             raise error(error_message(answer.body, answer.reason), url=url, status=status)

@@ -85,6 +85,7 @@ class _Outcome:
     ts: str | None = None
     delay_s: float = 0.0
     error: str = ""
+    new_post: bool = False  # sent as a new message (chat.postMessage), not an edit
 
 
 class OutboxSender:
@@ -164,6 +165,8 @@ class OutboxSender:
             async with self.sessions.begin() as session:
                 for item in batch:
                     await self._record(session, item, outcome)
+                if outcome.new_post:  # one Slack message, however many rows it carried
+                    self.metrics.notice_posted(session, row)
             if outcome.kind == "sent":
                 delivered += len(batch)
                 _log_posted(row, outcome.ts)
@@ -320,7 +323,7 @@ class OutboxSender:
             return _Outcome("sent", ts=reply.get("message_ts"))
         await self._pace_post(row.channel)
         reply = await self.client.chat_postMessage(channel=row.channel, **args)
-        return _Outcome("sent", ts=reply.get("ts"))
+        return _Outcome("sent", ts=reply.get("ts"), new_post=True)
 
     def _classify(self, exc: SlackApiError, row: OutboxMessage) -> _Outcome:
         response = exc.response

@@ -121,7 +121,7 @@ class AirflowBackend:
             return None
         url = self._steps.link(work)
         if url and self.settings.ui_url:
-            url = self.settings.ui_url.rstrip("/") + url.removeprefix(self.url)
+            url = self.settings.ui_url.rstrip("/") + url.removeprefix(self._steps.client.shown_url)
         return url
 
     async def close(self) -> None:

@@ -5,9 +5,12 @@ otherwise covers the interval ending at D) and a run id derived from the step an
 so triggering again after a crash answers 409 for our own run instead of running it twice. An
 interval that already has a run (scheduled, or an earlier backfill) is cleared, which reruns it.
 
-At most `cap` runs of the step are active (queued or running) at once: `submit` triggers the
-first intervals, each `poll` triggers the next ones as earlier runs finish, oldest first. The cap
-is `execution.airflow.max_active_runs_per_dag`, else the DAG's own `max_active_runs` as the API
+At most `cap` of the bot's runs of one DAG are active (queued or running) at once, whichever
+backfill they belong to: `submit` triggers the first intervals, each `poll` triggers the next
+ones as earlier runs finish, oldest first, while the DAG's active runs with our run id prefix
+(and the step's adopted runs) number fewer than the cap. Two backfills of one DAG share it, so
+the one polled first may take each freed slot; the other waits, and both finish. The cap is
+`execution.airflow.max_active_runs_per_dag`, else the DAG's own `max_active_runs` as the API
 reports it, fixed at submit. Which intervals were triggered is kept in the step's state, and
 runs found in Airflow under our run ids count as triggered too, so a bot that died between
 triggering and recording neither triggers an interval twice nor forgets the rest. Until they
@@ -36,10 +39,12 @@ from bot.executors.backends import Progress, State, StepWork
 AIRFLOW_MAX_ACTIVE_RUNS = 16
 """Airflow's own `[core] max_active_runs_per_dag` default: a DAG reporting none has this."""
 ACTIVE = frozenset({"queued", "running"})
+RUN_ID_PREFIX = "backfill_bot__"
+"""Every run the bot triggers has a run id starting so, whichever step triggered it."""
 
 
 def run_id_for(work: StepWork, interval: Interval) -> str:
-    return f"backfill_bot__{work.step_id[:12]}__{interval.start.strftime('%Y%m%dT%H%M%S')}"
+    return f"{RUN_ID_PREFIX}{work.step_id[:12]}__{interval.start.strftime('%Y%m%dT%H%M%S')}"
 
 
 def _cap(work: StepWork) -> int:
@@ -68,12 +73,16 @@ class Airflow2Steps:
         return {**state, "handle": f"{len(work.intervals)} DAG runs"}
 
     async def _top_up(self, work: StepWork, runs: Mapping[datetime, DagRunInfo]) -> State:
-        """Trigger the oldest untriggered intervals while fewer than the cap are active; the
-        state to persist (which intervals are triggered, which runs were adopted)."""
+        """Trigger the oldest untriggered intervals while fewer than the cap of the bot's runs
+        of the DAG are active; the state to persist (which intervals are triggered, which runs
+        were adopted)."""
         dag_id = self.settings.dag_id_for(work.dag)
         adopted: dict[str, str] = dict(work.state.get("adopted", {}))
         triggered = self._triggered(work, runs)
+        # The step's own active runs alone may fill the cap: then the DAG-wide list is not needed.
         active = sum(run.state in ACTIVE for run in runs.values())
+        if active < _cap(work) and len(triggered) < len(work.intervals):
+            active = await self._active_for_cap(dag_id, adopted.values())
         for interval in work.intervals:
             key = iso(interval.start)
             if active >= _cap(work):
@@ -85,6 +94,19 @@ class Airflow2Steps:
             active += 1
         order = [iso(i.start) for i in work.intervals]
         return {"adopted": adopted, "triggered": [k for k in order if k in triggered]}
+
+    async def _active_for_cap(self, dag_id: str, adopted: Collection[str]) -> int:
+        """The DAG's active runs that count against the cap, in one list call: every run the bot
+        triggered (any step's, found by run id prefix) and this step's adopted runs.
+
+        Runs the bot did not trigger (scheduled, manual) do not count: Airflow's own
+        `max_active_runs` already bounds how many of the DAG's runs run at once, theirs and
+        ours together, and counting them would stall a backfill behind runs it cannot end. The
+        cap bounds what the bot adds on top. Another step's adopted runs keep their scheduler
+        run id, so they are not recognisable here and count only towards their own step."""
+        runs = await self.client.list_dag_runs(dag_id, state=sorted(ACTIVE))
+        mine = set(adopted)
+        return sum(r.run_id.startswith(RUN_ID_PREFIX) or r.run_id in mine for r in runs)
 
     @staticmethod
     def _triggered(work: StepWork, runs: Mapping[datetime, DagRunInfo]) -> set[str]:

@@ -53,6 +53,7 @@ async def socket_mode_bot(tmp_path: Path, marquez: StandInServer) -> AsyncIterat
         # What `serve` does with SLACK_APP_TOKEN (bot/app.py), on a bolt app from the same
         # factory: start_bot keeps its own for the (here Slack-less) web app.
         handler = await socket_mode.connect(create_bolt_app(services), token.get_secret_value())
+        services.readiness.watch_socket(handler.client)  # as `serve` hands it over
         try:
             await slack.socket.wait_connected()  # its hello sent: envelopes may follow
             yield Bot(url, services, slack, marquez)

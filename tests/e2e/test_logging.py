@@ -73,17 +73,56 @@ async def test_json_lines_carry_the_ids_of_what_happened(
     assert (posted["incident_id"], posted["channel"]) == (opened["incident_id"], CHANNEL)
 
 
+# A DAG id as the unauthenticated `POST /api/v1/lineage` may send it: an ANSI "clear screen", a
+# bidi override (what follows shows reversed), a C1 control some terminals read as ESC [, and a
+# newline followed by a forged record.
+HOSTILE_DAG = "example.nobody\x1b[2J\u202eevil\x9b\n2021-06-04 00:00:00,000 ERROR bot: forged"
+TERMINAL_CONTROLS = ("\x1b", "\u202e", "\x9b", "\r")
+
+
 async def test_outside_text_cannot_forge_a_text_log_line(
     bot: Bot, operator_log: io.StringIO
 ) -> None:
     logs.configure(logging.INFO, fmt="text", stream=operator_log)
-    forged = "example.nobody\n2021-06-04 00:00:00,000 ERROR bot: forged"
-    await post_events(bot, [run_event("FAIL", DAY, dag=forged)])
-    lines = operator_log.getvalue().splitlines()
-    assert any("example.nobody\\n2021-06-04" in line for line in lines)  # it was logged
+    await post_events(bot, [run_event("FAIL", DAY, dag=HOSTILE_DAG)])
+    text = operator_log.getvalue()
+    lines = text.splitlines()
+    shown = "example.nobody\\x1b[2J\\u202eevil\\x9b\\n2021-06-04"
+    assert any(shown in line for line in lines), text  # it was logged, escaped
+    for control in TERMINAL_CONTROLS:
+        assert control not in text, (control, text)
     for line in lines:
         assert line[:4].isdigit(), line  # every line is a record of its own, not the forgery
         assert " ERROR bot: forged" not in line.partition("\\n")[0]
+
+
+async def test_outside_text_reaches_json_lines_escaped_and_intact(
+    bot: Bot, operator_log: io.StringIO
+) -> None:
+    logs.configure(logging.INFO, fmt="json", stream=operator_log)
+    await post_events(bot, [run_event("FAIL", DAY, dag=HOSTILE_DAG)])
+    text = operator_log.getvalue()
+    for control in (*TERMINAL_CONTROLS, "\n2021"):
+        assert control not in text, (control, text)
+    # Escaped, not mangled: a log reader decodes the very DAG id that was sent.
+    assert any(entry.get("dag_id") == HOSTILE_DAG for entry in json_lines(operator_log)), text
+
+
+def test_a_traceback_keeps_its_lines_and_loses_terminal_controls(
+    operator_log: io.StringIO,
+) -> None:
+    logs.configure(logging.INFO, fmt="text", stream=operator_log)
+    try:
+        raise ValueError(f"no DAG {HOSTILE_DAG}")
+    except ValueError:
+        logging.getLogger("bot.test").exception("could not plan")
+    text = operator_log.getvalue()
+    for control in TERMINAL_CONTROLS:
+        assert control not in text, (control, text)
+    lines = text.splitlines()
+    assert lines[0].endswith(" ERROR bot.test: could not plan"), text
+    assert lines[1] == "Traceback (most recent call last):", text
+    assert "ValueError: no DAG example.nobody\\x1b[2J\\u202eevil\\x9b" in text, text
 
 
 def free_port() -> int:

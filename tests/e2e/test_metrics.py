@@ -119,6 +119,11 @@ async def test_a_backfill_story_is_counted_and_logged(
     assert value(final, "backfill_bot_notices_total", kind="incident_alert") == 1
     # logistics and analytics: told when it was approved and when it ended
     assert value(final, "backfill_bot_notices_total", kind="team_notice") == 4
+    # each notice owed was posted; the backfill's status message is a post of its own
+    posted = "backfill_bot_notices_posted_total"
+    assert value(final, posted, kind="incident_alert") == 1
+    assert value(final, posted, kind="team_notice") == 4
+    assert value(final, posted, kind="backfill") >= 1
     # bolt's own client is counted too: it checks the token on the first click
     assert value(final, calls, method="auth.test", status="ok") >= 1
     assert total(final, calls, method="chat.update") >= 1
@@ -178,6 +183,34 @@ async def test_slack_calls_are_counted_by_method_and_status(
     assert value(found, calls, method="chat.postMessage", status="channel_not_found") == 1
     assert value(found, "backfill_bot_outbox_failed_total") == 1
     assert value(found, "backfill_bot_notices_total", kind="incident_alert") == 2
+
+
+async def test_a_notice_slack_refuses_is_owed_but_not_posted(
+    database_url: str, food_delivery_marquez: StandInServer
+) -> None:
+    config = story_config(
+        teams=[
+            {"name": "orders", "channel": "C0ORDERS01", "members": [OWNER]},
+            {"name": "ghosts", "channel": "G0NOWHERE1", "members": ["U0GHOST001"]},
+        ],
+        ownership=[
+            {"pattern": "example.etl_orders*", "team": "orders"},
+            {"pattern": "other.*", "team": "ghosts"},
+        ],
+    )
+    async with story(database_url, food_delivery_marquez, config) as bot:
+        await post_events(bot, [run_event("FAIL", DAYS[0])])  # alerted in C0ORDERS01
+        # alerted in a channel the bot cannot see: Slack answers channel_not_found
+        await post_events(bot, [run_event("FAIL", DAYS[0], dag=NOWHERE_DAG)])
+        await post_events(bot, [run_event("FAIL", DAYS[1])])  # the first alert's edit
+        found = await scrape(bot)
+    owed, posted = "backfill_bot_notices_total", "backfill_bot_notices_posted_total"
+    assert value(found, owed, kind="incident_alert") == 2
+    assert value(found, posted, kind="incident_alert") == 1  # the edit is not a new post
+    assert value(found, "backfill_bot_outbox_failed_total") == 1
+    assert value(found, "backfill_bot_slack_api_calls_total", method="chat.update", status="ok")
+    for kind in ("incident_reply", "backfill", "team_notice", "notice"):
+        assert value(found, posted, kind=kind) == 0
 
 
 async def test_outbox_depth_and_the_age_of_its_oldest_pending_message(

@@ -1,12 +1,14 @@
 """`GET /readyz` and `GET /healthz` as a load balancer or Kubernetes probes them: ready only
 when the database answers at the schema the code expects, Slack takes the token and Marquez
 answers; otherwise 503 naming each check that failed, within a bounded time however dead a
-dependency is. On SQLite and on PostgreSQL."""
+dependency is, and never showing MARQUEZ_URL's password. A flood of probes costs Slack one
+auth.test. On SQLite and on PostgreSQL."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -14,11 +16,10 @@ import aiohttp
 import psycopg
 import pytest
 from aiohttp import web
-from e2e_support import Bot, running_bot
+from e2e_support import Bot, eventually, running_bot
 from sqlalchemy.engine import make_url
 
 from bot.config import BotConfig, parse_config
-from bot.readiness import CHECK_TIMEOUT_S
 from bot.standins.marquez import StandInServer, start_standin
 from bot.store.db import downgrade, sync_url, upgrade
 from bot.store.schema_state import head_revisions
@@ -49,6 +50,17 @@ async def test_ready_when_every_dependency_answers(
     assert alive == (200, {"ok": True, "status": "alive"})
 
 
+async def test_a_flood_of_probes_asks_slack_once(
+    database_url: str, food_delivery_marquez: StandInServer, bot_config: BotConfig
+) -> None:
+    async with running_bot(database_url, food_delivery_marquez, bot_config) as bot:
+        together = await asyncio.gather(*(probe(bot) for _ in range(20)))
+        after = [await probe(bot) for _ in range(20)]
+    assert {status for status, _ in together + after} == {200}
+    asked = [call for call in bot.slack.state.calls if call.method == "auth.test"]
+    assert len(asked) == 1  # the port is public: a request loop must not spend Slack's limit
+
+
 async def test_a_refused_token_and_marquez_down_are_each_named(database_url: str) -> None:
     marquez = await start_standin()
 
@@ -67,9 +79,26 @@ async def test_a_refused_token_and_marquez_down_are_each_named(database_url: str
     assert checks["migrations"]["ok"] is True
     assert checks["slack"] == {"ok": False, "error": "auth.test answered invalid_auth"}
     assert checks["marquez"]["ok"] is False
-    where = marquez.url.replace("http://", "http://bot:***@")
-    assert f"Marquez at {where} is unreachable" in checks["marquez"]["error"]
+    assert "is unreachable" in checks["marquez"]["error"]
+    assert marquez.url.removeprefix("http://") in checks["marquez"]["error"]
     assert "s3cret-pw" not in json.dumps(body)
+
+
+async def test_a_percent_encoded_marquez_password_is_not_shown(database_url: str) -> None:
+    with socket.socket() as held:  # a port nothing listens on once it is let go
+        held.bind(("127.0.0.1", 0))
+        port = held.getsockname()[1]
+
+    class WithPassword:
+        url = f"http://bot:p%40ss@127.0.0.1:{port}"
+
+    async with running_bot(database_url, WithPassword(), parse_config(QUIET)) as bot:  # type: ignore[arg-type]
+        status, body = await probe(bot)
+    assert status == 503
+    assert body["checks"]["marquez"]["ok"] is False
+    shown = json.dumps(body)
+    assert "p%40ss" not in shown  # as typed
+    assert "p@ss" not in shown  # decoded
 
 
 async def test_a_database_behind_the_code_is_not_ready(
@@ -81,7 +110,8 @@ async def test_a_database_behind_the_code_is_not_ready(
             status, body = await probe(bot)
         finally:
             await asyncio.to_thread(upgrade, database_url)
-        again, _ = await probe(bot)
+        # The answer is reused for a few seconds: the next fresh one is ready again.
+        again = await eventually(lambda: ready(bot), timeout_s=30)
     assert status == 503
     check = body["checks"]["migrations"]
     assert check["ok"] is False
@@ -89,7 +119,7 @@ async def test_a_database_behind_the_code_is_not_ready(
     assert check["error"].startswith("the database is at revision ")
     assert check["error"].endswith(f"the bot's migrations end at {head}")
     assert body["checks"]["database"] == {"ok": True}
-    assert again == 200
+    assert again
 
 
 async def test_a_database_gone_away_is_not_ready(
@@ -119,6 +149,11 @@ async def test_an_empty_database_is_not_migrated(
         "ok": False,
         "error": f"the database is not migrated at all; the bot's migrations end at {head}",
     }
+
+
+async def ready(bot: Bot) -> bool:
+    status, _ = await probe(bot)
+    return status == 200
 
 
 async def postgres(database_url: str, statement: str) -> None:
@@ -163,5 +198,6 @@ async def test_a_silent_marquez_makes_the_probe_answer_not_hang(
         status, body = await probe(bot)
     assert status == 503
     assert body["checks"]["marquez"]["ok"] is False
-    assert f"within {CHECK_TIMEOUT_S * 0.8:g}s" in body["checks"]["marquez"]["error"]
+    # Marquez's client gives up first, or the check's bound: either says it did not answer.
+    assert "no answer within" in body["checks"]["marquez"]["error"]
     assert body["checks"]["database"] == {"ok": True}

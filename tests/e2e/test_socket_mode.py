@@ -2,8 +2,8 @@
 token, no signing secret, no Request URL) and the example story goes through envelopes and acks
 only: `/backfill`, the preview, Approve by the orders team's approver, the run on the Airflow
 stand-in to its status message and thread. Also: a connection refresh mid-story, an event whose
-ack was lost delivered again and handled once, and a bot token refused by
-apps.connections.open with Slack's reason."""
+ack was lost delivered again and handled once, a bot token refused by apps.connections.open
+with Slack's reason, and /readyz reporting the connection."""
 
 from __future__ import annotations
 
@@ -123,3 +123,10 @@ async def test_a_bot_token_as_the_app_token_stops_serve_with_slacks_reason(bot: 
     assert "not_allowed_token_type" in str(refused.value)
     assert "xapp-" in str(refused.value)  # what token is needed
     assert bot.slack.socket.connections == connected  # nothing more connected
+
+
+async def test_readyz_reports_the_socket_mode_connection(bot: Bot) -> None:
+    async with aiohttp.ClientSession() as http, http.get(f"{bot.url}/readyz") as reply:
+        assert reply.status == 200
+        body = await reply.json()
+    assert body["checks"]["socket_mode"] == {"ok": True}

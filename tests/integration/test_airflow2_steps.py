@@ -1,5 +1,6 @@
 """Airflow 2 steps (one DAG run per interval) against the Airflow stand-in speaking /api/v1: the
-cap on a step's active runs (from BOT_CONFIG, else the DAG's `max_active_runs`), later intervals
+cap on the bot's active runs of a DAG (from BOT_CONFIG, else the DAG's `max_active_runs`), shared
+by every backfill of that DAG and not spent on runs the bot did not trigger, later intervals
 triggered as earlier runs finish, across a restart of the bot, and Cancel stopping queued and
 running runs while the untriggered intervals never run. Time is a ManualClock: nothing sleeps.
 """
@@ -7,7 +8,7 @@ running runs while the untriggered intervals never run. Time is a ManualClock: n
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from airflow_runner_support import (
@@ -234,6 +235,78 @@ async def test_cancel_stops_queued_and_running_runs_and_triggers_nothing_more(
     assert len(patched) == 2
     message = "2 of 2 runs failed or were stopped, 2 intervals never triggered"
     assert request.steps[0].message == message
+
+
+def bot_active(server: AirflowStandin) -> int:
+    """The bot's runs of ROOT queued or running, whichever request triggered them."""
+    runs = server.state.runs_of(ROOT)
+    return active([r for r in runs if r.run_id.startswith("backfill_bot__")])
+
+
+async def test_two_backfills_of_one_dag_share_the_cap_and_both_finish(
+    sessions: async_sessionmaker[AsyncSession],
+) -> None:
+    clock = ManualClock(T0)
+    # Airflow would run 16 at once: only the bot's cap of 2 holds the two requests back.
+    dags = (StandinDag(ROOT, max_active_runs=None, run_seconds=RUN_S),)
+    async with (
+        running_airflow_standin(api=2, dags=dags, clock=clock) as server,
+        opened(backend(server, settings=capped(2))) as airflow,
+    ):
+        run = runner(sessions, airflow)
+        first = await approved(sessions, run, planned=plan(ROOT, days(1, 3), child=False))
+        second = await approved(sessions, run, planned=plan(ROOT, days(10, 3), child=False))
+        most, finished = 0, False
+        for _ in range(40):
+            for request_id in (first, second):
+                await run.advance(request_id)
+                most = max(most, bot_active(server))
+            requests = [await load(sessions, r) for r in (first, second)]
+            finished = all(r.finished_at is not None for r in requests)
+            if finished:
+                break
+            clock.advance(RUN_S)
+
+    assert finished, [(r.state, r.steps[0].counts) for r in requests]
+    assert [r.state for r in requests] == [RequestState.SUCCEEDED] * 2
+    assert most == 2
+    starts = [interval_from_json(i).start for i in [*days(1, 3), *days(10, 3)]]
+    runs = server.state.runs_of(ROOT)
+    assert sorted(r.logical_date for r in runs if r.logical_date) == starts
+    assert all(r.state == "success" for r in runs), runs
+
+
+async def test_runs_the_bot_did_not_trigger_leave_the_cap_to_the_bots_runs() -> None:
+    clock = ManualClock(T0)
+    dags = (StandinDag(ROOT, max_active_runs=None, run_seconds=10 * RUN_S),)
+    async with (
+        running_airflow_standin(api=2, dags=dags, clock=clock) as server,
+        opened(backend(server, settings=capped(2))) as airflow,
+    ):
+        # A scheduled and a manual run of the DAG, running while the backfill starts.
+        for run_id, run_type, day in (
+            ("scheduled__x", "scheduled", 20),
+            ("manual__y", "manual", 21),
+        ):
+            start = datetime(2021, 6, day, tzinfo=UTC)
+            interval = (start, start + timedelta(days=1))
+            server.state.create_run(
+                ROOT, run_id, run_type=run_type, logical_date=start, interval=interval, run_after=T0
+            )
+        server.state.touch()
+        assert active(server.state.runs_of(ROOT)) == 2
+
+        state = await airflow.submit(work(3))
+        assert len(state["triggered"]) == 2
+        assert bot_active(server) == 2
+        lists = [p for m, p, _ in server.state.requests if m == "GET" and p.endswith("/dagRuns")]
+        assert len(lists) == 2  # the step's runs, and the DAG's active ones for the cap
+
+        # The step alone fills the cap: the poll does not list the DAG's active runs.
+        before = len(server.state.requests)
+        progress = await airflow.poll(work(3, state))
+        assert progress.counts == Counts(queued=1, running=2)
+        assert len(server.state.requests) == before + 1
 
 
 def test_the_cap_setting_is_optional_and_at_least_one() -> None:

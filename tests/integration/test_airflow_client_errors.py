@@ -591,6 +591,13 @@ def test_ui_urls() -> None:
     )
 
 
+def test_ui_urls_posted_to_slack_never_carry_the_password_of_airflow_url() -> None:
+    v3_client = Airflow3Client("http://bot:p%40ss@af:8080", None, None)
+    v2_client = Airflow2Client("http://bot:s3cret@af:8080", None, None)
+    assert v3_client.ui_url("a") == "http://af:8080/dags/a"
+    assert v2_client.ui_url("a", "r") == "http://af:8080/dags/a/grid?dag_run_id=r"
+
+
 async def test_v1_trigger_list_clear_and_state(fake: FakeAirflow) -> None:
     path = "/api/v1/dags/example.etl_orders/dagRuns"
     fake.routes["POST", path] = sequence(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import re
 import socket
 import sys
@@ -334,6 +335,61 @@ async def test_marquez_down_fails_its_rows_and_the_other_checks_still_run(
     assert report.row("Airflow DAGs").result == "SKIP"
     for check in ("Slack token", "Slack scopes", "Airflow", "Database"):
         assert report.row(check).result == "OK", report.text
+
+
+def with_user(url: str, password: str) -> str:
+    return url.replace("http://", f"http://bot:{password}@", 1)
+
+
+# Basic-auth credentials in a service URL, as given and percent-encoded (`p%40ss` is `p@ss`):
+# neither spelling may reach the table or the log.
+PASSWORDS = pytest.mark.parametrize(
+    ("password", "spellings"), [("s3cret", ("s3cret",)), ("p%40ss", ("p%40ss", "p@ss"))]
+)
+
+
+@PASSWORDS
+async def test_credentials_in_unreachable_service_urls_are_not_shown(
+    world: World,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+    password: str,
+    spellings: tuple[str, ...],
+) -> None:
+    caplog.set_level(logging.DEBUG)  # the retry warnings name each request
+    marquez, airflow = (f"http://127.0.0.1:{closed_port()}" for _ in range(2))
+    settings = world.settings(
+        MARQUEZ_URL=with_user(marquez, password), AIRFLOW_URL=with_user(airflow, password)
+    )
+    report = await run_doctor(settings, capsys)
+    assert_fails(
+        report, "Marquez", f"Marquez at {marquez} is unreachable", f"MARQUEZ_URL ({marquez}) is"
+    )
+    assert_fails(
+        report, "Airflow", f"Airflow at AIRFLOW_URL={airflow}", f"AIRFLOW_URL ({airflow}) is"
+    )
+    assert "retry 1 of 2" in caplog.text  # the client did log its attempts
+    for secret in spellings:
+        assert secret not in report.text, report.text
+        assert secret not in caplog.text, caplog.text
+
+
+@PASSWORDS
+async def test_credentials_in_a_working_marquez_url_are_not_shown(
+    world: World,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+    password: str,
+    spellings: tuple[str, ...],
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    report = await run_doctor(
+        world.settings(MARQUEZ_URL=with_user(world.marquez.url, password)), capsys
+    )
+    assert report.row("Marquez").detail.startswith(f"reachable at {world.marquez.url}: 14 DAGs")
+    for secret in spellings:
+        assert secret not in report.text, report.text
+        assert secret not in caplog.text, caplog.text
 
 
 # -- Airflow ----------------------------------------------------------------------------------

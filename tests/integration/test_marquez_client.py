@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
+import logging
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -20,6 +22,7 @@ from bot.clients.marquez import (
     EventsPage,
     MarquezBadResponse,
     MarquezClient,
+    MarquezError,
     MarquezNotFound,
     MarquezRequestError,
     MarquezUnavailable,
@@ -518,6 +521,74 @@ async def test_close_leaves_a_borrowed_session_open(
         assert not session.closed
         with pytest.raises(RuntimeError, match="closed"):
             await marquez.list_namespaces()
+
+
+def closed_url() -> str:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+@pytest.mark.parametrize(
+    ("password", "spellings"), [("s3cret", ("s3cret",)), ("p%40ss", ("p%40ss", "p@ss"))]
+)
+async def test_credentials_in_the_base_url_are_sent_but_never_shown(
+    serve: Callable[[Handler], Awaitable[FakeMarquez]],
+    caplog: pytest.LogCaptureFixture,
+    password: str,
+    spellings: tuple[str, ...],
+) -> None:
+    """MARQUEZ_URL may carry basic auth (`http://bot:pw@marquez:5000`): Marquez gets it, while
+    no error (they reach Slack and doctor's table) and no log line shows it."""
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        if request.path.endswith("/busy"):
+            return web.json_response({"code": 503, "message": "busy"}, status=503)
+        if request.path.endswith("/garbled"):
+            return web.Response(text="not json{")
+        return web.json_response({"code": 404, "message": "Job 'ns:x' not found."}, status=404)
+
+    caplog.set_level(logging.DEBUG)  # the retry warnings and the per-request debug lines
+    fake = await serve(handler)
+    errors: list[MarquezError] = []
+    async with MarquezClient(
+        fake.url.replace("http://", f"http://bot:{password}@"), retry=FAST
+    ) as marquez:
+        for call in (
+            marquez.get_run("busy"),
+            marquez.get_run("garbled"),
+            marquez.get_job("ns", "x"),
+        ):
+            with pytest.raises(MarquezError) as caught:
+                await call
+            errors.append(caught.value)
+    async with MarquezClient(
+        closed_url().replace("http://", f"http://bot:{password}@"), retry=FAST
+    ) as down:
+        with pytest.raises(MarquezUnavailable) as refused:
+            await down.list_namespaces()
+    errors.append(refused.value)
+    with pytest.raises(ValueError, match="must not have a query") as invalid:
+        MarquezClient(f"http://bot:{password}@marquez:5000/?x=1")
+
+    busy, garbled, missing, _ = errors
+    assert busy.message.startswith(f"Marquez at {fake.url} is unavailable: HTTP 503 busy")
+    assert str(garbled) == (
+        "GET /api/v1/jobs/runs/garbled: response is not JSON: 'not json{' "
+        f"(HTTP 200 from {fake.url}/api/v1/jobs/runs/garbled)"
+    )
+    assert str(missing) == (
+        f"Job 'ns:x' not found. (HTTP 404 from {fake.url}/api/v1/namespaces/ns/jobs/x)"
+    )
+    assert "retry 2 of 2" in caplog.text
+    user = "bot:" + password.replace("%40", "@")
+    basic = "Basic " + base64.b64encode(user.encode()).decode()
+    assert {seen.headers.get("Authorization") for seen in fake.seen} == {basic}
+    shown = [caplog.text, str(invalid.value)]
+    shown += [text for error in errors for text in (str(error), error.message, error.url)]
+    for secret in spellings:
+        for text in shown:
+            assert secret not in text, text
 
 
 def test_node_ids() -> None:

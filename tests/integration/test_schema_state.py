@@ -4,8 +4,9 @@ database is at the head of the migrations the bot ships, on SQLite and PostgreSQ
 from __future__ import annotations
 
 import asyncio
+import re
+from pathlib import Path
 
-from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine
 
 from bot.store import downgrade, make_engine, sync_url, upgrade
@@ -16,11 +17,16 @@ from bot.store.schema_state import (
     schema_of,
 )
 
+VERSIONS = Path(__file__).resolve().parents[2] / "migrations" / "versions"
+
 
 def test_the_head_is_the_newest_shipped_migration() -> None:
-    [head] = head_revisions()
-    newest = ScriptDirectory(str(migrations_location())).get_current_head()
-    assert head == newest
+    # Read from the repository's files, not from Alembic over migrations_location(): the
+    # question is whether what the bot calls its head is the newest migration written.
+    newest = max(VERSIONS.glob("[0-9]*.py"))
+    found = re.search(r'^revision(?:: *str)? *= *"([^"]+)"', newest.read_text(), re.MULTILINE)
+    assert found, newest
+    assert head_revisions() == (found[1],)
     assert (migrations_location() / "env.py").is_file()
 
 

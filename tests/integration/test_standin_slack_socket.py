@@ -28,9 +28,10 @@ HOME = {"type": "app_home_opened", "user": "U0REQUEST1", "channel": "D0HOME0001"
 
 @pytest.fixture
 async def standin() -> AsyncIterator[SlackStandIn]:
-    # A short ack window and redelivery: what takes Slack seconds takes the tests a moment.
+    # A short ack window (1 s: a loaded 2-core CI still acks well within it) and redelivery:
+    # what takes Slack seconds takes the tests a moment.
     async with running_slack_standin(
-        socket_mode=True, rate_limits=False, ack_timeout=0.5, redelivery_s=0.05
+        socket_mode=True, rate_limits=False, ack_timeout=1.0, redelivery_s=0.05
     ) as server:
         yield server
 

@@ -1,6 +1,7 @@
 """backfill-bot built as a wheel, installed into a new venv and run from outside the repository:
-the wheel carries its templates, migrations and example config, and `backfill-bot` works with
-nothing from the checkout.
+the wheel carries its templates, migrations and example config, and its commands (plan,
+impact, db upgrade, events list, doctor, serve, demo and the three stand-ins) work with nothing
+from the checkout.
 
 Building and installing needs a package index (pip's cache makes it quick). Without one the
 tests skip locally, but fail under CI=true, so CI can never go green by skipping them.
@@ -135,6 +136,31 @@ async def run(installed: Installed, *args: str, **env: str) -> Result:
     return Result(process.returncode, out.decode(), err.decode())
 
 
+@dataclass(frozen=True)
+class Upgraded:
+    """A SQLite database `db upgrade` made, and what the command printed."""
+
+    path: Path
+    result: Result
+
+    @property
+    def url(self) -> str:
+        return f"sqlite:///{self.path}"
+
+
+@pytest.fixture(scope="module")
+def upgraded(installed: Installed) -> Upgraded:
+    # Once for the module (the tests that read the schema share it); a plain subprocess, as a
+    # module-scoped fixture has no event loop to run `run` on.
+    path = installed.scratch / "upgrade" / "bot.db"
+    done = subprocess.run(
+        [installed.command("backfill-bot"), "db", "upgrade"],
+        cwd=installed.workdir, env={**clean_env(), "DATABASE_URL": f"sqlite:///{path}"},
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    return Upgraded(path, Result(done.returncode, done.stdout, done.stderr))
+
+
 @asynccontextmanager
 async def running(
     installed: Installed, *args: str, log: Path, **env: str
@@ -218,7 +244,9 @@ async def test_version_is_the_packaged_one(installed: Installed) -> None:
     assert (result.code, result.out, result.err) == (0, f"backfill-bot {version}\n", "")
 
 
-async def test_plan_against_the_installed_marquez_standin(installed: Installed) -> None:
+async def test_plan_and_impact_against_the_installed_marquez_standin(
+    installed: Installed,
+) -> None:
     port = free_port()
     log = installed.scratch / "marquez-plan.log"
     args = ("standin", "marquez", "--seed", "food_delivery", "--port", str(port))
@@ -236,19 +264,106 @@ async def test_plan_against_the_installed_marquez_standin(installed: Installed) 
         assert text.code == 0, text.err
         assert ROOT in text.out
         assert DOWNSTREAM[0] in text.out
+        impact = await run(installed, "impact", ROOT, "--json", "--marquez-url", marquez)
+        assert impact.code == 0, impact.err
+        found = json.loads(impact.out)
+        assert found["root"] == ROOT
+        below = [dag["dag_id"] for dag in found["downstream"]]
+        assert [name for name in below if name in DOWNSTREAM] == DOWNSTREAM
 
 
-async def test_db_upgrade_applies_the_installed_migrations(installed: Installed) -> None:
-    database = installed.scratch / "upgrade" / "bot.db"
-    result = await run(installed, "db", "upgrade", DATABASE_URL=f"sqlite:///{database}")
+def test_db_upgrade_applies_the_installed_migrations(upgraded: Upgraded) -> None:
+    result = upgraded.result
     assert result.code == 0, result.err
     assert "latest migration" in result.out
-    with sqlite3.connect(database) as conn:
+    with sqlite3.connect(upgraded.path) as conn:
         tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
         [(revision,)] = conn.execute("SELECT version_num FROM alembic_version").fetchall()
     assert {"backfill_requests", "backfill_steps", "audit_log", "alembic_version"} <= tables
     newest = max((REPO / "migrations" / "versions").glob("[0-9]*.py")).name
     assert newest.startswith(revision), (revision, newest)
+
+
+async def test_events_list_reads_the_upgraded_database(
+    installed: Installed, upgraded: Upgraded
+) -> None:
+    database = installed.scratch / "events" / "bot.db"
+    database.parent.mkdir()
+    shutil.copy(upgraded.path, database)  # its own copy: the shared one stays as migrated
+    with contextlib.closing(sqlite3.connect(database)) as conn, conn:
+        # A run event the watcher set aside, as the running bot leaves one (SQLite keeps UTC
+        # wall time).
+        conn.execute(
+            "INSERT INTO run_events (id, run_id, event_type, event_time, namespace, job_name,"
+            " dag_namespace, dag_id, source, received_at, attempts, failure, set_aside_at)"
+            " VALUES (7, 'run-7', 'FAIL', '2021-06-04 01:00:00.000000', 'food_delivery',"
+            " ?, 'food_delivery', ?, 'receiver', '2021-06-04 01:00:05.000000', 5,"
+            " 'KeyError: boom', '2021-06-04 01:10:00.000000')",
+            (ROOT, ROOT),
+        )
+    result = await run(installed, "events", "list", DATABASE_URL=f"sqlite:///{database}")
+    assert result.code == 0, result.err
+    [line] = result.out.splitlines()
+    assert line.startswith(f"#7 FAIL food_delivery/{ROOT} at 2021-06-04T01:00:00+00:00: 5 tries")
+    assert line.endswith(": KeyError: boom")
+
+
+async def test_doctor_checks_the_installed_standins_and_the_database(
+    installed: Installed, upgraded: Upgraded
+) -> None:
+    scratch = installed.scratch
+    marquez_args = ("standin", "marquez", "--seed", "food_delivery", "--port", str(free_port()))
+    slack_args = ("standin", "slack", "--port", str(free_port()))
+    airflow_args = ("standin", "airflow", "--port", str(free_port()))
+    async with (
+        running(installed, *marquez_args, log=scratch / "marquez-doctor.log") as (_, marquez),
+        running(installed, *slack_args, log=scratch / "slack-doctor.log") as (_, slack),
+        running(installed, *airflow_args, log=scratch / "airflow-doctor.log") as (_, airflow),
+    ):
+        result = await run(
+            installed, "doctor",
+            MARQUEZ_URL=url_in(marquez),
+            SLACK_API_URL=f"{url_in(slack)}/api/",
+            SLACK_BOT_TOKEN="xoxb-standin",
+            SLACK_SIGNING_SECRET="standin-signing-secret",
+            AIRFLOW_URL=url_in(airflow),
+            AIRFLOW_USERNAME="admin",
+            AIRFLOW_PASSWORD="admin",
+            DATABASE_URL=upgraded.url,
+        )  # fmt: skip
+    assert "Traceback" not in result.err, result.err
+    header, *rows = result.out.split("\n\n")[0].splitlines()
+    assert header.split() == ["CHECK", "RESULT", "DETAIL"]
+    column = header.index("RESULT")
+    shown = {row[:column].strip(): row[column:].split()[0] for row in rows if row[0] != " "}
+    assert shown == {
+        # Without BOT_CONFIG no team owns the stand-in's DAGs: the one FAIL, hence exit code 1.
+        "BOT_CONFIG": "WARN",
+        "DAG ownership": "FAIL",
+        "Slack requests": "OK",
+        "Slack token": "OK",
+        "Slack scopes": "OK",
+        "Marquez": "OK",
+        "Airflow": "OK",
+        "Airflow DAGs": "OK",
+        "Database": "OK",
+    }, result.out
+    assert result.code == 1, result.out
+
+
+async def test_demo_plays_a_backfill_to_the_end(installed: Installed) -> None:
+    # No BOT_CONFIG: the demo reads the example config inside the package, renders its Slack
+    # messages from the package's templates, and runs on its own stand-ins and database.
+    result = await run(installed, "demo")
+    assert result.code == 0, result.err
+    assert "Traceback" not in result.err, result.err
+    text = result.out
+    assert "BACKFILL PLAN: EXAMPLE.ETL_ORDERS 2021-06-04..2021-06-06" in text
+    # owners from examples/bot-config.yml (Marquez alone names no owner for this DAG)
+    assert "after example.etl_orders_7_days · owners: logistics" in text
+    assert "@U0ALICE001 clicks [Approve]" in text  # a member of the example's orders team
+    assert "*Backfill succeeded*" in text
+    assert ":large_green_circle: *Succeeded* · backfill of `example.etl_orders`" in text
 
 
 async def test_serve_answers_healthz_and_stops_cleanly_on_sigterm(installed: Installed) -> None:

@@ -77,3 +77,18 @@ def test_invalid_port_and_log_format_name_the_variable(env: dict[str, str], expe
 def test_log_format_defaults_to_text() -> None:
     assert load_settings({}).log_format == "text"
     assert load_settings({"LOG_FORMAT": "json"}).log_format == "json"
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("MARQUEZ_URL", "ftp://bot:s3cret@marquez:5000"),
+        ("AIRFLOW_URL", "bot:s3cret@airflow:8080"),
+        ("SLACK_API_URL", "slack://bot:s3cret@slack.example/api/"),
+    ],
+)
+def test_a_rejected_url_is_named_without_its_password(variable: str, value: str) -> None:
+    with pytest.raises(SettingsError) as refused:
+        load_settings({variable: value})
+    assert variable in str(refused.value)
+    assert "s3cret" not in str(refused.value)
