@@ -27,6 +27,7 @@ import pytest
 import yaml
 from openapi_core import Config, OpenAPI
 from openapi_core.datatypes import RequestParameters
+from openapi_support import SpecResponse, spec_errors
 from werkzeug.datastructures import Headers, ImmutableMultiDict
 from yarl import URL
 
@@ -111,19 +112,6 @@ class SpecRequest:
 
 
 @dataclass
-class SpecResponse:
-    status_code: int
-    data: bytes
-    content_type: str
-    headers: Headers
-
-
-def _errors(exc: BaseException) -> list[str]:
-    found = getattr(exc, "schema_errors", None) or getattr(exc.__cause__, "schema_errors", None)
-    return [f"{list(e.absolute_path)}: {e.message}" for e in found or []] or [repr(exc)]
-
-
-@dataclass
 class Api:
     """Sends requests to a stand-in and checks both directions against the spec."""
 
@@ -171,7 +159,7 @@ class Api:
                     self.openapi.validate_request(request)
                 self.openapi.validate_response(request, response)
             except Exception as exc:  # openapi-core raises one of many error types
-                raise AssertionError(f"{method} {path} -> {status}: {_errors(exc)}") from exc
+                raise AssertionError(f"{method} {path} -> {status}: {spec_errors(exc)}") from exc
         return status, parsed
 
     async def ok(self, method: str, path: str, body: Any = NO_BODY, **kw: Any) -> Any:

@@ -26,6 +26,7 @@ import yaml
 from openapi_core import OpenAPI
 from openapi_core.datatypes import RequestParameters
 from openapi_schema_validator import OAS30Validator, oas30_format_checker
+from openapi_support import SpecResponse, spec_errors
 from werkzeug.datastructures import Headers, ImmutableMultiDict
 from yarl import URL
 
@@ -167,19 +168,6 @@ class SpecRequest:
 
 
 @dataclass
-class SpecResponse:
-    status_code: int
-    data: bytes
-    content_type: str
-    headers: Headers
-
-
-def _errors(exc: BaseException) -> list[str]:
-    found = getattr(exc, "schema_errors", None) or getattr(exc.__cause__, "schema_errors", None)
-    return [f"{list(e.absolute_path)}: {e.message}" for e in found or []] or [repr(exc)]
-
-
-@dataclass
 class Checker:
     """Sends requests to a stand-in and validates them and their answers against the spec."""
 
@@ -204,7 +192,7 @@ class Checker:
             self.openapi.validate_request(request)
             self.openapi.validate_response(request, response)
         except Exception as exc:  # openapi-core raises one of many error types
-            raise AssertionError(f"{request.path}: {_errors(exc)}") from exc
+            raise AssertionError(f"{request.path}: {spec_errors(exc)}") from exc
 
     async def get(self, path: str, params: list[tuple[str, str]] | None = None) -> Any:
         """GET `path` (already percent-encoded), assert 200 and validate both directions."""
