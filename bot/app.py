@@ -12,6 +12,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from functools import partial
+from typing import Any
 
 from aiohttp import web
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
@@ -269,19 +270,27 @@ def create_bolt_app(services: Services) -> AsyncApp:
     return app
 
 
+def is_slack_listener(task: asyncio.Task[Any]) -> bool:
+    """A Slack listener bolt runs after acking (its task is unnamed, so it is known by the
+    coroutine it wraps): the bot is still answering a person while one runs."""
+    name = getattr(task.get_coro(), "__qualname__", "")
+    return bool(name.endswith("run_ack_function_asynchronously"))
+
+
 def _is_scheduler_job(task: asyncio.Task[object]) -> bool:
-    """A coroutine job APScheduler's AsyncIOExecutor is running, or a Slack listener bolt runs
-    after acking (their tasks are unnamed, so they are known by the coroutine they wrap): both
-    are let finish on shutdown, so none is cut off inside a transaction."""
-    coro = task.get_coro()
-    name = getattr(coro, "__qualname__", "")
-    return name == "run_coroutine_job" or name.endswith("run_ack_function_asynchronously")
+    """A coroutine job APScheduler's AsyncIOExecutor is running, or a Slack listener: both are
+    let finish on shutdown, so none is cut off inside a transaction."""
+    name = getattr(task.get_coro(), "__qualname__", "")
+    return name == "run_coroutine_job" or is_slack_listener(task)
 
 
-def create_web_app(bolt: AsyncApp, services: Services) -> web.Application:
+def create_web_app(
+    bolt: AsyncApp, services: Services, *, sla_check_s: float | None = SLA_CHECK_S
+) -> web.Application:
     """`POST /slack/events` for commands, interactivity and events; `POST /api/v1/lineage`;
     `GET /healthz` (the process answers), `GET /readyz` (it can work: bot/readiness.py) and
-    `GET /metrics`."""
+    `GET /metrics`. SLA checks run every `sla_check_s` (None: only when called, as in the demo,
+    whose SLA clock moves only when a person moves it)."""
 
     async def healthz(_: web.Request) -> web.Response:
         return web.json_response({"ok": True, "status": "alive"})
@@ -313,14 +322,15 @@ def create_web_app(bolt: AsyncApp, services: Services) -> web.Application:
         tasks.append(asyncio.create_task(services.incidents.run_forever(), name="incidents"))
         scheduler = AsyncIOScheduler(timezone="UTC")
         services.poller.schedule(scheduler)
-        scheduler.add_job(
-            services.sla.check,
-            "interval",
-            seconds=SLA_CHECK_S,
-            id="sla-check",
-            max_instances=1,
-            coalesce=True,
-        )
+        if sla_check_s is not None:
+            scheduler.add_job(
+                services.sla.check,
+                "interval",
+                seconds=sla_check_s,
+                id="sla-check",
+                max_instances=1,
+                coalesce=True,
+            )
         reconciler = services.reconciler
         if reconciler is not None:
             # The first full reconcile (or the stored index) makes the index ready to plan.

@@ -35,13 +35,11 @@ from bot.settings import (
     load_settings,
 )
 
+EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_MARQUEZ = 3
 EXIT_CONFIG = 4
 EXIT_DATA = 5
-
-DEMO_DAG = "example.etl_orders"
-DEMO_RANGE = "2021-06-04..2021-06-06"
 
 
 class CliError(Exception):
@@ -123,14 +121,36 @@ def _parser() -> argparse.ArgumentParser:
     events_cli.add_parser(commands)
     doctor.add_parser(commands)
 
-    commands.add_parser(
+    demo = commands.add_parser(
         "demo",
-        help=f"run stand-ins and the bot on loopback and play /backfill {DEMO_DAG} {DEMO_RANGE}",
+        help="play the whole story (a failure, the alert, a backfill, an SLA miss) on stand-ins "
+        "and leave the workspace open in a browser page",
+    )
+    demo.add_argument(
+        "--headless",
+        action="store_true",
+        help="print the workspace's final transcript and exit (non-zero if the story stops short)",
+    )
+    demo.add_argument(
+        "--port",
+        type=_port,
+        default=3001,
+        help="the page's port (any free one if it is taken; 0: any free one)",
     )
     commands.add_parser(
         "chat", help="like demo, but you type /backfill commands and click buttons yourself"
     )
     return parser
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port (0 to 65535)")
+    return port
 
 
 def _version() -> str:
@@ -242,15 +262,30 @@ def _run(args: argparse.Namespace) -> str | None:
             return None
         return None
     if args.command in {"demo", "chat"}:
-        from bot import demo
 
         def out(text: str) -> None:
             end = "" if text.endswith("> ") else "\n"
             sys.stdout.write(text + end)
             sys.stdout.flush()
 
-        run = demo.scripted if args.command == "demo" else demo.interactive
-        asyncio.run(run(settings, config, out))
+        try:
+            if args.command == "chat":
+                from bot.demo_chat import interactive
+
+                asyncio.run(interactive(settings, config, out))
+                return None
+            from bot.demo_story import scripted
+
+            finished = asyncio.run(
+                scripted(
+                    settings, config, out, headless=args.headless, port=args.port,
+                    ansi=sys.stdout.isatty(),
+                )
+            )  # fmt: skip
+        except KeyboardInterrupt:  # Ctrl-C is how a person ends the demo
+            return None
+        if not finished:
+            raise CliError("the demo's story stopped short (see above)", EXIT_FAILED)
         return None
     raise CliError(f"unknown command {args.command}", EXIT_BAD_INPUT)
 

@@ -115,12 +115,17 @@ class AlertOutbox:
         return state == RequestState.SUCCEEDED
 
     async def backfill_ended(self, session: AsyncSession, request: BackfillRequest) -> None:
-        """Redraw the alert a backfill started from when it failed or was cancelled (it then
-        shows how it ended, and points at Retry)."""
-        if request.incident_id is None or request.state == RequestState.SUCCEEDED:
-            return  # a success: the reruns' COMPLETE events resolve the alert and redraw it
+        """Redraw the alert a backfill started from when it ended: a failure or a cancel shows
+        how it ended and points at Retry. A success usually waits for the reruns' COMPLETE
+        events, which resolve the alert and redraw it; but the root DAG's events arrive as soon
+        as its own runs succeed, so an alert they already resolved is redrawn now, or it would
+        show the backfill running for good."""
+        if request.incident_id is None:
+            return
         incident = await store.get(session, request.incident_id, lock=True)
-        if incident is not None and incident.backfill_request_id == request.id:
+        if incident is None or incident.backfill_request_id != request.id:
+            return
+        if request.state != RequestState.SUCCEEDED or incident.resolved_at is not None:
             await self.alert(session, incident)
 
     async def reply(

@@ -43,6 +43,8 @@ from bot.standins.slack_state import (
     button_action,
     find_button,
 )
+from bot.standins.slack_web import add_page_routes
+from bot.standins.slack_web_actions import DemoControls
 
 __all__ = [
     "BotReply",
@@ -85,14 +87,31 @@ class SlackStandIn:
         self.ack_timeout = ack_timeout  # Slack gives up on an unanswered request after 3 s
         self.socket = socket  # while socket.enabled, deliveries go over Socket Mode
         self.sent_requests: list[SentRequest] = []  # every request made to the bot, as sent
+        # The browser page (slack_web): the slash commands it offers, whom it acts as and where
+        # it opens by default, and the demo's control panel when a demo runs.
+        self.commands = {"/backfill"}
+        self.page_user, self.page_channel = "U0REQUEST1", "C0BACKFILL"
+        self.demo: DemoControls | None = None
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
+
+    @property
+    def connected(self) -> bool:
+        """Whether an app would receive what a person does: a Request URL or a live socket."""
+        return self.events_url is not None or (
+            self.socket.enabled and bool(self.socket.open_connections())
+        )
+
+    def dm_of(self, user_id: str) -> str:
+        """The id of `user_id`'s DM with the bot (Slack's D… id; one per person)."""
+        return "D" + user_id[1:]
 
     def set_events_url(self, url: str | None) -> None:
         """The bot's Request URL (`.../slack/events`), known once the bot is listening."""
         self.events_url = url
 
     async def stop(self) -> None:
+        self.state.feed.close()  # open pages' live streams end, so the server can stop
         await self.socket.close()
         if self._session is not None:
             await self._session.close()
@@ -124,6 +143,8 @@ class SlackStandIn:
                 status = response.status
         except TimeoutError:
             return BotReply(0, "operation_timeout", None)
+        except aiohttp.ClientError:  # the app is not listening: Slack's dispatch_failed
+            return BotReply(0, "dispatch_failed", None)
         parsed = None
         if is_json and text.strip():
             with contextlib.suppress(ValueError):
@@ -196,7 +217,7 @@ class SlackStandIn:
         if body.get("response_type") == "in_channel":
             self.state.post(channel, text=text, blocks=blocks)
         else:
-            self.state.ephemerals.append(Ephemeral(channel, user, text, blocks or [], "ack"))
+            self.state.add_ephemeral(Ephemeral(channel, user, text, blocks or [], "ack"))
 
     async def click(
         self,
@@ -273,6 +294,7 @@ class SlackStandIn:
         action = body.get("response_action")
         if action == "errors":
             view.errors = body.get("errors")
+            self.state.feed.publish("view", user=view.user)
             return
         if action in ("update", "push"):
             try:
@@ -297,8 +319,8 @@ class SentRequest:
 
 
 def create_app(standin: SlackStandIn) -> web.Application:
-    """The aiohttp application: `/api/<method>`, `/response_url/<token>` and Socket Mode's
-    `/link/` WebSocket."""
+    """The aiohttp application: `/api/<method>`, `/response_url/<token>`, Socket Mode's
+    `/link/` WebSocket, and the browser page at `/` (`slack_web`)."""
     app = web.Application()
     app[STANDIN] = standin
     # Before the generic route: this method takes an app-level token, not the bot's.
@@ -307,6 +329,7 @@ def create_app(standin: SlackStandIn) -> web.Application:
     app.router.add_route("GET", "/api/{method}", api)
     app.router.add_route("POST", "/api/{method}", api)
     app.router.add_post("/response_url/{token}", response_url)
+    add_page_routes(app, standin)
     return app
 
 

@@ -175,10 +175,10 @@ def _post_ephemeral(s: StandInLike, a: Args) -> JsonDict:
     if user not in s.state.users:
         raise SlackError("user_not_found")
     text, blocks = message_content(a.raw)
-    s.state.ephemerals.append(
+    shown = s.state.add_ephemeral(
         Ephemeral(channel.id, user, text, blocks or [], "chat.postEphemeral", a.get("thread_ts"))
     )
-    return {"message_ts": s.state.next_ts()}
+    return {"message_ts": shown.ts}
 
 
 def _views_open(s: StandInLike, a: Args) -> JsonDict:
@@ -355,7 +355,7 @@ def _use_response_url(state: SlackState, token: str, body: Any) -> tuple[int, st
     elif body.get("response_type") == "in_channel":
         state.post(target.channel, text=text, blocks=blocks, thread_ts=body.get("thread_ts"))
     else:  # Slack's default response_type is ephemeral
-        state.ephemerals.append(
+        state.add_ephemeral(
             Ephemeral(
                 target.channel,
                 target.user,

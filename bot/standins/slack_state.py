@@ -12,8 +12,26 @@ import secrets
 import string
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
+
+from bot.standins.slack_feed import ChangeFeed
+from bot.standins.slack_records import (
+    ApiCall,
+    Channel,
+    Ephemeral,
+    JsonDict,
+    Message,
+    ResponseUrl,
+    ResponseUrlPost,
+    SlackError,
+    Trigger,
+    User,
+    View,
+    button_action,
+    find_button,
+    new_hash,
+    with_block_ids,
+)
 
 __all__ = [
     "BOT_USER_ID",
@@ -21,6 +39,7 @@ __all__ = [
     "ApiCall",
     "Channel",
     "Ephemeral",
+    "JsonDict",
     "Message",
     "ResponseUrl",
     "ResponseUrlPost",
@@ -34,7 +53,6 @@ __all__ = [
     "with_block_ids",
 ]
 
-JsonDict = dict[str, Any]
 TRIGGER_TTL = 3.0  # seconds a trigger_id may be exchanged for a view
 RESPONSE_URL_TTL = 30 * 60.0
 RESPONSE_URL_USES = 5
@@ -47,141 +65,6 @@ DEFAULT_SCOPES = frozenset(
     | {"channels:read", "groups:read"}
 )
 _ALNUM = string.ascii_uppercase + string.digits
-
-
-class SlackError(Exception):
-    """A Web API failure: `{"ok": false, "error": code}` plus optional metadata messages and
-    top-level fields (missing_scope's `needed` and `provided`)."""
-
-    def __init__(
-        self, code: str, messages: list[str] | None = None, fields: JsonDict | None = None
-    ) -> None:
-        super().__init__(code)
-        self.code, self.messages, self.fields = code, messages or [], fields or {}
-
-
-@dataclass
-class ApiCall:
-    """One Web API request as the stand-in answered it (429s included)."""
-
-    method: str
-    http_verb: str
-    status: int
-    error: str | None
-
-
-@dataclass
-class User:
-    id: str
-    name: str
-    real_name: str
-    team_id: str
-    is_bot: bool = False
-
-    def to_json(self) -> JsonDict:
-        profile = {"real_name": self.real_name, "display_name": self.name, "team": self.team_id}
-        return {
-            "id": self.id,
-            "team_id": self.team_id,
-            "name": self.name,
-            "real_name": self.real_name,
-            "deleted": False,
-            "is_bot": self.is_bot,
-            "is_admin": False,
-            "tz": "UTC",
-            "profile": profile,
-        }
-
-
-@dataclass
-class Message:
-    """A stored message; `bot_id` is None for messages a person wrote."""
-
-    channel: str
-    ts: str
-    user: str
-    text: str
-    blocks: list[JsonDict]
-    bot_id: str | None = None
-    thread_ts: str | None = None  # set on replies (and on parents when rendered)
-    subtype: str | None = None
-    edited: JsonDict | None = None
-    attachments: list[Any] | None = None
-
-
-@dataclass
-class Channel:
-    """A conversation. `is_member` says whether the bot is in it: a private channel the bot is
-    not in is invisible to it, a public one takes its posts only with chat:write.public."""
-
-    id: str
-    name: str
-    messages: list[Message] = field(default_factory=list)  # top level, ts order
-    threads: dict[str, list[Message]] = field(default_factory=dict)  # parent ts -> replies
-    is_private: bool = False
-    is_member: bool = True
-    is_archived: bool = False
-    created: int = field(default_factory=lambda: int(time.time()))
-
-
-@dataclass
-class Ephemeral:
-    """A message only `user` sees: chat.postEphemeral, a response_url post, or an ack body."""
-
-    channel: str
-    user: str
-    text: str
-    blocks: list[JsonDict]
-    source: str  # "chat.postEphemeral" | "response_url" | "ack"
-    thread_ts: str | None = None
-
-
-@dataclass
-class ResponseUrlPost:
-    url: str
-    body: Any  # the JSON as received (None if it was not JSON)
-    status: int  # what the stand-in answered
-    answer: str
-
-
-@dataclass
-class ResponseUrl:
-    token: str
-    channel: str
-    user: str
-    issued_at: float
-    original: tuple[str, str] | None  # (channel, ts) of the message a click came from
-    uses: int = 0
-
-
-@dataclass
-class Trigger:
-    id: str
-    user: str
-    issued_at: float
-    view_id: str | None = None  # set when the interaction came from a modal (views.push)
-    exchanged: bool = False
-
-
-@dataclass
-class View:
-    id: str
-    user: str  # the user the view was opened for (the trigger's user)
-    payload: JsonDict
-    hash: str
-    root_view_id: str
-    previous_view_id: str | None = None
-    closed: bool = False
-    values: JsonDict = field(default_factory=dict)  # state.values of the last submission
-    errors: JsonDict | None = None  # from a response_action "errors"
-
-    @property
-    def type(self) -> str:
-        return str(self.payload.get("type"))
-
-    @property
-    def external_id(self) -> str:
-        return str(self.payload.get("external_id", ""))
 
 
 class SlackState:
@@ -197,6 +80,7 @@ class SlackState:
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
+        self.feed = ChangeFeed()  # what changed, for the browser page's live updates
         self.channels: dict[str, Channel] = {}
         self.ephemerals: list[Ephemeral] = []
         self.response_posts: list[ResponseUrlPost] = []
@@ -204,6 +88,7 @@ class SlackState:
         self.home: dict[str, View] = {}
         self.users: dict[str, User] = {}
         self.usergroups: dict[str, list[str]] = {}  # S... id -> member user ids
+        self.usergroup_handles: dict[str, str] = {}  # S... id -> handle, for mentions
         self.triggers: dict[str, Trigger] = {}
         self.response_urls: dict[str, ResponseUrl] = {}
         self.calls: list[ApiCall] = []
@@ -239,16 +124,25 @@ class SlackState:
         return 429 if (self.fault_count // self.fault_every) % 2 else 500
 
     def add_user(
-        self, user_id: str, name: str, *, real_name: str | None = None, is_bot: bool = False
+        self,
+        user_id: str,
+        name: str,
+        *,
+        real_name: str | None = None,
+        is_bot: bool = False,
+        title: str = "",
     ) -> User:
-        user = User(user_id, name, real_name or name, self.team_id, is_bot)
+        user = User(user_id, name, real_name or name, self.team_id, is_bot, title)
         self.users[user_id] = user
+        self.feed.publish("channel")
         return user
 
-    def add_usergroup(self, group_id: str, members: list[str]) -> None:
+    def add_usergroup(self, group_id: str, members: list[str], *, handle: str = "") -> None:
         for user_id in members:
             self.acting_user(user_id)
         self.usergroups[group_id] = list(members)
+        if handle:
+            self.usergroup_handles[group_id] = handle
 
     def add_channel(
         self,
@@ -267,6 +161,7 @@ class SlackState:
             channel = Channel(channel_id, name or channel_id.lower(), is_private=is_private)
             channel.is_member, channel.is_archived = member, archived
             self.channels[channel_id] = channel
+            self.feed.publish("channel", channel=channel_id)
         return channel
 
     # -- reading ------------------------------------------------------------------------------
@@ -365,7 +260,20 @@ class SlackState:
             if broadcast:
                 message.subtype = "thread_broadcast"
                 target.messages.append(message)
+        self.feed.publish("message", channel=channel, ts=message.ts, thread_ts=parent)
         return message
+
+    def add_ephemeral(self, ephemeral: Ephemeral) -> Ephemeral:
+        """Show `ephemeral` to its user now."""
+        ephemeral.ts = ephemeral.ts or self.next_ts()
+        self.ephemerals.append(ephemeral)
+        self.feed.publish(
+            "ephemeral",
+            channel=ephemeral.channel,
+            user=ephemeral.user,
+            thread_ts=ephemeral.thread_ts,
+        )
+        return ephemeral
 
     def update(self, message: Message, *, text: str | None, blocks: list[JsonDict] | None) -> None:
         if text is not None:
@@ -373,6 +281,12 @@ class SlackState:
         if blocks is not None:
             message.blocks = with_block_ids(blocks)
         message.edited = {"user": self.bot_user_id, "ts": self.next_ts()}
+        self._message_changed(message)
+
+    def _message_changed(self, message: Message) -> None:
+        self.feed.publish(
+            "message", channel=message.channel, ts=message.ts, thread_ts=message.thread_ts
+        )
 
     def delete(self, message: Message) -> None:
         channel = self.channels[message.channel]
@@ -382,10 +296,12 @@ class SlackState:
                 [],
                 "tombstone",
             )
+            self._message_changed(message)
             return
         channel.messages = [m for m in channel.messages if m is not message]
         for parent, replies in channel.threads.items():
             channel.threads[parent] = [m for m in replies if m is not message]
+        self._message_changed(message)
 
     # -- triggers and response_urls -----------------------------------------------------------
 
@@ -423,7 +339,7 @@ class SlackState:
         ):
             raise SlackError("duplicate_external_id")
         view_id = "V" + "".join(secrets.choice(_ALNUM) for _ in range(10))
-        view = View(view_id, user, dict(payload), _new_hash(), root or view_id, prev)
+        view = View(view_id, user, dict(payload), new_hash(), root or view_id, prev)
         view.payload["blocks"] = with_block_ids(view.payload.get("blocks", []))
         return view
 
@@ -431,6 +347,7 @@ class SlackState:
         view = self._new_view(user, payload, None, None)
         self.views[view.id] = view
         self._stacks[view.id] = [view.id]
+        self.feed.publish("view", user=user)
         return view
 
     def push_view(self, below_id: str | None, user: str, payload: JsonDict) -> View:
@@ -444,7 +361,17 @@ class SlackState:
         view = self._new_view(user, payload, below.root_view_id, stack[-1])
         self.views[view.id] = view
         stack.append(view.id)
+        self.feed.publish("view", user=user)
         return view
+
+    def open_stack(self, user: str) -> list[View]:
+        """`user`'s open modals, bottom first (the last one opened, if several)."""
+        stacks = [
+            [self.views[v] for v in stack]
+            for stack in self._stacks.values()
+            if stack and self.views[stack[0]].user == user
+        ]
+        return stacks[-1] if stacks else []
 
     def find_view(self, view_id: str | None, external_id: str | None) -> View:
         for view in [*self.views.values(), *self.home.values()]:
@@ -461,7 +388,8 @@ class SlackState:
         view.payload = {**payload, "blocks": with_block_ids(payload.get("blocks", []))}
         if external_id and "external_id" not in payload:
             view.payload["external_id"] = external_id
-        view.hash, view.errors = _new_hash(), None
+        view.hash, view.errors = new_hash(), None
+        self.feed.publish("home" if self.home.get(view.user) is view else "view", user=view.user)
         return view
 
     def publish_home(self, user: str, payload: JsonDict, expected_hash: str | None) -> View:
@@ -470,6 +398,7 @@ class SlackState:
             return self.update_view(current, payload, expected_hash)
         view = self._new_view(user, payload, None, None)
         self.home[user] = view
+        self.feed.publish("home", user=user)
         return view
 
     def close_view(self, view: View, *, whole_stack: bool = False) -> None:
@@ -479,6 +408,7 @@ class SlackState:
         for view_id in stack[cut:]:
             self.views[view_id].closed = True
         del stack[cut:]
+        self.feed.publish("view", user=view.user)
 
     def view_json(self, view: View) -> JsonDict:
         """The view as views.* methods and interaction payloads render it."""
@@ -532,45 +462,3 @@ class SlackState:
             "is_enterprise_install": False,
             "enterprise": None,
         }
-
-
-def _new_hash() -> str:
-    return f"{int(time.time())}.{secrets.token_hex(4)}"
-
-
-def with_block_ids(blocks: list[JsonDict]) -> list[JsonDict]:
-    """Copies of `blocks`, each with a block_id: Slack fills in a random one where none is set."""
-    return [
-        {**b, "block_id": b.get("block_id") or "".join(secrets.choice(_ALNUM) for _ in range(5))}
-        for b in blocks
-    ]
-
-
-def find_button(blocks: list[JsonDict], action_id: str, value: str | None) -> tuple[str, JsonDict]:
-    """(block_id, button) for `action_id`; `value` picks among same-named buttons, if given."""
-    found = []
-    for block in blocks:
-        if block.get("type") == "actions":
-            elements = block.get("elements", [])
-        else:
-            elements = [block.get("accessory")] if block.get("type") == "section" else []
-        found += [
-            (str(block.get("block_id")), e)
-            for e in elements
-            if isinstance(e, dict) and e.get("type") == "button" and e.get("action_id") == action_id
-        ]
-    if not found:
-        raise LookupError(f"no button with action_id {action_id!r}")
-    return next((f for f in found if value is not None and f[1].get("value") == value), found[0])
-
-
-def button_action(block_id: str, button: JsonDict, value: str | None) -> JsonDict:
-    action: JsonDict = {"type": "button", "action_id": button["action_id"], "block_id": block_id}
-    action["text"] = button.get("text")
-    value = value if value is not None else button.get("value")
-    if value is not None:  # a given value that matches no button is sent as is: a forged click
-        action["value"] = value
-    if "style" in button:
-        action["style"] = button["style"]
-    action["action_ts"] = f"{time.time():.6f}"
-    return action

@@ -1,55 +1,457 @@
-"""Slack messages as terminal text, for the local demo: what a person would see in the channel."""
+"""Slack messages as terminal text, for the local demo: what a person would see in the channel.
+
+`mrkdwn_to_text` turns Slack mrkdwn into text a terminal shows (links, mentions, entities, emoji,
+bold and italic), `render_message` a message's blocks, and `transcript` a whole workspace of the
+Slack stand-in: each channel's messages once, in their final form, threads under their parents.
+`render` is what the interactive demo numbers its buttons with.
+
+Text reaching a terminal from outside (DAG ids, error messages, what people type) may carry
+control characters: every C0/C1 control but newline and tab, and every bidi override, is shown
+escaped (ESC as the four characters `\\x1b`) before the renderer adds ANSI codes of its own, so a
+hostile value can neither colour the terminal nor move its cursor.
+"""
 
 from __future__ import annotations
 
 import re
-from typing import Any
+import unicodedata
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
 
-_LINK = re.compile(r"<([^|>]+)\|([^>]+)>")
-_MENTION = re.compile(r"<[@#!]([^>|]+)(?:\|[^>]*)?>")
+from bot.standins.emoji import emojize
+from bot.standins.slack_state import Message, SlackState
+
+__all__ = [
+    "Directory",
+    "MessageLike",
+    "mrkdwn_to_text",
+    "render",
+    "render_message",
+    "sanitize",
+    "transcript",
+]
+
+JsonDict = dict[str, Any]
+
+BOLD = ("\x1b[1m", "\x1b[22m")
+ITALIC = ("\x1b[3m", "\x1b[23m")
+DIM = ("\x1b[2m", "\x1b[22m")  # 22 ends bold and dim alike
+_COLOURS = {"primary": ("\x1b[32m", "\x1b[39m"), "danger": ("\x1b[31m", "\x1b[39m")}
+DIVIDER_MAX = 40
+THREAD = "  │ "
+
+# Controls a terminal acts on: C0 but newline and tab, DEL, C1; and the bidi embeddings,
+# overrides and isolates, which reorder what follows them on the line.
+_UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_ENTITY = re.compile(r"&(lt|gt|amp);")
+_ENTITIES = {"lt": "<", "gt": ">", "amp": "&"}
+# What mrkdwn keeps from formatting: code blocks, code spans, and `<…>` sequences (links and
+# mentions), found left to right.
+_VERBATIM = re.compile(r"```.*?```|`[^`\n]+`|<[^<>]*>", re.DOTALL)
+# Inside code only `<…>` sequences and entities mean something.
+_CODE_TOKEN = re.compile(r"<[^<>]*>|&(?:lt|gt|amp);")
+# Stand-ins for verbatim pieces while formatting runs: NUL never survives `sanitize`.
+_SLOT = re.compile(r"\x00(\d+)\x00")
+# Slack's word-boundary rules: a marker opens where no word character (or marker) is before it
+# and a non-space follows, and closes after a non-space where no word character follows; the
+# span stays on one line. `snake_case_name` and `a*b` stay as typed.
+_STYLE = re.compile(
+    r"(?<![\w*_~])(?:"
+    r"\*(?=[^\s*])(?P<bold>[^\n]*?[^\s*])\*"
+    r"|_(?=[^\s_])(?P<italic>[^\n]*?[^\s_])_"
+    r"|~(?=[^\s~])(?P<strike>[^\n]*?[^\s~])~"
+    r")(?!\w)"
+)
 
 
-def _text(value: Any) -> str:
-    if not isinstance(value, dict):
-        return ""
-    text = str(value.get("text", ""))
-    text = _LINK.sub(r"\2 (\1)", text)
-    text = _MENTION.sub(r"@\1", text)
-    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+def sanitize(text: str) -> str:
+    """`text` with every control character a terminal acts on (C0/C1 but `\\n` and `\\t`, DEL)
+    and every bidi override or isolate shown escaped: ESC as `\\x1b`, U+202E as `\\u202e`."""
+
+    def escaped(found: re.Match[str]) -> str:
+        code = ord(found.group())
+        return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+    return _UNSAFE.sub(escaped, text)
 
 
-def _button(element: dict[str, Any], number: int) -> str:
-    return f"[{number}: {_text(element.get('text'))}]"
+def _decode(text: str) -> str:
+    """Slack's three entities decoded in one pass (`&amp;lt;` is `&lt;`, not `<`)."""
+    return _ENTITY.sub(lambda m: _ENTITIES[m.group(1)], text)
+
+
+@dataclass(frozen=True)
+class Directory:
+    """Who and what ids name: user names, user-group handles and channel names."""
+
+    users: Mapping[str, str] = field(default_factory=dict)
+    handles: Mapping[str, str] = field(default_factory=dict)  # S… id -> handle without `@`
+    channels: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, state: SlackState, handles: Mapping[str, str] | None = None) -> Directory:
+        """The names in `state`. A group mention shows the handle `handles` gives it, else the
+        one the workspace knows, else the label it carries, else its id."""
+        return cls(
+            users={user_id: user.name for user_id, user in state.users.items()},
+            handles={**state.usergroup_handles, **(handles or {})},
+            channels={channel_id: c.name for channel_id, c in state.channels.items()},
+        )
+
+    def user(self, user_id: str, label: str = "") -> str:
+        """The user's name (terminal-safe); `label`, then the id, if unknown."""
+        return sanitize(self.users.get(user_id) or label or user_id)
+
+    def handle(self, group_id: str, label: str = "") -> str:
+        return sanitize(self.handles.get(group_id) or label.lstrip("@") or group_id)
+
+    def channel(self, channel_id: str, label: str = "") -> str:
+        return sanitize(self.channels.get(channel_id) or label or channel_id)
+
+
+_NOBODY = Directory()
+
+
+class MessageLike(Protocol):
+    """What `render_message` reads of a message: a stored `Message`, an `Ephemeral`, …"""
+
+    @property
+    def text(self) -> str: ...
+
+    @property
+    def blocks(self) -> Sequence[Mapping[str, Any]]: ...
+
+
+# -- mrkdwn ---------------------------------------------------------------------------------------
+
+
+def _wrap(text: str, codes: tuple[str, str], ansi: bool) -> str:
+    return f"{codes[0]}{text}{codes[1]}" if ansi and text else text
+
+
+def _angle(inner: str, directory: Directory) -> str:
+    """A `<…>` sequence (already sanitized) as it reads: link, mention, group, broadcast."""
+    target, _, label = inner.partition("|")
+    label = emojize(_decode(label))
+    if target.startswith("@"):
+        return "@" + directory.user(target[1:], label.lstrip("@"))
+    if target.startswith("#"):
+        return "#" + directory.channel(target[1:], label.lstrip("#"))
+    if target.startswith("!subteam^"):
+        return "@" + directory.handle(target[len("!subteam^") :], label)
+    if target.startswith("!"):
+        # <!here>, <!channel>, <!everyone>; <!date^…|fallback> shows its fallback.
+        name = target[1:].split("^", 1)[0]
+        return label if label and name not in {"here", "channel", "everyone"} else f"@{name}"
+    url = _decode(target)
+    return f"{label} ({url})" if label and label != url else url
+
+
+def _code(piece: str, directory: Directory) -> str:
+    """A code span or block, backticks kept: links and mentions read as such, entities decoded,
+    nothing else (no emoji, no bold)."""
+
+    def token(found: re.Match[str]) -> str:
+        text = found.group()
+        return _decode(text) if text.startswith("&") else _angle(text[1:-1], directory)
+
+    return _CODE_TOKEN.sub(token, piece)
+
+
+def _styled(text: str, ansi: bool) -> str:
+    """Bold, italic and strike-through of a line of mrkdwn with its verbatim pieces taken out."""
+
+    def style(found: re.Match[str]) -> str:
+        if found.group("bold") is not None:
+            return _wrap(_styled(found.group("bold"), ansi), BOLD, ansi)
+        if found.group("italic") is not None:
+            return _wrap(_styled(found.group("italic"), ansi), ITALIC, ansi)
+        return _styled(found.group("strike"), ansi)
+
+    return _STYLE.sub(style, text)
+
+
+def mrkdwn_to_text(text: str, directory: Directory = _NOBODY, *, ansi: bool = False) -> str:
+    """Slack mrkdwn as terminal text: `<url|label>` as `label (url)`, mentions as `@name` and
+    `#channel`, entities decoded, emoji shortcodes as emoji, `*bold*` and `_italic_` in ANSI
+    bold and italic when `ansi` (else as plain text), `~strike~` as plain text; code spans and
+    blocks keep their backticks and are not formatted. Control characters in `text` are shown
+    escaped; with `ansi`, every ESC in the result starts one of the renderer's own codes."""
+    pieces: list[str] = []
+
+    def slot(found: re.Match[str]) -> str:
+        piece = found.group()
+        if piece.startswith("`"):
+            pieces.append(_code(piece, directory))
+        else:
+            pieces.append(_angle(piece[1:-1], directory))
+        return f"\x00{len(pieces) - 1}\x00"
+
+    held = _VERBATIM.sub(slot, sanitize(text))
+    shown = _decode(_styled(emojize(held), ansi))
+    return _SLOT.sub(lambda m: pieces[int(m.group(1))], shown)
+
+
+# -- blocks ---------------------------------------------------------------------------------------
+
+
+def _width(text: str) -> int:
+    """Columns `text` takes in a terminal (ANSI codes take none, wide characters two)."""
+    columns = 0
+    for char in _ANSI.sub("", text):
+        if unicodedata.combining(char) or unicodedata.category(char) in {"Mn", "Me", "Cf"}:
+            continue
+        columns += 2 if unicodedata.east_asian_width(char) in {"W", "F"} else 1
+    return columns
+
+
+def _indent(text: str, prefix: str) -> list[str]:
+    return [prefix + line if line else prefix.rstrip() for line in text.split("\n")]
+
+
+@dataclass
+class _Blocks:
+    """Renders one message's blocks; collects its buttons, numbered if `first_button` is set."""
+
+    directory: Directory
+    ansi: bool
+    width: int
+    first_button: int | None = None
+    buttons: list[JsonDict] = field(default_factory=list)
+
+    def text(self, value: Any) -> str:
+        """A text object: mrkdwn rendered, plain_text as typed (with emoji unless turned off)."""
+        if isinstance(value, str):
+            return mrkdwn_to_text(value, self.directory, ansi=self.ansi)
+        if not isinstance(value, Mapping):
+            return ""
+        text = value.get("text")
+        text = text if isinstance(text, str) else ""
+        if value.get("type") == "mrkdwn":
+            return mrkdwn_to_text(text, self.directory, ansi=self.ansi)
+        text = sanitize(text)
+        return text if value.get("emoji") is False else emojize(text)
+
+    def element(self, element: Any) -> str:
+        """An interactive element or image, as one bracketed word."""
+        if not isinstance(element, Mapping):
+            return ""
+        kind = element.get("type")
+        if kind == "button":
+            label = self.text(element.get("text"))
+            if isinstance(element, dict):
+                self.buttons.append(element)
+            if self.first_button is not None:
+                label = f"{self.first_button + len(self.buttons) - 1}: {label}"
+            colour = _COLOURS.get(str(element.get("style")))
+            return f"[{_wrap(label, colour, self.ansi)}]" if colour else f"[{label}]"
+        if kind == "image":
+            return f"[image: {sanitize(str(element.get('alt_text', '')))}]"
+        if kind == "overflow":
+            return "[⋯]"
+        initial = element.get("initial_option")
+        shown = initial.get("text") if isinstance(initial, Mapping) else None
+        shown = shown or element.get("placeholder") or element.get("initial_date")
+        label = self.text(shown) if shown else sanitize(str(kind or "element"))
+        return f"[{label} ▾]" if str(kind).endswith("select") else f"[{label}]"
+
+    def dim(self, text: str) -> str:
+        return _wrap(text.replace(DIM[1], DIM[1] + DIM[0]), DIM, self.ansi)
+
+    def fields(self, values: list[str]) -> list[str]:
+        """Two fields a line when every pair fits in `width`, else one a line; indented."""
+        left, right = values[0::2], values[1::2]
+        column = max(_width(v) for v in left)
+        if (
+            len(values) > 1
+            and not any("\n" in v for v in values)
+            and 2 + column + 3 + max(_width(v) for v in right) <= self.width
+        ):
+            lines = []
+            for i, first in enumerate(left):
+                second = right[i] if i < len(right) else ""
+                pad = " " * (column - _width(first) + 3) if second else ""
+                lines.append(f"  {first}{pad}{second}")
+            return lines
+        return [line for value in values for line in _indent(value, "  ")]
+
+    def block(self, block: Any) -> list[str]:
+        if not isinstance(block, Mapping):
+            return ["[unsupported block type]"]
+        kind = block.get("type")
+        if kind == "header":
+            return [_wrap(self.text(block.get("text")), BOLD, self.ansi)]
+        if kind == "section":
+            text = self.text(block.get("text"))
+            lines = text.split("\n") if text else []
+            accessory = self.element(block.get("accessory"))
+            if accessory:
+                lines = [*lines[:-1], f"{lines[-1]}  {accessory}"] if lines else [accessory]
+            raw = block.get("fields")
+            values = [self.text(f) for f in raw] if isinstance(raw, list) else []
+            return lines + (self.fields(values) if values else [])
+        if kind == "context":
+            raw = block.get("elements")
+            elements = raw if isinstance(raw, list) else []
+            line = "  ".join(
+                self.element(e)
+                if isinstance(e, Mapping) and e.get("type") == "image"
+                else self.text(e)
+                for e in elements
+            )
+            # Dimmed line by line; a bold inside ends with code 22, which ends dim too: renew it.
+            return [self.dim(part) for part in line.split("\n")] if line else []
+        if kind == "divider":
+            return ["─" * max(1, min(self.width, DIVIDER_MAX))]
+        if kind == "actions":
+            raw = block.get("elements")
+            shown = [self.element(e) for e in raw] if isinstance(raw, list) else []
+            return [" ".join(s for s in shown if s)]
+        if kind == "image":
+            return [f"[image: {sanitize(str(block.get('alt_text', '')))}]"]
+        if kind == "input":
+            return [f"{self.text(block.get('label'))}: ____"]
+        return ["[unsupported block type]"]
+
+    def message(self, blocks: Iterable[Any] | None, text: str) -> str:
+        if not blocks:
+            return mrkdwn_to_text(text, self.directory, ansi=self.ansi)
+        lines = [line for block in blocks for line in self.block(block)]
+        return "\n".join(lines).strip("\n")
+
+
+def render_message(
+    message: MessageLike, directory: Directory = _NOBODY, *, ansi: bool = False, width: int = 100
+) -> str:
+    """A message as terminal text: its blocks (a header in bold, a section's fields indented,
+    buttons as `[Label]`, a context dimmed when `ansi`, a divider as a rule at most 40 wide),
+    or its `text` if it has none. `width` is the terminal's: fields pair up if they fit."""
+    return _Blocks(directory, ansi, width).message(message.blocks, message.text)
 
 
 def render(
-    blocks: list[dict[str, Any]] | None, text: str, *, first_button: int = 1
+    blocks: list[dict[str, Any]] | None,
+    text: str,
+    *,
+    first_button: int | None = None,
+    directory: Directory = _NOBODY,
+    ansi: bool = False,
+    width: int = 100,
 ) -> tuple[str, list[dict[str, Any]]]:
-    """(text, buttons) of a message; buttons are numbered from `first_button` for clicking."""
-    if not blocks:
-        return _text({"text": text}), []
-    lines: list[str] = []
-    found: list[dict[str, Any]] = []
-    for block in blocks:
-        kind = block.get("type")
-        if kind in {"header", "section"}:
-            line = _text(block.get("text"))
-            fields = [_text(f) for f in block.get("fields", [])]
-            accessory = block.get("accessory")
-            if isinstance(accessory, dict) and accessory.get("type") == "button":
-                found.append(accessory)
-                line += "  " + _button(accessory, first_button + len(found) - 1)
-            lines.append(line.upper() if kind == "header" else line)
-            lines.extend(f"  {f}" for f in fields)
-        elif kind == "context":
-            lines.append("  " + "  ".join(_text(e) for e in block.get("elements", [])))
-        elif kind == "divider":
-            lines.append("-" * 40)
-        elif kind == "actions":
-            labels = []
-            for element in block.get("elements", []):
-                if element.get("type") == "button":
-                    found.append(element)
-                    labels.append(_button(element, first_button + len(found) - 1))
-            lines.append("  ".join(labels))
-    return "\n".join(line for line in lines if line.strip()), found
+    """(text, buttons) of a message, buttons in the order shown; with `first_button` they read
+    `[3: Approve]`, numbered from it for the demo's chat to click."""
+    renderer = _Blocks(directory, ansi, width, first_button)
+    return renderer.message(blocks, text), renderer.buttons
+
+
+# -- a workspace ----------------------------------------------------------------------------------
+
+
+def _clock(ts: str) -> str:
+    try:
+        return datetime.fromtimestamp(float(ts), tz=UTC).strftime("%H:%M")
+    except (ValueError, OverflowError, OSError):
+        return "--:--"
+
+
+def _is_dm(channel_id: str) -> bool:
+    return channel_id.startswith(("D", "U", "W"))
+
+
+def _dm_person(state: SlackState, channel_id: str, directory: Directory) -> str:
+    """Whom a DM is with: the user whose id it is (a DM opened by user id), else the person who
+    wrote or was shown something there, else the channel's name."""
+    if channel_id.startswith(("U", "W")):
+        return directory.user(channel_id)
+    found = state.channels.get(channel_id)
+    messages = [*found.messages, *(m for t in found.threads.values() for m in t)] if found else []
+    people = [m.user for m in messages if m.bot_id is None and m.user != state.bot_user_id]
+    people += [e.user for e in state.ephemerals if e.channel == channel_id]
+    if people:
+        return directory.user(people[0])
+    return sanitize(found.name) if found else sanitize(channel_id)
+
+
+@dataclass
+class _Transcript:
+    state: SlackState
+    directory: Directory
+    ansi: bool
+    lines: list[str] = field(default_factory=list)
+
+    def heading(self, channel_id: str) -> str:
+        if _is_dm(channel_id):
+            title = f"Direct message with @{_dm_person(self.state, channel_id, self.directory)}"
+        else:
+            title = f"#{self.directory.channel(channel_id)}"
+        return _wrap(title, BOLD, self.ansi)
+
+    def dim(self, text: str) -> str:
+        return _wrap(text, DIM, self.ansi)
+
+    def message(self, message: Message, prefix: str, *, also_in_channel: bool = False) -> None:
+        sender = self.directory.user(message.user)
+        sender = f"{sender} (app)" if message.bot_id is not None else sender
+        notes = [_clock(message.ts)]
+        if message.edited:
+            notes.append("(edited)")
+        if also_in_channel:
+            notes.append("(also sent to the channel)")
+        self.lines.append(f"{prefix}{_wrap(sender, BOLD, self.ansi)}  {self.dim('  '.join(notes))}")
+        body = render_message(message, self.directory, ansi=self.ansi)
+        self.lines += _indent(body, prefix + "  ")
+
+    def channel(self, channel_id: str, posted: Callable[[str], Sequence[Message]]) -> None:
+        self.lines += ["", self.heading(channel_id)]
+        ephemerals = [e for e in self.state.ephemerals if e.channel == channel_id]
+        messages = [m for m in posted(channel_id) if m.thread_ts in (None, m.ts)]
+        if not messages and not ephemerals:
+            self.lines.append(self.dim("  (no messages)"))
+        for message in messages:
+            self.lines.append("")
+            self.message(message, "")
+            for reply in self.state.thread(channel_id, message.ts):
+                broadcast = reply.subtype == "thread_broadcast"
+                self.message(reply, THREAD, also_in_channel=broadcast)
+        for ephemeral in ephemerals:
+            self.lines += ["", self.dim(f"Only visible to @{self.directory.user(ephemeral.user)}:")]
+            self.lines += _indent(render_message(ephemeral, self.directory, ansi=self.ansi), "  ")
+
+
+def _asked_for(channels: Sequence[str]) -> list[str]:
+    """Channel ids or names (`#` optional), each once."""
+    return list(dict.fromkeys(c.lstrip("#") for c in channels))
+
+
+def transcript(
+    state: SlackState,
+    *,
+    ansi: bool = False,
+    channels: Sequence[str] | None = None,
+    directory: Directory | None = None,
+) -> str:
+    """The workspace as text: each channel with messages (or each of `channels`, ids or names),
+    in the order they were created, under `#name` (a DM under `Direct message with @name`);
+    each top-level message once, in its final form, with its sender, time (UTC) and `(edited)`,
+    its thread replies under it after `  │ `; then what only one person saw there."""
+    shown = _Transcript(state, directory or Directory.of(state), ansi)
+    known: list[str] = list(state.channels)
+    known += [e.channel for e in state.ephemerals if e.channel not in state.channels]
+    known = list(dict.fromkeys(known))
+    if channels is not None:
+        wanted = set(_asked_for(channels))
+        named = {c.id for c in state.channels.values() if c.name in wanted}
+        picked = [c for c in known if c in wanted or c in named]
+        names = {c.name for c in state.channels.values()}
+        picked += [c for c in _asked_for(channels) if c not in {*known, *names}]
+    else:
+        with_ephemerals = {e.channel for e in state.ephemerals}
+        picked = [c for c in known if state.messages(c) or c in with_ephemerals]
+    for channel_id in picked:
+        shown.channel(channel_id, state.messages)
+    if not picked:
+        return "(no messages)"
+    return "\n".join(shown.lines).strip("\n")

@@ -271,3 +271,33 @@ async def test_a_failed_backfill_says_why_and_retry_reruns_only_what_did_not_suc
 
         finished = await eventually(done, timeout_s=60)
         assert finished.state == "succeeded"
+
+
+async def test_reruns_reported_while_the_backfill_runs_leave_the_alert_showing_its_success(
+    tmp_path: Path, food_delivery_marquez: StandInServer
+) -> None:
+    # Airflow's provider reports the root DAG's reruns as soon as they succeed, while the DAGs
+    # downstream still run: the alert resolves then, and must show the success at the end.
+    async with story_bot(tmp_path, food_delivery_marquez, story_config(), run_seconds=0.3) as (
+        bot,
+        _,
+    ):
+        await post_events(bot, [run_event("FAIL", day) for day in DAYS])
+        [alert] = alerts(bot)
+        await click(bot, alert, ActionId.INCIDENT_APPROVE, OWNER)
+
+        async def root_done() -> bool | None:
+            found = await incident(bot)
+            if found.backfill_request_id is None:
+                return None
+            request = await request_of(bot, found.backfill_request_id)
+            return True if request.steps[0].state == "succeeded" else None
+
+        await eventually(root_done, timeout_s=60)
+        await post_events(bot, [run_event("COMPLETE", day) for day in DAYS])
+        request = await backfill_of_incident(bot)
+        assert request.state == "succeeded"
+        [alert] = alerts(bot)
+        assert "now resolved" in alert.text
+        assert f"Backfill `{request.id}` succeeded" in shown(alert)
+        assert "running" not in shown(alert)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import aiohttp
 
-from bot.cli import DEMO_DAG
+DEMO_DAG = "example.etl_orders"
 
 
 def free_port() -> int:
@@ -62,44 +62,62 @@ async def test_standin_command_serves_the_seed_until_stopped() -> None:
         await asyncio.wait_for(process.wait(), timeout=30)
 
 
-async def test_demo_plays_the_conversation_over_the_stand_ins(tmp_path: Path) -> None:
+async def test_demo_headless_prints_the_whole_story_once_in_its_final_form(
+    tmp_path: Path,
+) -> None:
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot", "demo",
+        sys.executable, "-m", "bot", "demo", "--headless",
         env=clean_env(DATABASE_URL=f"sqlite:///{tmp_path / 'demo.db'}"),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
-    out, err = await asyncio.wait_for(process.communicate(), timeout=90)
-    assert process.returncode == 0, err.decode()
+    out, err = await asyncio.wait_for(process.communicate(), timeout=120)
+    assert process.returncode == 0, out.decode() + err.decode()
     text = out.decode()
-    assert f"@U0REQUEST1: /backfill {DEMO_DAG} 2021-06-04..2021-06-06" in text
-    assert "BACKFILL PLAN: EXAMPLE.ETL_ORDERS 2021-06-04..2021-06-06" in text
-    assert "[1: Approve]  [2: Cancel]" in text
-    assert "@U0ALICE001 clicks [Approve]" in text
-    assert "approved by @U0ALICE001" in text
-    # run on the Airflow stand-in, in lineage order, with progress in the thread
-    assert "Airflow stand-in http://127.0.0.1:" in text
-    assert ":arrow_forward: `example.etl_orders` started: 3 runs" in text
-    assert text.index("`example.etl_orders` succeeded") < text.index(
+    story, _, transcript = text.partition("\n#orders\n")
+    assert "Airflow stand-in http://127.0.0.1:" in story
+    assert "▸ @alice (orders) clicks Approve backfill in the alert and confirms" in story
+    # the alert, once, in its final form: resolved, naming the backfill that fixed it
+    assert transcript.count("failed, now resolved for 2021-06-04 to 2021-06-06") == 1
+    assert "failed for 2021-06-04 to 2021-06-06 ·" not in transcript  # no earlier copy
+    assert "(edited)" in transcript
+    # progress in the alert's thread, with emoji and formatting rendered for a terminal
+    assert "│   🟢 Succeeded · backfill of `example.etl_orders` 2021-06-04..2021-06-06" in text
+    assert text.index("│   ▶️ `example.etl_orders` started") < text.index(
         "`example.etl_orders_7_days` started"
     )
-    assert "*Backfill succeeded*" in text
-    assert ":large_green_circle: *Succeeded* · backfill of `example.etl_orders`" in text
+    assert ":large_green_circle:" not in text
+    assert "*Succeeded*" not in text
+    assert "BACKFILL PLAN" not in text  # headers are not shouted
+    # the other teams told, and the SLA miss reaching the owners of the reports downstream
+    logistics = transcript.split("\n#logistics\n")[1].split("\n#analytics\n")[0]
+    assert "reruns your DAGs" in logistics
+    assert "Weekly delivery times will be late" in logistics
+    assert "Weekly KPIs will be late" in transcript.split("\n#analytics\n")[1]
+    assert "Only visible to @alice:" in transcript  # the second-person rule, told to her
+    assert "\x1b[" not in text  # not a terminal: no colour codes
 
 
-async def test_chat_lets_a_person_type_and_click(tmp_path: Path) -> None:
+async def test_chat_answers_each_command_as_soon_as_the_bot_has(tmp_path: Path) -> None:
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "bot", "chat",
         env=clean_env(DATABASE_URL=f"sqlite:///{tmp_path / 'chat.db'}"),
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
-    script = b"/backfill example.etl_orders 2021-06-04 --only\nas U0ALICE001\nclick 2\nquit\n"
-    out, err = await asyncio.wait_for(process.communicate(script), timeout=90)
+    # Two commands answered by an ephemeral alone: each used to wait ~33 s for a channel post
+    # that never came, so this script took over a minute.
+    script = (
+        b"/backfill help\n/backfill status\n"
+        b"/backfill example.etl_orders 2021-06-04 --only\nas U0ALICE001\nclick 2\nquit\n"
+    )
+    out, err = await asyncio.wait_for(process.communicate(script), timeout=50)
     assert process.returncode == 0, err.decode()
     text = out.decode()
+    assert "The same workspace in a browser: http://127.0.0.1:" in text
+    assert text.count("(only @riley sees this)") >= 2
     assert "1 DAG" in text
     assert "@U0ALICE001 clicks [Cancel]" in text
-    assert ":no_entry:" in text or "Cancelled backfill" in text
+    assert "🚫" in text or "Cancelled backfill" in text
 
 
 async def test_db_upgrade_creates_the_schema(tmp_path: Path) -> None:

@@ -351,19 +351,17 @@ async def test_doctor_checks_the_installed_standins_and_the_database(
     assert result.code == 1, result.out
 
 
-async def test_demo_plays_a_backfill_to_the_end(installed: Installed) -> None:
+async def test_demo_plays_the_story_to_the_end(installed: Installed) -> None:
     # No BOT_CONFIG: the demo reads the example config inside the package, renders its Slack
     # messages from the package's templates, and runs on its own stand-ins and database.
-    result = await run(installed, "demo")
-    assert result.code == 0, result.err
+    result = await run(installed, "demo", "--headless")
+    assert result.code == 0, result.out + result.err
     assert "Traceback" not in result.err, result.err
     text = result.out
-    assert "BACKFILL PLAN: EXAMPLE.ETL_ORDERS 2021-06-04..2021-06-06" in text
-    # owners from examples/bot-config.yml (Marquez alone names no owner for this DAG)
-    assert "after example.etl_orders_7_days · owners: logistics" in text
-    assert "@U0ALICE001 clicks [Approve]" in text  # a member of the example's orders team
-    assert "*Backfill succeeded*" in text
-    assert ":large_green_circle: *Succeeded* · backfill of `example.etl_orders`" in text
+    assert "#orders" in text
+    assert "failed, now resolved for 2021-06-04 to 2021-06-06" in text
+    assert "🟢 Succeeded · backfill of `example.etl_orders` 2021-06-04..2021-06-06" in text
+    assert "Weekly KPIs will be late" in text  # the SLA miss, told to the report's owners
 
 
 async def test_serve_answers_healthz_and_stops_cleanly_on_sigterm(installed: Installed) -> None:
@@ -386,12 +384,15 @@ async def test_serve_answers_healthz_and_stops_cleanly_on_sigterm(installed: Ins
         log = scratch / "serve.log"
         async with running(installed, "serve", log=log, **env) as (bot, line):
             assert line == f"backfill-bot listening on http://127.0.0.1:{port}"
-            async with (
-                aiohttp.ClientSession() as session,
-                session.get(f"http://127.0.0.1:{port}/healthz") as reply,
-            ):
-                assert reply.status == 200
-                assert (await reply.json())["ok"] is True
+            async with aiohttp.ClientSession() as session:
+                async with session.get(f"http://127.0.0.1:{port}/healthz") as reply:
+                    assert reply.status == 200
+                    assert (await reply.json())["ok"] is True
+                # the Slack stand-in's page and its scripts come from the installed package
+                for path in ("/", "/ui/main.js", "/ui/style.css"):
+                    async with session.get(f"{url_in(slack)}{path}") as reply:
+                        assert reply.status == 200, path
+                        assert len(await reply.read()) > 100, path
             bot.send_signal(signal.SIGTERM)  # how a PaaS stops it
             code = await asyncio.wait_for(bot.wait(), timeout=60)
         errors = await asyncio.to_thread(log.read_text)
