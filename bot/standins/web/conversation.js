@@ -1,6 +1,6 @@
 // The channel pane: main#channel with its header, message list and composer.
 import { el, reconcile, atBottom, compareTs } from './dom.js';
-import { renderMessage, renderLocal } from './message.js';
+import { renderMessage, renderLocal, clickIn } from './message.js';
 
 /** A conversation's title: "# name" for channels, the person's name for DMs. */
 export function conversationName(app, channel) {
@@ -18,12 +18,7 @@ export function createConversation(app, composer) {
   let gen = 0;
   let shown = null;
 
-  async function onAction(item, e) {
-    const { user, channel } = app.state;
-    const r = await app.api.click(user, channel, item.ts, e);
-    if (!r.ok) app.localError(channel, r.error || 'The click failed.');
-    app.kick();
-  }
+  const onAction = (item, e) => clickIn(app, item, e);
 
   const onOpenThread = (ts) => app.navigate({ thread: ts });
 

@@ -39,6 +39,14 @@ function head(name, isBot, ts) {
  * opts: {inThread, onAction(item, element) -> Promise, onOpenThread(ts)}.
  * Blocks win over text, as in Slack; text is the fallback.
  */
+/** A button clicked in a message of the open channel (or its thread), as the acting member. */
+export async function clickIn(app, item, e) {
+  const { user, channel } = app.state;
+  const r = await app.api.click(user, channel, item.ts, e);
+  if (!r.ok) app.localError(channel, r.error || 'The click failed.');
+  app.kick();
+}
+
 export function renderMessage(item, app, opts) {
   const isBot = item.kind === 'ephemeral' || Boolean(item.bot_id) || item.user === app.ws.bot.user_id;
   const user = app.lookups.user(item.user);

@@ -1,6 +1,6 @@
 // The thread pane: aside#thread beside the channel, parent first then the replies.
 import { el, reconcile, atBottom } from './dom.js';
-import { renderMessage } from './message.js';
+import { renderMessage, clickIn } from './message.js';
 import { conversationName } from './conversation.js';
 
 export function createThread(app) {
@@ -13,12 +13,7 @@ export function createThread(app) {
   let gen = 0;
   let shown = null;
 
-  async function onAction(item, e) {
-    const { user, channel } = app.state;
-    const r = await app.api.click(user, channel, item.ts, e);
-    if (!r.ok) app.localError(channel, r.error || 'The click failed.');
-    app.kick();
-  }
+  const onAction = (item, e) => clickIn(app, item, e);
 
   function render(parent, items) {
     const key = `${app.state.channel} ${app.state.thread} ${app.state.user}`;
