@@ -28,6 +28,7 @@ import handlers.home
 from bot.app_services import Services
 from bot.clients.http import DEFAULT_RETRY
 from bot.clients.marquez import MarquezClient, RetryPolicy
+from bot.clients.sink_sender import SinkSender
 from bot.clients.slack_calls import counted
 from bot.clients.slack_sender import OutboxSender
 from bot.config import BotConfig
@@ -44,6 +45,7 @@ from bot.services.access import SlackGroups
 from bot.services.backfill_retry import RetryService
 from bot.services.backfills import BackfillService
 from bot.services.home import HomeService
+from bot.services.hub import Hub
 from bot.services.incident_actions import IncidentActions
 from bot.services.incidents import IncidentService
 from bot.services.index_planner import IndexPlanner
@@ -141,6 +143,9 @@ def build_services(settings: Settings, config: BotConfig, given: AsyncWebClient)
         wake_sender=sender.wake,
         notices=TeamNotices(config, metrics=metrics),
     )
+    # Sinks beyond Slack (PagerDuty, webhooks): the hub owes them rows, one sender delivers.
+    sinks = SinkSender(sessions, config, metrics=metrics, wake_slack=sender.wake)
+    metrics.sink_names = tuple(sink.name for sink in config.sinks)
     incidents = IncidentService(
         sessions,
         config,
@@ -150,6 +155,7 @@ def build_services(settings: Settings, config: BotConfig, given: AsyncWebClient)
         wake_sender=sender.wake,
         airflow_ui=airflow_ui(settings, config, runner),
         metrics=metrics,
+        hub=Hub(config, wake_sender=sinks.wake),
     )
     incident_actions = IncidentActions(
         sessions, incidents.alerts, backfills, wake_sender=sender.wake
@@ -185,6 +191,7 @@ def build_services(settings: Settings, config: BotConfig, given: AsyncWebClient)
     return Services(
         settings, config, engine, sessions, slack, sender, backfills, incidents,
         incident_actions, home, poller, sla, retries, metrics, readiness, runner, reconciler,
+        sinks,
     )  # fmt: skip
 
 
@@ -319,6 +326,8 @@ def create_web_app(
             asyncio.create_task(services.sender.run_forever(), name="outbox-sender"),
             asyncio.create_task(resumer.run_forever(), name="resume-approved"),
         ]
+        if services.sinks is not None:
+            tasks.append(asyncio.create_task(services.sinks.run_forever(), name="sink-sender"))
         tasks.append(asyncio.create_task(services.incidents.run_forever(), name="incidents"))
         scheduler = AsyncIOScheduler(timezone="UTC")
         services.poller.schedule(scheduler)
@@ -352,6 +361,8 @@ def create_web_app(
         scheduler.pause()
         resumer.stop()
         services.sender.stop()
+        if services.sinks is not None:
+            services.sinks.stop()
         services.incidents.stop()
         if services.runner is not None:
             services.runner.stop()

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from bot.clients.sink_sender import SinkSender
 from bot.clients.slack_sender import OutboxSender
 from bot.config import BotConfig
 from bot.executors.runner import Runner
@@ -44,3 +45,5 @@ class Services:
     """The step runner, unless backfills are run by hand (BOT_EXECUTOR=manual)."""
     reconciler: Reconciler | None = None
     """Keeps the local lineage index in step with Marquez (None: index disabled)."""
+    sinks: SinkSender | None = None
+    """Delivers what the hub owes sinks beyond Slack (PagerDuty, webhooks)."""

@@ -179,7 +179,7 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 def _config(settings: Settings) -> BotConfig:
     try:
-        return load_config(settings.bot_config)
+        return load_config(settings.bot_config, os.environ)
     except ConfigError as exc:
         raise CliError(str(exc), EXIT_CONFIG) from None
 
@@ -239,7 +239,7 @@ def _run(args: argparse.Namespace) -> str | None:
             raise CliError(problem, EXIT_BAD_INPUT)
         return asyncio.run(events_cli.run(args, settings.database_url))
     if args.command == "doctor":  # before _config: doctor reports a bad BOT_CONFIG as a row
-        sys.exit(doctor.main(settings))
+        sys.exit(doctor.main(settings, environ=os.environ))
     config = _config(settings)
     if args.command == "plan":
         return asyncio.run(_plan(args, settings, config))

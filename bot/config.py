@@ -8,7 +8,7 @@ one Marquez namespace (namespaces may themselves contain `:` and `/`, hence the 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -18,6 +18,7 @@ import yaml
 from croniter import croniter
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from bot.config_sinks import HubSettings, Sink, expand_references
 from bot.domain.model import DagRef, DatasetRef
 
 _DURATION = re.compile(r"^\s*(?:(?P<d>\d+)d)?\s*(?:(?P<h>\d+)h)?\s*(?:(?P<m>\d+)m)?\s*$")
@@ -62,6 +63,8 @@ class Team(_Strict):
     channel: str | None = None
     members: tuple[str, ...] = ()
     user_groups: tuple[str, ...] = ()
+    sinks: tuple[str, ...] = ()
+    """Names from `sinks:` that also get this team's failures (opened, acknowledged, resolved)."""
 
 
 class Ownership(_Strict):
@@ -259,6 +262,8 @@ class BotConfig(_Strict):
     execution: Execution = Execution()
     watch: Watch = Watch()
     index: IndexSettings = IndexSettings()
+    sinks: tuple[Sink, ...] = ()
+    hub: HubSettings = HubSettings()
 
     @model_validator(mode="after")
     def _references(self) -> BotConfig:
@@ -275,7 +280,21 @@ class BotConfig(_Strict):
                 raise ValueError(
                     f"{section} refers to team '{team}', which is not declared under teams"
                 )
+        sinks = [s.name for s in self.sinks]
+        repeated = sorted({n for n in sinks if sinks.count(n) > 1})
+        if repeated:
+            raise ValueError(f"sink names must be unique; repeated: {', '.join(repeated)}")
+        for team_config in self.teams:
+            for name in team_config.sinks:
+                if name not in sinks:
+                    raise ValueError(
+                        f"team '{team_config.name}' sends to sink '{name}', which is not "
+                        "declared under sinks"
+                    )
         return self
+
+    def sink(self, name: str) -> Sink | None:
+        return next((s for s in self.sinks if s.name == name), None)
 
     def team(self, name: str) -> Team | None:
         return next((t for t in self.teams if t.name == name), None)
@@ -320,20 +339,27 @@ def _describe(error: ValidationError, source: str) -> str:
     return "\n".join(lines)
 
 
-def parse_config(data: Any, *, source: str = "BOT_CONFIG") -> BotConfig:
-    """Validate an already-parsed YAML document."""
+def parse_config(
+    data: Any, *, source: str = "BOT_CONFIG", environ: Mapping[str, str] | None = None
+) -> BotConfig:
+    """Validate an already-parsed YAML document; `environ` fills the sinks' `${VAR}`s."""
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: the top level must be a mapping of sections, not {data!r}")
+    try:
+        data = expand_references(data, environ or {})
+    except KeyError as exc:
+        raise ConfigError(f"{source}: sinks: ${{{exc.args[0]}}} is not set") from None
     try:
         return BotConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(_describe(exc, source)) from None
 
 
-def load_config(path: Path | None) -> BotConfig:
-    """Read BOT_CONFIG; no path means the defaults (no teams, no rules)."""
+def load_config(path: Path | None, environ: Mapping[str, str] | None = None) -> BotConfig:
+    """Read BOT_CONFIG; no path means the defaults (no teams, no rules). `environ` fills the
+    sinks' `${VAR}` references (the composition root passes the process environment)."""
     if path is None:
         return BotConfig()
     source = f"BOT_CONFIG {path}"
@@ -345,4 +371,4 @@ def load_config(path: Path | None) -> BotConfig:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{source}: is not valid YAML: {exc}") from None
-    return parse_config(data, source=source)
+    return parse_config(data, source=source, environ=environ)

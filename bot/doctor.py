@@ -13,7 +13,7 @@ import argparse
 import asyncio
 import logging
 import sys
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 from typing import TextIO
 
 from bot.doctor_checks import (
@@ -60,9 +60,9 @@ async def _guarded(name: str, checks: Awaitable[list[Row]]) -> list[Row]:
         return [Row(name, Result.FAIL, detail, "rerun with --debug for the traceback")]
 
 
-async def check(settings: Settings) -> list[Row]:
-    """Every check's rows, in a fixed order."""
-    config, first = config_row(settings)
+async def check(settings: Settings, environ: Mapping[str, str] | None = None) -> list[Row]:
+    """Every check's rows, in a fixed order (`environ` fills BOT_CONFIG's `${VAR}`s)."""
+    config, first = config_row(settings, environ)
     catalog = asyncio.create_task(load_dags(settings))
     try:
         found = await asyncio.gather(
@@ -105,9 +105,11 @@ def render(rows: list[Row]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(settings: Settings, out: TextIO | None = None) -> int:
+def main(
+    settings: Settings, out: TextIO | None = None, environ: Mapping[str, str] | None = None
+) -> int:
     """Run every check, print the table to `out` (stdout), and return the exit code."""
-    rows = asyncio.run(check(settings))
+    rows = asyncio.run(check(settings, environ))
     text = redact(render(rows), settings.database_url)  # no row may show the database password
     (out or sys.stdout).write(text)
     return EXIT_PROBLEMS if any(r.result == Result.FAIL for r in rows) else 0

@@ -63,7 +63,9 @@ def dag_name(dag: DagRef) -> str:
 # -- BOT_CONFIG -------------------------------------------------------------------------------
 
 
-def config_row(settings: Settings) -> tuple[BotConfig | None, Row]:
+def config_row(
+    settings: Settings, environ: Mapping[str, str] | None = None
+) -> tuple[BotConfig | None, Row]:
     """The loaded BOT_CONFIG (None when it is invalid) and its row."""
     if settings.bot_config is None:
         row = Row(
@@ -75,7 +77,7 @@ def config_row(settings: Settings) -> tuple[BotConfig | None, Row]:
         )
         return BotConfig(), row
     try:
-        config = load_config(settings.bot_config)
+        config = load_config(settings.bot_config, environ)
     except ConfigError as exc:
         return None, Row("BOT_CONFIG", Result.FAIL, str(exc), CONFIG_FIX)
     detail = (

@@ -191,6 +191,23 @@ class Metrics:
             ["system", "kind"],
             registry=r,
         )
+        self.sink_deliveries = Counter(
+            "backfill_bot_sink_deliveries",
+            "Attempts to deliver to sinks beyond Slack, by sink and outcome: delivered, retry "
+            "(the sink failed; tried again with backoff), refused (a 4xx: not sent again).",
+            ["sink", "outcome"],
+            registry=r,
+        )
+        self.sink_pending = Gauge(
+            "backfill_bot_sink_pending", "Deliveries owed to each sink.", ["sink"], registry=r
+        )
+        self.sink_failing = Gauge(
+            "backfill_bot_sink_failing",
+            "1 while a sink is failing (told in the ops channel), else 0.",
+            ["sink"],
+            registry=r,
+        )
+        self.sink_names: tuple[str, ...] = ()  # BOT_CONFIG's sinks, set by the composition root
         self._slack_methods = _Labels()
         self._slack_statuses = _Labels()
         # Series that exist from the start: a rate over them works before the first event.
@@ -255,6 +272,9 @@ class Metrics:
             self.backfills.labels(state.value).set(found.requests.get(state.value, 0))
         for step_state in StepState:
             self.backfill_steps.labels(step_state.value).set(found.steps.get(step_state.value, 0))
+        for sink in self.sink_names:
+            self.sink_pending.labels(sink).set(found.sink_pending.get(sink, 0))
+            self.sink_failing.labels(sink).set(1 if sink in found.failing_sinks else 0)
         newest = min(found.newest_event, now) if found.newest_event else None
         for cursor in found.cursors:
             self.poll_lag.labels(cursor.name).set(_seconds(now - cursor.position))

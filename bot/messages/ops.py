@@ -12,6 +12,7 @@ from typing import Any
 from bot.messages._render import SENTENCE, clip, plural, render
 
 _FACT = 500
+_SINK = 80  # a sink's name as BOT_CONFIG spells it (at most 63 characters there)
 
 
 def unreachable(reason: str, resume_from: datetime) -> dict[str, Any]:
@@ -98,3 +99,39 @@ def _notice(icon: str, title: str, text: str, facts: Sequence[str]) -> dict[str,
 
 def _moment(value: datetime) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def sink_failing(sink: str, kind: str, error: str, *, queued: int) -> dict[str, Any]:
+    """The ops notice posted once when a sink beyond Slack keeps failing."""
+    sink = clip(sink, _SINK)
+    return _notice(
+        ":warning:",
+        f"Sink {sink} failing",
+        f"The bot cannot deliver to the {kind} sink {sink} and retries with backoff. Nothing "
+        f"owed to it is dropped: {plural(queued, 'notice')} wait and go out in order once it "
+        "answers.",
+        [f"Error: {error}"],
+    )
+
+
+def sink_refused(sink: str, kind: str, error: str) -> dict[str, Any]:
+    """The ops notice posted once when a sink refuses what it is sent (it will not retry)."""
+    sink = clip(sink, _SINK)
+    return _notice(
+        ":no_entry:",
+        f"Sink {sink} refused a notice",
+        f"The {kind} sink {sink} refused a notice as invalid, so it is not sent again; the "
+        "others still are. Check the sink's settings in BOT_CONFIG.",
+        [f"Error: {error}"],
+    )
+
+
+def sink_recovered(sink: str, kind: str) -> dict[str, Any]:
+    """The ops notice posted once when a failing sink takes deliveries again."""
+    sink = clip(sink, _SINK)
+    return _notice(
+        ":white_check_mark:",
+        f"Sink {sink} recovered",
+        f"The {kind} sink {sink} takes deliveries again; what waited for it is being sent.",
+        [],
+    )

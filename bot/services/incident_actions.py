@@ -75,6 +75,7 @@ class IncidentActions:
             incident.updated_at = self.clock()
             await session.flush()
             await self._audit(session, incident, user=user, action="incident.acknowledged")
+            await self.alerts.hub.incident(session, incident, "failure.acknowledged")
             await self.alerts.alert(session, incident)
             await self.alerts.reply(session, incident, watch_messages.acknowledged(user))
         self.wake_sender()

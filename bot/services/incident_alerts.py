@@ -19,6 +19,7 @@ from bot.domain.model import DagRef
 from bot.domain.proposal import Proposal, propose
 from bot.messages import watch as watch_messages
 from bot.metrics import Metrics
+from bot.services.hub import Hub
 from bot.services.links import AirflowUi, Links
 from bot.store import incidents as store
 from bot.store import outbox, repository, run_history
@@ -38,11 +39,13 @@ class AlertOutbox:
         clock: Callable[[], datetime],
         airflow_ui: AirflowUi | None = None,
         metrics: Metrics | None = None,
+        hub: Hub | None = None,
     ) -> None:
         self.config = config
         self.clock = clock
         self.metrics = metrics or Metrics()
         self.links = Links(config, marquez_web_url=marquez_web_url, airflow_ui=airflow_ui)
+        self.hub = hub or Hub(config)  # the incident's life, owed to sinks beyond Slack
 
     def snoozed(self, incident: Incident) -> bool:
         return snoozed(incident.snoozed_until, now=self.clock())

@@ -36,6 +36,7 @@ from bot.messages import ops as ops_messages
 from bot.messages import watch as watch_messages
 from bot.metrics import Metrics
 from bot.services.backfills import PlannerFactory
+from bot.services.hub import Hub
 from bot.services.incident_alerts import AlertOutbox, outage_words
 from bot.services.links import AirflowUi
 from bot.store import incidents as store
@@ -74,6 +75,7 @@ class IncidentService:
         clock: Callable[[], datetime] = utcnow,
         airflow_ui: AirflowUi | None = None,
         metrics: Metrics | None = None,
+        hub: Hub | None = None,
     ) -> None:
         self.sessions = sessions
         self.metrics = metrics or Metrics()
@@ -87,6 +89,7 @@ class IncidentService:
             clock=clock,
             airflow_ui=airflow_ui,
             metrics=self.metrics,
+            hub=hub,
         )
         self._worker = Worker("incidents", self.process, every_s=5.0, again_while_busy=True)
         self._pending: dict[str, asyncio.Task[None]] = {}
@@ -229,6 +232,7 @@ class IncidentService:
                 session.add(incident)
                 await session.flush()
                 await self.alerts.alert(session, incident, new=True, gather=True)
+                await self.alerts.hub.incident(session, incident, "failure.opened")
                 _log(session, incident, "opened")
         except IntegrityError:  # another process opened it first: this is a repeat
             task.cancel()
@@ -262,6 +266,7 @@ class IncidentService:
         await session.flush()
         if outcome.reopens:
             _log(session, incident, "reopened")
+            await self.alerts.hub.incident(session, incident, "failure.opened")
         if incident.root_id is not None:
             root = await store.get(session, incident.root_id, lock=True)
             if root is not None and root.state == IncidentState.OPEN:
@@ -322,6 +327,7 @@ class IncidentService:
             store.move(incident, IncidentState.RESOLVED, now=self.clock())
             await session.flush()
             _log(session, incident, "resolved")
+            await self.alerts.hub.incident(session, incident, "failure.resolved")
             if incident.root_id is None:
                 await self.alerts.alert(session, incident, gather=True)
                 if await self.alerts.backfill_told_it(session, incident):

@@ -31,6 +31,7 @@ from bot.standins.airflow_dags import (
 )
 from bot.standins.airflow_http import STATE, USER, HttpError, detail, problem
 from bot.standins.airflow_state import AirflowState, Backfill, DagRun
+from bot.standins.http_server import start_app
 
 __all__ = [
     "FOOD_DELIVERY_DAGS",
@@ -193,19 +194,8 @@ async def start_airflow_standin(
         history=history,
     )  # fmt: skip
     app = create_app(state, api=api, username=username, password=password)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    try:
-        await web.TCPSite(runner, host, port).start()
-    except BaseException:
-        await runner.cleanup()
-        raise
-    bound_host, bound_port = runner.addresses[0][:2]
-    bound_host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(bound_host, bound_host)
-    url_host = f"[{bound_host}]" if ":" in bound_host else bound_host
-    return AirflowStandin(
-        f"http://{url_host}:{bound_port}", state, runner, api, (username, password)
-    )
+    url, runner = await start_app(app, host, port)
+    return AirflowStandin(url, state, runner, api, (username, password))
 
 
 @contextlib.asynccontextmanager

@@ -23,6 +23,7 @@ from aiohttp import web
 
 from bot.standins import marquez_views as views
 from bot.standins.food_delivery import food_delivery_events
+from bot.standins.http_server import start_app
 from bot.standins.marquez_events import (
     EventFormatError,
     EventRejectedError,
@@ -390,19 +391,8 @@ async def start_standin(
 ) -> StandInServer:
     """Start a stand-in on host:port (0 = an ephemeral port) and return it running."""
     state = seeded_state(seed)
-    runner = web.AppRunner(create_app(state), access_log=None)
-    await runner.setup()
-    try:
-        await web.TCPSite(runner, host, port).start()
-    except BaseException:
-        await runner.cleanup()
-        raise
-    # The first bound socket names the URL: with port 0 a host name bound twice (IPv4 and
-    # IPv6) gets two different ports, and a wildcard address is reachable via loopback.
-    bound_host, bound_port = runner.addresses[0][:2]
-    bound_host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(bound_host, bound_host)
-    url_host = f"[{bound_host}]" if ":" in bound_host else bound_host
-    return StandInServer(f"http://{url_host}:{bound_port}", state, runner)
+    url, runner = await start_app(create_app(state), host, port)
+    return StandInServer(url, state, runner)
 
 
 @contextlib.asynccontextmanager

@@ -26,6 +26,7 @@ from urllib.parse import urlencode
 import aiohttp
 from aiohttp import web
 
+from bot.standins.http_server import start_app
 from bot.standins.slack_api import STANDIN, api, response_url
 from bot.standins.slack_limits import (
     Args,
@@ -386,18 +387,7 @@ async def start_slack_standin(
         ack_timeout=ack_timeout,
         socket=socket,
     )
-    runner = web.AppRunner(create_app(standin), access_log=None)
-    await runner.setup()
-    try:
-        await web.TCPSite(runner, host, port).start()
-    except BaseException:
-        await runner.cleanup()
-        raise
-    # As in the Marquez stand-in: the first bound socket names the URL.
-    bound_host, bound_port = runner.addresses[0][:2]
-    bound_host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(bound_host, bound_host)
-    url_host = f"[{bound_host}]" if ":" in bound_host else bound_host
-    standin.url, standin._runner = f"http://{url_host}:{bound_port}", runner
+    standin.url, standin._runner = await start_app(create_app(standin), host, port)
     return standin
 
 

@@ -5,6 +5,7 @@ the tables; `repository` is the API services call, inside a transaction the call
 """
 
 from bot.store import (
+    hub_models,  # noqa: F401  (registers the hub's sink tables)
     lineage_models,  # noqa: F401  (registers the lineage index tables)
     watch_models,  # noqa: F401  (registers the watcher's tables)
 )

@@ -10,7 +10,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import InstrumentedAttribute
 
-from bot.store import set_aside
+from bot.store import deliveries, set_aside
 from bot.store.models import BackfillRequest, BackfillStep, OutboxMessage, OutboxState
 from bot.store.watch_models import RunEvent, WatchCursor
 
@@ -38,6 +38,9 @@ class Figures:
     cursors: list[CursorFigures]
     newest_event: datetime | None
     """The newest eventTime stored from any source (pushed events are often ahead of the poll)."""
+    sink_pending: dict[str, int]
+    """Deliveries owed to each sink beyond Slack (sinks with none are absent)."""
+    failing_sinks: set[str]
 
 
 async def read(session: AsyncSession) -> Figures:
@@ -61,6 +64,8 @@ async def read(session: AsyncSession) -> Figures:
         steps=await _by_state(session, BackfillStep.state),
         cursors=[CursorFigures(name, position, bool(up)) for name, position, up in cursors],
         newest_event=await session.scalar(select(func.max(RunEvent.event_time))),
+        sink_pending=await deliveries.pending_by_sink(session),
+        failing_sinks=await deliveries.failing_sinks(session),
     )
 
 

@@ -43,6 +43,8 @@ TABLES = {
     "lineage_datasets",
     "lineage_io",
     "lineage_runs",
+    "sink_deliveries",
+    "sink_health",
 }
 INDEXES = {
     "backfill_requests": {
@@ -102,7 +104,7 @@ async def test_upgrade_creates_tables_indexes_and_constraints(database_url: str)
     schema = await on_connection(database_url, describe)
 
     assert schema["tables"] == TABLES
-    assert schema["version"] == "0009"
+    assert schema["version"] == "0010"
     for table, names in INDEXES.items():
         assert names <= schema["indexes"][table]
     assert schema["checks"] == {

@@ -334,6 +334,13 @@ KINDS: dict[str, tuple[Callable[..., Any], Build]] = {
         ops.recovered,
         lambda v: ops.recovered(timedelta(minutes=5), T0, T0, v.rows),
     ),
+    # a sink's error is what its server answered: outside text
+    "ops_sink_failing": (
+        ops.sink_failing,
+        lambda v: ops.sink_failing(v.team, "pagerduty", v.error, queued=v.rows),
+    ),
+    "ops_sink_refused": (ops.sink_refused, lambda v: ops.sink_refused(v.team, "webhook", v.error)),
+    "ops_sink_recovered": (ops.sink_recovered, lambda v: ops.sink_recovered(v.team, "webhook")),
     "progress_reply": (
         progress.reply,
         lambda v: progress.reply(

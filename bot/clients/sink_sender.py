@@ -1,0 +1,171 @@
+"""Delivers what the bot owes sinks beyond Slack (`sink_deliveries`), like the Slack outbox's
+sender: each due row is claimed with a lease (two processes never both send it), sent with
+one attempt of the sink's client, then recorded: sent, retried later with backoff (or when the
+sink says), or refused for good (a 4xx). Rows of one sink and incident go in order. Nothing is
+dropped while a sink is down, and a sink that keeps failing is told once in the ops channel,
+and once when it recovers. A row sent but not recorded (a crash between the two) is sent again:
+receivers dedupe on the delivery id, PagerDuty on the dedup_key."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from datetime import datetime, timedelta
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from bot import messages
+from bot.clients.pagerduty import PagerDutyClient
+from bot.clients.sinks import Outcome, SinkClient
+from bot.clients.webhook import WebhookClient
+from bot.config import BotConfig
+from bot.config_sinks import PagerDutySink, Sink
+from bot.metrics import Metrics
+from bot.store import deliveries
+from bot.store.after_commit import after_commit
+from bot.store.hub_models import SinkDelivery
+from bot.store.models import utcnow
+from bot.store.outbox import enqueue as owe_slack
+from bot.worker import Worker
+
+logger = logging.getLogger(__name__)
+LEASE_S = 60.0
+REMOVED_SINK_WAIT_S = 900.0
+
+
+def client_for(sink: Sink) -> SinkClient:
+    if isinstance(sink, PagerDutySink):
+        return PagerDutyClient(sink.url)
+    return WebhookClient(sink.url, sink.secret.get_secret_value())
+
+
+def backoff(attempts: int, asked_s: float | None, *, base_s: float, max_s: float) -> float:
+    """Seconds before the next try: what the sink asked for, else `base_s` doubling per
+    attempt up to `max_s`."""
+    if asked_s:
+        return min(asked_s, 3600.0)
+    return min(base_s * float(2 ** min(attempts, 16)), max_s)
+
+
+class SinkSender:
+    def __init__(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        config: BotConfig,
+        *,
+        clients: Mapping[str, SinkClient] | None = None,
+        metrics: Metrics | None = None,
+        wake_slack: Callable[[], None] = lambda: None,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.sessions, self.config = sessions, config
+        self.sinks = {sink.name: sink for sink in config.sinks}
+        self.clients = dict(clients) if clients is not None else {}
+        self.metrics = metrics or Metrics()
+        self.wake_slack, self.clock = wake_slack, clock
+        self._worker = Worker("sink-sender", self.deliver_due, every_s=5.0, again_while_busy=True)
+
+    def wake(self) -> None:
+        self._worker.wake()
+
+    def stop(self) -> None:
+        self._worker.stop()
+
+    async def run_forever(self) -> None:
+        try:
+            await self._worker.run_forever()
+        finally:
+            await self.close()
+
+    async def close(self) -> None:
+        for client in self.clients.values():
+            await client.close()
+
+    async def drain(self, *, timeout_s: float = 30.0) -> None:
+        """Deliver until nothing is due (tests and the demo); rows waiting out a backoff stay."""
+        async with asyncio.timeout(timeout_s):
+            while await self.deliver_due():
+                pass
+
+    def _client(self, sink: Sink) -> SinkClient:
+        if sink.name not in self.clients:
+            self.clients[sink.name] = client_for(sink)
+        return self.clients[sink.name]
+
+    async def deliver_due(self) -> int:
+        """One pass over due rows; returns how many were attempted."""
+        async with self.sessions() as session:
+            rows = await deliveries.due(session, now=self.clock())
+        attempted = 0
+        for row in rows:
+            async with self.sessions.begin() as session:
+                if not await deliveries.claim(session, row, lease_s=LEASE_S):
+                    continue
+            attempted += 1
+            await self._deliver(row)
+        return attempted
+
+    async def _deliver(self, row: SinkDelivery) -> None:
+        sink = self.sinks.get(row.sink)
+        if sink is None:  # removed from BOT_CONFIG: kept, and said, until it comes back
+            outcome = Outcome(False, REMOVED_SINK_WAIT_S, f"no sink {row.sink} in BOT_CONFIG")
+        else:
+            body = dict(row.body)
+            if isinstance(sink, PagerDutySink):
+                body["routing_key"] = sink.routing_key.get_secret_value()
+            try:
+                outcome = await self._client(sink).send(body, delivery_id=f"{row.sink}/{row.id}")
+            except Exception as exc:  # a bug must not hold up the sink's other rows
+                logger.exception("sending delivery %d to %s failed", row.id, row.sink)
+                outcome = Outcome(False, 0.0, f"unexpected {type(exc).__name__}")
+        now = self.clock()
+        kind = sink.kind if sink is not None else row.kind
+        async with self.sessions.begin() as session:
+            if outcome.delivered:
+                await deliveries.mark_sent(session, row.id)
+                if await deliveries.delivered(session, row.sink, now=now):
+                    await self._ops(session, messages.ops.sink_recovered(row.sink, kind))
+                self._count(session, row.sink, "delivered")
+                logger.info("delivered %s to sink %s (%s)", row.event_key, row.sink, outcome.detail)
+                return
+            if outcome.retry_after_s is None:
+                await deliveries.mark_failed(session, row.id, error=outcome.detail)
+                if await deliveries.failed_attempt(
+                    session, row.sink, error=outcome.detail, now=now, at_once=True
+                ):
+                    notice = messages.ops.sink_refused(row.sink, kind, outcome.detail)
+                    await self._ops(session, notice)
+                self._count(session, row.sink, "refused")
+                logger.warning("sink %s refused %s: %s", row.sink, row.event_key, outcome.detail)
+                return
+            hub = self.config.hub
+            wait = backoff(
+                row.attempts, outcome.retry_after_s, base_s=hub.retry_base_s, max_s=hub.retry_max_s
+            )
+            at = now + timedelta(seconds=wait)
+            await deliveries.retry_later(session, row.id, at=at, error=outcome.detail)
+            if await deliveries.failed_attempt(session, row.sink, error=outcome.detail, now=now):
+                queued = (await deliveries.pending_by_sink(session)).get(row.sink, 0)
+                notice = messages.ops.sink_failing(row.sink, kind, outcome.detail, queued=queued)
+                await self._ops(session, notice)
+            self._count(session, row.sink, "retry")
+            logger.warning(
+                "sink %s: %s; %s tried again in %.0fs",
+                row.sink,
+                outcome.detail,
+                row.event_key,
+                wait,
+            )
+
+    async def _ops(self, session: AsyncSession, payload: dict[str, object]) -> None:
+        channel = self.config.watch.ops_channel
+        if channel is None:
+            logger.warning("%s (no watch.ops_channel to tell)", payload.get("text"))
+            return
+        await owe_slack(session, channel=channel, payload=payload)
+        self.metrics.notice_owed(session, "ops_notice")
+        after_commit(session, self.wake_slack)
+
+    def _count(self, session: AsyncSession, sink: str, outcome: str) -> None:
+        after_commit(session, self.metrics.sink_deliveries.labels(sink, outcome).inc)

@@ -1,0 +1,92 @@
+"""BOT_CONFIG's `sinks:` — where notices go besides Slack — and the `${VAR}` references that
+keep their secrets out of the file.
+
+A sink is named once and used by name from a team's `sinks:`. Its secrets (a PagerDuty
+routing key, a webhook's signing secret) are best written as `${ENV_VAR}`: `load_config`
+replaces a value that is exactly such a reference with that variable, and names the variable
+when it is unset, so the file can be committed and the secret lives where the bot's others do.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+__all__ = ["HubSettings", "PagerDutySink", "Sink", "WebhookSink", "expand_references"]
+
+_REFERENCE = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
+_NAME = r"^[a-z0-9][a-z0-9_.-]{0,62}$"
+
+
+class _SinkBase(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(pattern=_NAME)
+    """How teams refer to it: lower-case letters, digits, `-`, `_` and `.`."""
+
+
+class PagerDutySink(_SinkBase):
+    """PagerDuty's Events API v2: a failure triggers an alert (its dedup_key is the incident),
+    Acknowledge in Slack acknowledges it, the incident's resolution resolves it."""
+
+    kind: Literal["pagerduty"]
+    routing_key: SecretStr
+    """The integration key of a PagerDuty service's Events API v2 integration (32 characters)."""
+    url: str = Field(default="https://events.pagerduty.com/v2/enqueue", pattern=r"^https?://")
+    severity: Literal["critical", "error", "warning", "info"] = "error"
+
+    @field_validator("routing_key")
+    @classmethod
+    def _key_length(cls, value: SecretStr) -> SecretStr:
+        if len(value.get_secret_value()) != 32:
+            raise ValueError("a PagerDuty routing key is 32 characters")
+        return value
+
+
+class WebhookSink(_SinkBase):
+    """A JSON document per event (docs/webhooks.md), signed with HMAC-SHA256 over the
+    timestamp and body, as Slack signs its requests."""
+
+    kind: Literal["webhook"]
+    url: str = Field(pattern=r"^https?://")
+    secret: SecretStr
+    """The signing secret the receiver shares (at least 16 characters)."""
+
+    @field_validator("secret")
+    @classmethod
+    def _secret_length(cls, value: SecretStr) -> SecretStr:
+        if len(value.get_secret_value()) < 16:
+            raise ValueError("a webhook's signing secret is at least 16 characters")
+        return value
+
+
+Sink = Annotated[PagerDutySink | WebhookSink, Field(discriminator="kind")]
+
+
+class HubSettings(BaseModel):
+    """How the sink sender retries a sink that fails: `retry_base_s`, doubling each attempt,
+    up to `retry_max_s` (a sink's own Retry-After wins). Nothing owed is ever dropped."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    retry_base_s: float = Field(default=5.0, gt=0, le=300)
+    retry_max_s: float = Field(default=900.0, gt=0, le=86400)
+
+
+def expand_references(data: Any, environ: Mapping[str, str]) -> Any:
+    """`sinks:` with each value that is exactly `${VAR}` replaced by that variable (KeyError
+    names an unset one). Only the sinks section: elsewhere `${` is just text."""
+    if not isinstance(data, dict) or not isinstance(data.get("sinks"), list):
+        return data
+
+    def expand(value: Any) -> Any:
+        if isinstance(value, str) and (found := _REFERENCE.match(value)):
+            return environ[found.group(1)]
+        if isinstance(value, dict):
+            return {k: expand(v) for k, v in value.items()}
+        return value
+
+    return {**data, "sinks": [expand(sink) for sink in data["sinks"]]}

@@ -1,0 +1,140 @@
+"""The hub's routing and what it sends, from plain data: BOT_CONFIG's sinks (secrets from
+`${VAR}`s, every reference checked), one routing decision per event, and the bodies each sink
+gets (no secret stored)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from bot.config import BotConfig, ConfigError, parse_config
+from bot.config_sinks import PagerDutySink
+from bot.domain.model import DagRef
+from bot.domain.routing import HubEvent, route
+from bot.messages.hub import body_for, dedup_key
+
+KEY = "K" * 32
+AT = datetime(2021, 6, 5, 2, tzinfo=UTC)
+
+
+def config(**more: Any) -> BotConfig:
+    data: dict[str, Any] = {
+        "teams": [
+            {"name": "orders", "sinks": ["pager", "hook"]},
+            {"name": "platform", "sinks": ["hook"]},
+            {"name": "analytics"},
+        ],
+        "ownership": [
+            {"pattern": "example.etl_orders*", "team": "orders"},
+            {"pattern": "example.*", "team": "platform"},
+            {"pattern": "reporting.*", "team": "analytics"},
+        ],
+        "sinks": [
+            {"name": "pager", "kind": "pagerduty", "routing_key": "${PD_KEY}"},
+            {"name": "hook", "kind": "webhook", "url": "https://hooks.example.com/x",
+             "secret": "${HOOK_SECRET}"},
+        ],
+        **more,
+    }  # fmt: skip
+    return parse_config(data, environ={"PD_KEY": KEY, "HOOK_SECRET": "s" * 20})
+
+
+def event(dag: str = "example.etl_orders", kind: Any = "failure.opened") -> HubEvent:
+    return HubEvent(
+        kind=kind, incident_id="abc123", dag=DagRef("food_delivery", dag),
+        intervals="2021-06-04", at=AT, error="disk full", owners=("orders", "platform"),
+    )  # fmt: skip
+
+
+def test_each_sink_of_the_owning_teams_gets_the_event_once_in_config_order() -> None:
+    assert [s.name for s in route(event(), config())] == ["pager", "hook"]
+    assert [s.name for s in route(event("example.delivery"), config())] == ["hook"]
+    assert route(event("reporting.weekly_kpis"), config()) == ()
+    assert route(event("nobody.owns_this"), config()) == ()
+
+
+def test_secrets_come_from_the_environment_and_are_never_shown() -> None:
+    pager = config().sink("pager")
+    assert isinstance(pager, PagerDutySink)
+    assert pager.routing_key.get_secret_value() == KEY
+    assert KEY not in repr(config())
+    with pytest.raises(ConfigError, match=r"sinks: \$\{PD_KEY\} is not set"):
+        parse_config(
+            {"sinks": [{"name": "p", "kind": "pagerduty", "routing_key": "${PD_KEY}"}]},
+            environ={},
+        )
+    # `${` elsewhere is just text
+    assert parse_config({"teams": [{"name": "${x}"}]}).teams[0].name == "${x}"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"teams": [{"name": "orders", "sinks": ["nope"]}]},
+         "team 'orders' sends to sink 'nope', which is not declared under sinks"),
+        ({"sinks": [{"name": "a", "kind": "webhook", "url": "https://x", "secret": "s" * 16}] * 2},
+         "sink names must be unique; repeated: a"),
+        ({"sinks": [{"name": "p", "kind": "pagerduty", "routing_key": "short"}]},
+         "a PagerDuty routing key is 32 characters"),
+        ({"sinks": [{"name": "w", "kind": "webhook", "url": "ftp://x", "secret": "s" * 16}]},
+         "String should match pattern"),
+        ({"sinks": [{"name": "w", "kind": "webhook", "url": "https://x", "secret": "short"}]},
+         "a webhook's signing secret is at least 16 characters"),
+        ({"sinks": [{"name": "Bad Name", "kind": "webhook", "url": "https://x",
+                     "secret": "s" * 16}]}, "String should match pattern"),
+        ({"sinks": [{"name": "x", "kind": "email"}]}, "does not match any of the expected tags"),
+    ],
+)  # fmt: skip
+def test_a_bad_sink_is_refused_with_the_field_named(change: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        parse_config(change)
+    assert message in str(raised.value)
+
+
+def test_one_outage_is_one_pagerduty_alert_and_no_routing_key_is_stored() -> None:
+    pager = config().sink("pager")
+    assert pager is not None
+    trigger = body_for(pager, event())
+    assert "routing_key" not in trigger
+    assert trigger["event_action"] == "trigger"
+    assert trigger["dedup_key"] == dedup_key("abc123")
+    assert trigger["payload"]["summary"] == "example.etl_orders failed for 2021-06-04: disk full"
+    assert trigger["payload"]["source"] == "food_delivery"
+    assert trigger["payload"]["group"] == "orders"
+    for kind, action in (("failure.acknowledged", "acknowledge"), ("failure.resolved", "resolve")):
+        body = body_for(pager, event(kind=kind))
+        assert body == {"event_action": action, "dedup_key": dedup_key("abc123")}
+
+
+def test_the_webhook_document_is_versioned_and_carries_the_incident() -> None:
+    hook = config().sink("hook")
+    assert hook is not None
+    long_error = event()
+    document = body_for(hook, HubEvent(**{**long_error.__dict__, "error": "x" * 5000}))
+    assert document["version"] == "1"
+    assert document["type"] == "failure.opened"
+    assert document["occurred_at"] == "2021-06-05T02:00:00Z"
+    assert document["incident"]["dag_id"] == "example.etl_orders"
+    assert len(document["incident"]["error"]) == 1000  # bounded, whatever the error was
+
+
+def test_the_example_configs_sinks_work_once_uncommented() -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "bot-config.yml"
+    lines = example.read_text().splitlines()
+    start = lines.index("# sinks:")
+    text = "\n".join(
+        [
+            *(line.replace("# sinks: [", "sinks: [") for line in lines[:start]),
+            *(line.removeprefix("# ") for line in lines[start:]),
+        ]
+    )
+    loaded = parse_config(
+        yaml.safe_load(text),
+        environ={"PAGERDUTY_ORDERS_KEY": KEY, "DATA_HOOK_SECRET": "s" * 24},
+    )
+    assert [s.kind for s in loaded.sinks] == ["pagerduty", "webhook"]
+    assert [s.name for s in route(event(), loaded)] == ["orders-pager", "data-hook"]
