@@ -272,7 +272,8 @@ class Metrics:
             self.backfills.labels(state.value).set(found.requests.get(state.value, 0))
         for step_state in StepState:
             self.backfill_steps.labels(step_state.value).set(found.steps.get(step_state.value, 0))
-        for sink in self.sink_names:
+        # BOT_CONFIG's sinks, and any still owed rows after being removed from it
+        for sink in sorted({*self.sink_names, *found.sink_pending, *found.failing_sinks}):
             self.sink_pending.labels(sink).set(found.sink_pending.get(sink, 0))
             self.sink_failing.labels(sink).set(1 if sink in found.failing_sinks else 0)
         newest = min(found.newest_event, now) if found.newest_event else None

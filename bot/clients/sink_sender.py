@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot import messages
@@ -74,6 +75,11 @@ class SinkSender:
 
     async def run_forever(self) -> None:
         try:
+            try:
+                async with self.sessions.begin() as session:
+                    await deliveries.ensure_health(session, list(self.sinks))
+            except IntegrityError:  # another process made them at the same moment
+                pass
             await self._worker.run_forever()
         finally:
             await self.close()
@@ -98,15 +104,20 @@ class SinkSender:
         async with self.sessions() as session:
             rows = await deliveries.due(session, now=self.clock())
         attempted = 0
+        failing: set[str] = set()  # one hung or failing sink must not hold up the others
         for row in rows:
+            if row.sink in failing:
+                continue
             async with self.sessions.begin() as session:
                 if not await deliveries.claim(session, row, lease_s=LEASE_S):
                     continue
             attempted += 1
-            await self._deliver(row)
+            if not await self._deliver(row):
+                failing.add(row.sink)
         return attempted
 
-    async def _deliver(self, row: SinkDelivery) -> None:
+    async def _deliver(self, row: SinkDelivery) -> bool:
+        """Send one claimed row and record what happened; False if the sink failed (retry)."""
         sink = self.sinks.get(row.sink)
         if sink is None:  # removed from BOT_CONFIG: kept, and said, until it comes back
             outcome = Outcome(False, REMOVED_SINK_WAIT_S, f"no sink {row.sink} in BOT_CONFIG")
@@ -115,7 +126,9 @@ class SinkSender:
             if isinstance(sink, PagerDutySink):
                 body["routing_key"] = sink.routing_key.get_secret_value()
             try:
-                outcome = await self._client(sink).send(body, delivery_id=f"{row.sink}/{row.id}")
+                # Stable across retries, restarts and a restored database: receivers dedupe on it.
+                delivery_id = f"{row.sink}/{row.event_key}"
+                outcome = await self._client(sink).send(body, delivery_id=delivery_id)
             except Exception as exc:  # a bug must not hold up the sink's other rows
                 logger.exception("sending delivery %d to %s failed", row.id, row.sink)
                 outcome = Outcome(False, 0.0, f"unexpected {type(exc).__name__}")
@@ -128,17 +141,15 @@ class SinkSender:
                     await self._ops(session, messages.ops.sink_recovered(row.sink, kind))
                 self._count(session, row.sink, "delivered")
                 logger.info("delivered %s to sink %s (%s)", row.event_key, row.sink, outcome.detail)
-                return
+                return True
             if outcome.retry_after_s is None:
+                # This notice is wrong (a 400), not the sink: kept as failed, told each time,
+                # and the sink's other notices go on.
                 await deliveries.mark_failed(session, row.id, error=outcome.detail)
-                if await deliveries.failed_attempt(
-                    session, row.sink, error=outcome.detail, now=now, at_once=True
-                ):
-                    notice = messages.ops.sink_refused(row.sink, kind, outcome.detail)
-                    await self._ops(session, notice)
+                await self._ops(session, messages.ops.sink_refused(row.sink, kind, outcome.detail))
                 self._count(session, row.sink, "refused")
                 logger.warning("sink %s refused %s: %s", row.sink, row.event_key, outcome.detail)
-                return
+                return True
             hub = self.config.hub
             wait = backoff(
                 row.attempts, outcome.retry_after_s, base_s=hub.retry_base_s, max_s=hub.retry_max_s
@@ -150,13 +161,10 @@ class SinkSender:
                 notice = messages.ops.sink_failing(row.sink, kind, outcome.detail, queued=queued)
                 await self._ops(session, notice)
             self._count(session, row.sink, "retry")
-            logger.warning(
-                "sink %s: %s; %s tried again in %.0fs",
-                row.sink,
-                outcome.detail,
-                row.event_key,
-                wait,
-            )
+        logger.warning(
+            "sink %s: %s; %s tried again in %.0fs", row.sink, outcome.detail, row.event_key, wait
+        )
+        return False
 
     async def _ops(self, session: AsyncSession, payload: dict[str, object]) -> None:
         channel = self.config.watch.ops_channel

@@ -8,8 +8,11 @@ every sink, so `classify` and `OneShotClient` live here:
 - 2xx: delivered;
 - 408, 429, 5xx, connection errors and timeouts: retry, after Retry-After when the answer has it
   (seconds or an HTTP date, capped at an hour), else after the client's default;
-- anything else (other 4xx, an unfollowed 3xx, an invalid URL): permanent, with the status and
-  a short reason from the body.
+- 401, 403, 404, 405, 410: the sink refuses the bot, not the notice (a wrong secret or URL, a
+  revoked key, a clock far off): retry slowly (Retry-After, else 5 minutes) until a person
+  fixes it, so nothing is dropped meanwhile;
+- anything else (400, 422 and other 4xx: this notice is wrong; an unfollowed 3xx; an invalid
+  URL): permanent, with the status and a short reason from the body.
 
 `Outcome.detail` goes to logs and the outbox row, so it never carries a secret: each client
 passes its secrets to `redact`, and URLs are shown by `public_url`.
@@ -90,12 +93,13 @@ def clean(text: str, limit: int = MAX_REASON) -> str:
 
 
 def public_url(url: str | URL) -> str:
-    """`url` as it may be shown: no userinfo, no query string, no fragment."""
+    """`url` as it may be shown: its scheme, host and port only. Many webhook URLs carry their
+    token in the path (Slack's, Teams' and Zapier's do), the query or the userinfo."""
     try:
         parsed = URL(url) if isinstance(url, str) else url
-        if parsed.user is not None or parsed.password is not None:
-            parsed = parsed.with_user(None)
-        return str(parsed.with_query(None).with_fragment(None))
+        if not parsed.host:
+            return "<invalid URL>"
+        return str(parsed.origin())
     except (ValueError, TypeError):
         return "<invalid URL>"
 
@@ -169,6 +173,10 @@ class Reply:
         return clean(text)
 
 
+REFUSES_US = frozenset({401, 403, 404, 405, 410})
+MISCONFIGURED_RETRY_S = 300.0
+
+
 def classify(
     reply: Reply, *, label: str, reason: str | None = None, now: float, retry_default: float = 0.0
 ) -> Outcome:
@@ -183,10 +191,14 @@ def classify(
         return Outcome.fail(f"{head}: redirects are not followed")
     text = clean(reason if reason is not None else reply.reason())
     detail = f"{head}: {text}" if text else head
+    header = next((v for k, v in reply.headers.items() if k.lower() == "retry-after"), None)
     if status in (408, 429) or status >= 500:
-        header = next((v for k, v in reply.headers.items() if k.lower() == "retry-after"), None)
         default = retry_default if status == 429 else 0.0
         return Outcome.retry(detail, retry_after(header, now=now, default=default))
+    if status in REFUSES_US:
+        # The sink refuses the bot, not this notice: a wrong secret or URL, a revoked key, a
+        # clock far off. A person fixes that; meanwhile nothing is dropped: tried again slowly.
+        return Outcome.retry(detail, retry_after(header, now=now, default=MISCONFIGURED_RETRY_S))
     return Outcome.fail(detail)
 
 

@@ -120,8 +120,8 @@ def sink_refused(sink: str, kind: str, error: str) -> dict[str, Any]:
     return _notice(
         ":no_entry:",
         f"Sink {sink} refused a notice",
-        f"The {kind} sink {sink} refused a notice as invalid, so it is not sent again; the "
-        "others still are. Check the sink's settings in BOT_CONFIG.",
+        f"The {kind} sink {sink} refused a notice as invalid, so that one is not sent again; "
+        "the others still are. The row stays in sink_deliveries with the answer.",
         [f"Error: {error}"],
     )
 

@@ -46,12 +46,15 @@ class Hub:
             failures=incident.failures,
             acknowledged_by=incident.acknowledged_by,
             backfill_request_id=incident.backfill_request_id,
-            owners=self.config.owners_of(dag),
+            owners=self._owners(incident, dag),
         )
         # One row per sink and step, ever: a reopened outage is a new step (its own time).
         key = f"incident:{incident.id}:{kind.removeprefix('failure.')}:{moment.isoformat()}"
+        paged = await deliveries.sinks_told(
+            session, incident.id, "incident:" + incident.id + ":opened:"
+        )
         owed = 0
-        for sink in route(event, self.config):
+        for sink in route(event, self.config, paged=paged):
             owed += await deliveries.enqueue(
                 session,
                 sink=sink.name,
@@ -63,3 +66,9 @@ class Hub:
         if owed:
             after_commit(session, self.wake_sender)
         return owed
+
+    def _owners(self, incident: Incident, dag: DagRef) -> tuple[str, ...]:
+        """BOT_CONFIG's owners, then the lineage's (an ownership facet), as the alert names them
+        (an impact still being worked out names none yet)."""
+        lineage = [o.removeprefix("team:") for o in store.impact_of(incident).root_owners]
+        return tuple(dict.fromkeys([*self.config.owners_of(dag), *lineage]))

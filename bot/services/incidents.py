@@ -265,6 +265,9 @@ class IncidentService:
         incident.updated_at = now
         await session.flush()
         if outcome.reopens:
+            # A new outage needs its own acknowledgement (and PagerDuty pages it anew).
+            incident.acknowledged_by, incident.acknowledged_at = None, None
+            await session.flush()
             _log(session, incident, "reopened")
             await self.alerts.hub.incident(session, incident, "failure.opened")
         if incident.root_id is not None:

@@ -44,6 +44,27 @@ async def enqueue(
     return True
 
 
+async def sinks_told(session: AsyncSession, incident_id: str, key_prefix: str) -> list[str]:
+    """The sinks owed (or sent) a row of this incident whose key starts with `key_prefix`."""
+    rows = await session.scalars(
+        select(SinkDelivery.sink)
+        .where(
+            SinkDelivery.incident_id == incident_id, SinkDelivery.event_key.startswith(key_prefix)
+        )
+        .order_by(SinkDelivery.id)
+    )
+    return list(dict.fromkeys(rows))
+
+
+async def ensure_health(session: AsyncSession, sinks: list[str]) -> None:
+    """A health row per sink, so a failing attempt can lock its row (FOR UPDATE) on PostgreSQL
+    instead of two processes racing to insert it."""
+    known = set(await session.scalars(select(SinkHealth.sink).where(SinkHealth.sink.in_(sinks))))
+    for sink in sinks:
+        if sink not in known:
+            session.add(SinkHealth(sink=sink, failures=0, reported=False))
+
+
 async def due(session: AsyncSession, *, now: datetime, limit: int = 50) -> list[SinkDelivery]:
     """Pending rows whose time has come, oldest first, skipping any row behind an older pending
     row of the same sink and incident (it goes when that one has)."""
@@ -124,11 +145,9 @@ async def attempts_of(session: AsyncSession, row_id: int) -> int:
     )
 
 
-async def failed_attempt(
-    session: AsyncSession, sink: str, *, error: str, now: datetime, at_once: bool = False
-) -> bool:
+async def failed_attempt(session: AsyncSession, sink: str, *, error: str, now: datetime) -> bool:
     """Count a failed attempt; True exactly once per failing spell, when it is time to tell
-    (after REPORT_AFTER in a row, or `at_once`: a refusal will not get better by retrying)."""
+    (after REPORT_AFTER in a row)."""
     health = await session.get(SinkHealth, sink, with_for_update=True)
     if health is None:
         health = SinkHealth(sink=sink, failures=0, reported=False)
@@ -136,7 +155,7 @@ async def failed_attempt(
     health.failures += 1
     health.failing_since = health.failing_since or now
     health.last_error, health.updated_at = error[:500], now
-    if (at_once or health.failures >= REPORT_AFTER) and not health.reported:
+    if health.failures >= REPORT_AFTER and not health.reported:
         health.reported = True
         return True
     return False

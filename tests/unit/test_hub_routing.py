@@ -43,10 +43,13 @@ def config(**more: Any) -> BotConfig:
     return parse_config(data, environ={"PD_KEY": KEY, "HOOK_SECRET": "s" * 20})
 
 
-def event(dag: str = "example.etl_orders", kind: Any = "failure.opened") -> HubEvent:
+def event(
+    dag: str = "example.etl_orders", kind: Any = "failure.opened", lineage: tuple[str, ...] = ()
+) -> HubEvent:
+    ref = DagRef("food_delivery", dag)
     return HubEvent(
-        kind=kind, incident_id="abc123", dag=DagRef("food_delivery", dag),
-        intervals="2021-06-04", at=AT, error="disk full", owners=("orders", "platform"),
+        kind=kind, incident_id="abc123", dag=ref, intervals="2021-06-04", at=AT,
+        error="disk full", owners=(*config().owners_of(ref), *lineage),
     )  # fmt: skip
 
 
@@ -55,6 +58,23 @@ def test_each_sink_of_the_owning_teams_gets_the_event_once_in_config_order() -> 
     assert [s.name for s in route(event("example.delivery"), config())] == ["hook"]
     assert route(event("reporting.weekly_kpis"), config()) == ()
     assert route(event("nobody.owns_this"), config()) == ()
+    # an owner the lineage names (an OpenLineage ownership facet) routes like BOT_CONFIG's
+    assert [
+        s.name for s in route(event("nobody.owns_this", lineage=("team:orders",)), config())
+    ] == [
+        "pager",
+        "hook",
+    ]
+
+
+def test_the_end_of_an_outage_reaches_every_sink_its_start_did() -> None:
+    # the team dropped its pager while the page was open: the resolve still goes there
+    moved = config(teams=[{"name": "orders", "sinks": ["hook"]}, {"name": "platform"},
+                          {"name": "analytics"}])  # fmt: skip
+    resolved = event(kind="failure.resolved")
+    assert [s.name for s in route(resolved, moved, paged=["pager"])] == ["hook", "pager"]
+    # a new outage is routed afresh
+    assert [s.name for s in route(event(), moved, paged=["pager"])] == ["hook"]
 
 
 def test_secrets_come_from_the_environment_and_are_never_shown() -> None:
