@@ -13,12 +13,21 @@ import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-__all__ = ["HubSettings", "PagerDutySink", "Sink", "WebhookSink", "expand_references"]
+__all__ = [
+    "EmailSink",
+    "HubSettings",
+    "PagerDutySink",
+    "Sink",
+    "TeamsSink",
+    "WebhookSink",
+    "expand_references",
+]
 
 _REFERENCE = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
 _NAME = r"^[a-z0-9][a-z0-9_.-]{0,62}$"
+_ADDRESS = re.compile(r"^[^@\s<>,;]+@[^@\s<>,;]+$")
 
 
 class _SinkBase(BaseModel):
@@ -63,7 +72,57 @@ class WebhookSink(_SinkBase):
         return value
 
 
-Sink = Annotated[PagerDutySink | WebhookSink, Field(discriminator="kind")]
+class EmailSink(_SinkBase):
+    """E-mail over SMTP: one message per event, plain text and HTML. `security` is `starttls`
+    (port 587, the default), `tls` (implicit TLS, port 465) or `none` (a relay on a trusted
+    network only; no password is ever sent without TLS)."""
+
+    kind: Literal["email"]
+    host: str = Field(min_length=1)
+    port: int = Field(default=587, ge=1, le=65535)
+    security: Literal["starttls", "tls", "none"] = "starttls"
+    username: str | None = None
+    password: SecretStr | None = None
+    sender: str = Field(pattern=r"^[^@\s<>]+@[^@\s<>]+$")
+    """The From address."""
+    to: tuple[str, ...] = Field(min_length=1)
+    ca_file: str | None = None
+    """A CA bundle to trust besides the system's (a private mail relay's CA)."""
+
+    @field_validator("to")
+    @classmethod
+    def _addresses(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for address in value:
+            if not _ADDRESS.match(address):
+                raise ValueError(f"'{address}' is not an e-mail address")
+        return value
+
+    @model_validator(mode="after")
+    def _no_password_in_clear(self) -> EmailSink:
+        if self.security == "none" and self.password is not None:
+            raise ValueError("a password is only sent over TLS: set security to starttls or tls")
+        if (self.username is None) != (self.password is None):
+            raise ValueError("set both username and password, or neither")
+        return self
+
+
+class TeamsSink(_SinkBase):
+    """A Microsoft Teams channel: an incoming webhook (Office 365 connector) or a Workflows
+    (Power Automate) URL, posted an Adaptive Card per event. The URL is the secret: anyone who
+    has it can post to the channel, so write it as `${VAR}`; it is shown by its origin only."""
+
+    kind: Literal["teams"]
+    url: SecretStr
+
+    @field_validator("url")
+    @classmethod
+    def _https(cls, value: SecretStr) -> SecretStr:
+        if not value.get_secret_value().startswith(("https://", "http://")):
+            raise ValueError("a Teams URL starts with https://")
+        return value
+
+
+Sink = Annotated[PagerDutySink | WebhookSink | EmailSink | TeamsSink, Field(discriminator="kind")]
 
 
 class HubSettings(BaseModel):

@@ -17,11 +17,13 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot import messages
+from bot.clients.email import EmailClient
 from bot.clients.pagerduty import PagerDutyClient
 from bot.clients.sinks import Outcome, SinkClient
+from bot.clients.teams import TeamsClient
 from bot.clients.webhook import WebhookClient
 from bot.config import BotConfig
-from bot.config_sinks import PagerDutySink, Sink
+from bot.config_sinks import EmailSink, PagerDutySink, Sink, TeamsSink
 from bot.metrics import Metrics
 from bot.store import deliveries
 from bot.store.after_commit import after_commit
@@ -38,6 +40,10 @@ REMOVED_SINK_WAIT_S = 900.0
 def client_for(sink: Sink) -> SinkClient:
     if isinstance(sink, PagerDutySink):
         return PagerDutyClient(sink.url)
+    if isinstance(sink, EmailSink):
+        return EmailClient(sink)
+    if isinstance(sink, TeamsSink):
+        return TeamsClient(sink.url.get_secret_value())
     return WebhookClient(sink.url, sink.secret.get_secret_value())
 
 

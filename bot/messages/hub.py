@@ -1,14 +1,18 @@
 """What sinks beyond Slack are sent for an event (pure): the webhook's versioned JSON document
-(docs/webhooks.md) and PagerDuty's Events API v2 event. No secret is written here: the sender
-adds a PagerDuty routing key when it sends, so none is stored in the database."""
+(docs/webhooks.md), PagerDuty's Events API v2 event, an e-mail's subject, text and HTML, and a
+Teams Adaptive Card.
+No secret is written here: the sender adds a PagerDuty routing key (and an e-mail's relay
+settings and recipients) when it sends, so none is stored in the database."""
 
 from __future__ import annotations
 
 from datetime import UTC
-from typing import Any
+from html import escape
+from typing import Any, Literal
 
 from bot.clients.pagerduty import pagerduty_event
-from bot.config_sinks import PagerDutySink, Sink
+from bot.clients.teams import teams_message
+from bot.config_sinks import EmailSink, PagerDutySink, Sink, TeamsSink
 from bot.domain.routing import HubEvent
 
 WEBHOOK_VERSION = "1"
@@ -23,7 +27,71 @@ def dedup_key(incident_id: str) -> str:
 def body_for(sink: Sink, event: HubEvent) -> dict[str, Any]:
     if isinstance(sink, PagerDutySink):
         return pagerduty_body(sink, event)
+    if isinstance(sink, EmailSink):
+        return email_body(event)
+    if isinstance(sink, TeamsSink):
+        return teams_card(event)
     return webhook_document(event)
+
+
+_STYLES: dict[str, Literal["attention", "good", "warning"]] = {
+    "failure.opened": "attention",
+    "failure.acknowledged": "warning",
+    "failure.resolved": "good",
+}
+
+
+def teams_card(event: HubEvent) -> dict[str, Any]:
+    """The Adaptive Card message for a Teams channel (the builder escapes outside text)."""
+    headline, facts, error = _summary(event)
+    return teams_message(
+        title=headline, text=error or headline, facts=facts, style=_STYLES[event.kind]
+    )
+
+
+_HEADLINES = {
+    "failure.opened": "{dag} failed for {intervals}",
+    "failure.acknowledged": "{dag} failure acknowledged ({intervals})",
+    "failure.resolved": "{dag} resolved for {intervals}",
+}
+
+
+def _summary(event: HubEvent) -> tuple[str, list[tuple[str, str]], str | None]:
+    """The headline, facts and error every human-facing sink shows (e-mail, Teams)."""
+    headline = _HEADLINES[event.kind].format(dag=event.dag.dag_id, intervals=event.intervals)
+    facts = [
+        ("DAG", f"{event.dag.namespace} / {event.dag.dag_id}"),
+        ("Intervals", event.intervals),
+        ("Failed runs", str(event.failures)),
+        ("Owners", ", ".join(event.owners) or "no team in BOT_CONFIG"),
+        ("Incident", event.incident_id),
+    ]
+    if event.acknowledged_by:
+        facts.append(("Acknowledged by", f"Slack user {event.acknowledged_by}"))
+    if event.backfill_request_id:
+        facts.append(("Backfill", event.backfill_request_id))
+    return headline, facts, _clip(event.error)
+
+
+def email_body(event: HubEvent) -> dict[str, Any]:
+    """Subject, plain text and HTML of the e-mail for `event` (every value from outside is
+    escaped in the HTML; the plain text is plain)."""
+    headline, facts, error = _summary(event)
+    text = "\n".join(
+        [headline, "", *(f"{name}: {value}" for name, value in facts)]
+        + (["", "Error:", error] if error else [])
+        + ["", "-- backfill-bot"]
+    )
+    rows = "".join(
+        f'<tr><th align="left">{escape(name)}</th><td>{escape(value)}</td></tr>'
+        for name, value in facts
+    )
+    html = (
+        f"<p><strong>{escape(headline)}</strong></p><table>{rows}</table>"
+        + (f"<p>Error:</p><pre>{escape(error)}</pre>" if error else "")
+        + "<p>&#8212; backfill-bot</p>"
+    )
+    return {"subject": f"[backfill-bot] {headline}"[:200], "text": text, "html": html}
 
 
 def webhook_document(event: HubEvent) -> dict[str, Any]:

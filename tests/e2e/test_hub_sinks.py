@@ -9,9 +9,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 from e2e_support import Bot, eventually, running_bot
+from smtp_support import PASSWORD, USER, smtp_server
 from sqlalchemy import select
 from story_support import (
     ANALYTICS,
@@ -32,6 +34,7 @@ from bot.config import BotConfig
 from bot.slack_ids import ActionId
 from bot.standins.marquez import StandInServer
 from bot.standins.pagerduty import PagerDutyStandin, running_pagerduty_standin
+from bot.standins.teams import running_teams_standin
 from bot.standins.webhook_receiver import WebhookReceiver, running_webhook_receiver
 from bot.store import deliveries
 from bot.store.hub_models import SinkDelivery
@@ -42,16 +45,18 @@ OPS = "C0OPS00001"
 
 
 def hub_config(
-    pagerduty: PagerDutyStandin, hook: WebhookReceiver, *, retry_s: float = 0.05
+    pagerduty: PagerDutyStandin,
+    hook: WebhookReceiver,
+    *,
+    retry_s: float = 0.05,
+    orders: tuple[str, ...] = ("orders-pager", "data-hook"),
+    more: tuple[dict[str, Any], ...] = (),
 ) -> BotConfig:
+    """Orders routes to `orders` (PagerDuty and the webhook by default), logistics to the
+    webhook; `more` adds sinks (their secrets through `${VAR}`s, as a deployment would)."""
     return story_config(
         teams=[
-            {
-                "name": "orders",
-                "channel": ORDERS,
-                "members": [OWNER],
-                "sinks": ["orders-pager", "data-hook"],
-            },
+            {"name": "orders", "channel": ORDERS, "members": [OWNER], "sinks": list(orders)},
             {"name": "logistics", "channel": LOGISTICS, "members": [BOB], "sinks": ["data-hook"]},
             {"name": "analytics", "channel": ANALYTICS, "members": [CAROL]},
         ],
@@ -64,6 +69,7 @@ def hub_config(
                 "severity": "critical",
             },
             {"name": "data-hook", "kind": "webhook", "url": hook.url_for("data"), "secret": SECRET},
+            *more,
         ],
         hub={"retry_base_s": retry_s, "retry_max_s": 4 * retry_s},
         watch={"marquez_web_url": "http://marquez.example.com:3000", "poll": False,
@@ -255,3 +261,40 @@ async def test_an_outage_that_fails_again_is_a_new_page_acknowledged_anew(
             await delivered(bot)
             assert actions(pagerduty)[-1] == "acknowledge"
             assert alert.status == "acknowledged"
+
+
+async def test_a_failure_and_its_resolution_reach_an_inbox_and_a_teams_channel_once_each(
+    tmp_path: Path, food_delivery_marquez: StandInServer
+) -> None:
+    async with sinks() as (pagerduty, hook), running_teams_standin() as teams:
+        with smtp_server(tmp_path) as (mailbox, port, ca):
+            mail = {
+                "name": "orders-mail", "kind": "email", "host": "127.0.0.1", "port": port,
+                "username": USER, "password": PASSWORD, "sender": "bot@example.com",
+                "to": ["orders@example.com"], "ca_file": str(ca),
+            }  # fmt: skip
+            channel = {"name": "orders-teams", "kind": "teams", "url": teams.workflow_url}
+            config = hub_config(
+                pagerduty, hook, orders=("orders-mail", "orders-teams"), more=(mail, channel)
+            )
+            database = f"sqlite:///{tmp_path / 'bot.db'}"
+            async with running_bot(database, food_delivery_marquez, config) as bot:
+                await post_events(bot, [run_event("FAIL", day) for day in DAYS])
+                await delivered(bot)
+                await post_events(bot, [run_event("COMPLETE", day) for day in DAYS])
+                await delivered(bot)
+            subjects = [m["Subject"] for m in mailbox.messages]
+            assert subjects == [
+                "[backfill-bot] example.etl_orders failed for 2021-06-04",
+                "[backfill-bot] example.etl_orders resolved for 2021-06-04 to 2021-06-06",
+            ]
+            assert mailbox.recipients == [["orders@example.com"]] * 2
+            cards = [m["attachments"][0]["content"] for m in teams.messages]
+            titles = [card["body"][0]["text"] for card in cards]
+            assert titles == [
+                "example.etl\\_orders failed for 2021-06-04",  # Markdown escaped, as the card shows
+                "example.etl\\_orders resolved for 2021-06-04 to 2021-06-06",
+            ]
+            assert [card["body"][0]["color"] for card in cards] == ["attention", "good"]
+            assert actions(pagerduty) == []  # orders now routes to the inbox and Teams only
+            assert types(hook) == []

@@ -106,7 +106,14 @@ def test_secrets_come_from_the_environment_and_are_never_shown() -> None:
          "a webhook's signing secret is at least 16 characters"),
         ({"sinks": [{"name": "Bad Name", "kind": "webhook", "url": "https://x",
                      "secret": "s" * 16}]}, "String should match pattern"),
-        ({"sinks": [{"name": "x", "kind": "email"}]}, "does not match any of the expected tags"),
+        ({"sinks": [{"name": "x", "kind": "sms"}]}, "does not match any of the expected tags"),
+        ({"sinks": [{"name": "m", "kind": "email", "host": "smtp", "security": "none",
+                     "username": "u", "password": "p", "sender": "a@b", "to": ["c@d"]}]},
+         "a password is only sent over TLS"),
+        ({"sinks": [{"name": "m", "kind": "email", "host": "smtp", "sender": "a@b",
+                     "to": ["not an address"]}]}, "'not an address' is not an e-mail address"),
+        ({"sinks": [{"name": "m", "kind": "email", "host": "smtp", "sender": "a@b",
+                     "to": []}]}, "to"),
     ],
 )  # fmt: skip
 def test_a_bad_sink_is_refused_with_the_field_named(change: dict[str, Any], message: str) -> None:
@@ -154,7 +161,17 @@ def test_the_example_configs_sinks_work_once_uncommented() -> None:
     )
     loaded = parse_config(
         yaml.safe_load(text),
-        environ={"PAGERDUTY_ORDERS_KEY": KEY, "DATA_HOOK_SECRET": "s" * 24},
+        environ={
+            "PAGERDUTY_ORDERS_KEY": KEY,
+            "DATA_HOOK_SECRET": "s" * 24,
+            "SMTP_PASSWORD": "p",
+            "TEAMS_ORDERS_URL": "https://tenant.webhook.office.com/webhookb2/x",
+        },
     )
-    assert [s.kind for s in loaded.sinks] == ["pagerduty", "webhook"]
-    assert [s.name for s in route(event(), loaded)] == ["orders-pager", "data-hook"]
+    assert [s.kind for s in loaded.sinks] == ["pagerduty", "webhook", "email", "teams"]
+    assert [s.name for s in route(event(), loaded)] == [
+        "orders-pager",
+        "data-hook",
+        "orders-mail",
+        "orders-teams",
+    ]
