@@ -79,8 +79,9 @@ class EmailSink(_SinkBase):
 
     kind: Literal["email"]
     host: str = Field(min_length=1)
-    port: int = Field(default=587, ge=1, le=65535)
     security: Literal["starttls", "tls", "none"] = "starttls"
+    port: int = Field(default=0, ge=0, le=65535)
+    """0 (the default): the usual port for `security`: 587, 465 or 25."""
     username: str | None = None
     password: SecretStr | None = None
     sender: str = Field(pattern=r"^[^@\s<>]+@[^@\s<>]+$")
@@ -96,6 +97,18 @@ class EmailSink(_SinkBase):
             if not _ADDRESS.match(address):
                 raise ValueError(f"'{address}' is not an e-mail address")
         return value
+
+    @field_validator("username", "password")
+    @classmethod
+    def _ascii(cls, value: str | SecretStr | None) -> str | SecretStr | None:
+        text = value.get_secret_value() if isinstance(value, SecretStr) else value
+        if text is not None and not text.isascii():
+            raise ValueError("SMTP logins are ASCII: use ASCII characters only")
+        return value
+
+    @property
+    def smtp_port(self) -> int:
+        return self.port or {"starttls": 587, "tls": 465, "none": 25}[self.security]
 
     @model_validator(mode="after")
     def _no_password_in_clear(self) -> EmailSink:
@@ -117,7 +130,10 @@ class TeamsSink(_SinkBase):
     @field_validator("url")
     @classmethod
     def _https(cls, value: SecretStr) -> SecretStr:
-        if not value.get_secret_value().startswith(("https://", "http://")):
+        url = value.get_secret_value()
+        # The URL is the secret: plain http only to this machine (a local stand-in).
+        local = re.match(r"^http://(127\.0\.0\.1|localhost|\[::1\])(:|/)", url)
+        if not url.startswith("https://") and local is None:
             raise ValueError("a Teams URL starts with https://")
         return value
 

@@ -26,6 +26,15 @@ class Mailbox:
     messages: list[EmailMessage] = field(default_factory=list)
     recipients: list[list[str]] = field(default_factory=list)
     replies: list[str] = field(default_factory=list)
+    unknown: set[str] = field(default_factory=set)  # recipients refused at RCPT TO
+
+    async def handle_RCPT(
+        self, server: Any, session: Any, envelope: Any, address: str, options: Any
+    ) -> str:
+        if address in self.unknown:
+            return "550 5.1.1 no such user here"
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
 
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
         if self.replies:
@@ -60,12 +69,19 @@ def _authenticate(server: Any, session: Any, envelope: Any, mechanism: str, data
         USER.encode(),
         PASSWORD.encode(),
     )
-    return AuthResult(success=ok, handled=False)  # aiosmtpd answers 235 or 535 itself
+    if ok:
+        return AuthResult(success=True, handled=False)
+    # Like some relays, the refusal repeats what was tried: the client must not pass it on.
+    tried = data.password.decode(errors="replace") if isinstance(data, LoginPassword) else ""
+    return AuthResult(success=False, handled=False, message=f"535 5.7.8 {tried} is not valid")
 
 
 @contextmanager
-def smtp_server(folder: Path, *, starttls: bool = True) -> Iterator[tuple[Mailbox, int, Path]]:
-    """A running server: its mailbox, port and CA file (the certificate it presents)."""
+def smtp_server(
+    folder: Path, *, starttls: bool = True, implicit_tls: bool = False
+) -> Iterator[tuple[Mailbox, int, Path]]:
+    """A running server: its mailbox, port and CA file (the certificate it presents).
+    `implicit_tls`: TLS from the first byte (port 465 style) instead of STARTTLS."""
     import ssl
 
     cert, key = certificate(folder)
@@ -74,9 +90,17 @@ def smtp_server(folder: Path, *, starttls: bool = True) -> Iterator[tuple[Mailbo
     mailbox = Mailbox()
     port = _free_port()
     options: dict[str, Any] = {"authenticator": _authenticate, "auth_require_tls": True}
-    if starttls:
-        options.update(tls_context=context, require_starttls=True, auth_required=True)
-    controller = Controller(mailbox, hostname="127.0.0.1", port=port, **options)
+    if implicit_tls:
+        # aiosmtpd counts only STARTTLS as TLS for AUTH (and warns when AUTH is required
+        # without it); here the whole connection is TLS, so AUTH is offered, not required.
+        options.update(auth_require_tls=False)
+        controller = Controller(
+            mailbox, hostname="127.0.0.1", port=port, ssl_context=context, **options
+        )
+    else:
+        if starttls:
+            options.update(tls_context=context, require_starttls=True, auth_required=True)
+        controller = Controller(mailbox, hostname="127.0.0.1", port=port, **options)
     controller.start()
     try:
         yield mailbox, port, cert

@@ -3,8 +3,9 @@ sender: each due row is claimed with a lease (two processes never both send it),
 one attempt of the sink's client, then recorded: sent, retried later with backoff (or when the
 sink says), or refused for good (a 4xx). Rows of one sink and incident go in order. Nothing is
 dropped while a sink is down, and a sink that keeps failing is told once in the ops channel,
-and once when it recovers. A row sent but not recorded (a crash between the two) is sent again:
-receivers dedupe on the delivery id, PagerDuty on the dedup_key."""
+and once when it recovers. A row sent but not recorded (a crash, or an answer lost) is sent
+again: PagerDuty folds it by dedup_key, webhook receivers dedupe on the delivery id, an
+e-mail keeps its Message-ID; a Teams channel may show it twice."""
 
 from __future__ import annotations
 
@@ -33,7 +34,9 @@ from bot.store.outbox import enqueue as owe_slack
 from bot.worker import Worker
 
 logger = logging.getLogger(__name__)
-LEASE_S = 60.0
+# A claimed row is another process's to take again only after this: longer than any one send
+# (an SMTP exchange is about ten steps of up to 20 s each), so a slow send is not sent twice.
+LEASE_S = 300.0
 REMOVED_SINK_WAIT_S = 900.0
 
 

@@ -13,7 +13,8 @@ How Teams answers (MicrosoftDocs/msteams-docs issues #400, #1810, #4145, #7425, 
   error: Microsoft Teams endpoint returned HTTP error 429 with ContextId ..." (413: the message
   is over Teams' 28 KB limit; 400: a bad card or a removed channel). Microsoft's rule: only a
   number means delivered. So a wrapped status is classified as if it were the answer's own
-  (429 retried, 413 and 400 permanent), and any other 200 without a number is retried. A
+  (429 retried, 413 permanent), except a wrapped 400, which is the channel's (removed, connector
+  disabled): retried slowly; any other 200 without a number is retried. A
   malformed payload gets a real 400 "Bad payload received by generic incoming webhook.".
 - More than four requests a second are throttled, with no Retry-After: we wait 15 s.
 
@@ -34,6 +35,7 @@ from yarl import URL
 
 from bot.clients.http import USER_AGENT
 from bot.clients.sinks import (
+    MISCONFIGURED_RETRY_S,
     OneShotClient,
     Outcome,
     Reply,
@@ -148,6 +150,10 @@ class TeamsClient(OneShotClient):
                     retry_default=THROTTLE_WAIT_S,
                 )
                 head = f"{self._label} answered HTTP {status} (Teams: HTTP {inner})"
+                if inner == 400:
+                    # Behind the connector a 400 is the channel (removed, connector disabled),
+                    # not this card (a bad card is refused up front): retried slowly.
+                    seen = Outcome.retry(seen.detail, MISCONFIGURED_RETRY_S)
                 return replace(seen, detail=f"{head}: {clean(text)}")
             if self._connector and not _COUNT.fullmatch(text):
                 reason = clean(text) or "an empty body"

@@ -4,6 +4,7 @@ relay refuses the bot, or refuse this message), without the password in any deta
 
 from __future__ import annotations
 
+import re
 import socket
 from datetime import UTC, datetime
 from pathlib import Path
@@ -107,3 +108,39 @@ async def test_a_relay_that_is_down_is_retried() -> None:
     outcome = await EmailClient(sink(port, None)).send(body(), delivery_id="1")
     assert (outcome.delivered, outcome.retry_after_s) == (False, 0.0)
     assert "ConnectionRefusedError" in outcome.detail
+
+
+async def test_a_recipient_the_relay_does_not_know_does_not_stop_the_others(
+    tmp_path: Path,
+) -> None:
+    with smtp_server(tmp_path) as (mailbox, port, ca):
+        mailbox.unknown = {"data@example.com"}
+        some = await EmailClient(sink(port, ca)).send(body(), delivery_id="1")
+        mailbox.unknown = {"oncall@example.com", "data@example.com"}
+        none = await EmailClient(sink(port, ca)).send(body(), delivery_id="2")
+    # delivered to one: sending again would give them a second copy; the refusal is said
+    assert some.delivered
+    assert some.detail.endswith("accepted for 1 recipient(s); refused data@example.com")
+    assert mailbox.recipients == [["oncall@example.com"]]
+    # refused to every one with a 5xx: `to` or the relay is wrong, retried slowly until fixed
+    assert (none.delivered, none.retry_after_s) == (False, 300.0)
+
+
+async def test_implicit_tls_on_its_own_port(tmp_path: Path) -> None:
+    with smtp_server(tmp_path, implicit_tls=True) as (mailbox, port, ca):
+        outcome = await EmailClient(sink(port, ca, security="tls")).send(body(), delivery_id="1")
+    assert outcome.delivered, outcome.detail
+    assert len(mailbox.messages) == 1
+    assert sink(0, None, security="tls").smtp_port == 465
+    assert sink(0, None).smtp_port == 587
+
+
+async def test_the_message_id_is_valid_and_different_for_each_event(tmp_path: Path) -> None:
+    with smtp_server(tmp_path) as (mailbox, port, ca):
+        client = EmailClient(sink(port, ca))
+        long_name = "m" * 63
+        await client.send(body(), delivery_id=f"{long_name}/incident:abc:opened:2021-06-05T02:00")
+        await client.send(body(), delivery_id=f"{long_name}/incident:abc:opened:2021-06-09T02:00")
+    first, second = (m["Message-ID"] for m in mailbox.messages)
+    assert first != second
+    assert re.fullmatch(r"<[0-9a-f]{40}\.backfill-bot@example\.com>", first)

@@ -109,8 +109,9 @@ async def test_a_wrong_sig_is_refused_and_retried_slowly(teams: TeamsStandin) ->
 # --- the connector's HTTP 200 with an error text -------------------------------------------
 
 
+# A wrapped 400 is the channel (removed, connector disabled), retried slowly; 413 is the card.
 @pytest.mark.parametrize(
-    ("inner", "expected"), [(429, 15.0), (500, 0.0), (503, 0.0), (413, None), (400, None)]
+    ("inner", "expected"), [(429, 15.0), (500, 0.0), (503, 0.0), (413, None), (400, 300.0)]
 )
 async def test_an_error_text_in_a_200_is_classified_by_its_status(
     teams: TeamsStandin, inner: int, expected: float | None
