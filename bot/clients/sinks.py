@@ -28,13 +28,12 @@ import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from email.utils import parsedate_to_datetime
-from types import TracebackType
-from typing import Any, Protocol, Self, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import aiohttp
 from yarl import URL
 
-from bot.clients.http import describe, error_message
+from bot.clients.http import SessionOwner, describe, error_message
 
 MAX_RETRY_AFTER_S = 3600.0
 MAX_REASON = 200
@@ -202,34 +201,18 @@ def classify(
     return Outcome.fail(detail)
 
 
-class OneShotClient:
-    """A sink client's aiohttp session (created on first send, inside the running loop) and its
-    single attempt. Subclasses implement `send` and call `_post`."""
+class OneShotClient(SessionOwner):
+    """A sink client's aiohttp session (its own, created on first send, inside the running
+    loop; closed by `close`, after which it cannot send) and its single attempt. Subclasses
+    implement `send` and call `_post`."""
 
     def __init__(self, *, timeout_s: float) -> None:
         if not timeout_s > 0:
             raise ValueError("timeout_s must be > 0")
         self._timeout_s = timeout_s
-        self._session: aiohttp.ClientSession | None = None
+        self._session = None
+        self._owns_session = True
         self._closed = False
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
-
-    async def close(self) -> None:
-        """Close the session; the client cannot send afterwards."""
-        self._closed = True
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
 
     async def _post(
         self,
