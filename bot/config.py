@@ -18,7 +18,8 @@ import yaml
 from croniter import croniter
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from bot.config_sinks import HubSettings, Sink, expand_references
+from bot.config_hub import Escalation, QuietHours, Route
+from bot.config_sinks import HubSettings, PagerDutySink, Sink, expand_references
 from bot.domain.model import DagRef, DatasetRef
 
 _DURATION = re.compile(r"^\s*(?:(?P<d>\d+)d)?\s*(?:(?P<h>\d+)h)?\s*(?:(?P<m>\d+)m)?\s*$")
@@ -64,7 +65,19 @@ class Team(_Strict):
     members: tuple[str, ...] = ()
     user_groups: tuple[str, ...] = ()
     sinks: tuple[str, ...] = ()
-    """Names from `sinks:` that also get this team's failures (opened, acknowledged, resolved)."""
+    """Names from `sinks:` that get this team's failures (opened, acknowledged, resolved): the
+    same as a route `{events: [failures], to: [...]}`."""
+    routes: tuple[Route, ...] = ()
+    """More of the team's events to sinks, by event class, DAG pattern and severity."""
+    quiet_hours: QuietHours | None = None
+    escalation: Escalation | None = None
+
+    def sink_names(self) -> tuple[str, ...]:
+        """Every sink the team sends to, each once."""
+        names = [*self.sinks, *(n for r in self.routes for n in r.to)]
+        if self.escalation is not None:
+            names += self.escalation.sinks
+        return tuple(dict.fromkeys(names))
 
 
 class Ownership(_Strict):
@@ -285,11 +298,20 @@ class BotConfig(_Strict):
         if repeated:
             raise ValueError(f"sink names must be unique; repeated: {', '.join(repeated)}")
         for team_config in self.teams:
-            for name in team_config.sinks:
+            for name in team_config.sink_names():
                 if name not in sinks:
                     raise ValueError(
                         f"team '{team_config.name}' sends to sink '{name}', which is not "
                         "declared under sinks"
+                    )
+            for route in team_config.routes:
+                paging = [n for n in route.to if isinstance(self.sink(n), PagerDutySink)]
+                if paging and set(route.events) != {"failures"}:
+                    raise ValueError(
+                        f"team '{team_config.name}' routes {', '.join(route.events)} to "
+                        f"PagerDuty sink '{paging[0]}': PagerDuty pages failures only (one page "
+                        "per outage, resolved by its resolution); send sla, backfills and "
+                        "reports to e-mail, a webhook or Teams"
                     )
         return self
 

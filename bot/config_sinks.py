@@ -142,13 +142,20 @@ Sink = Annotated[PagerDutySink | WebhookSink | EmailSink | TeamsSink, Field(disc
 
 
 class HubSettings(BaseModel):
-    """How the sink sender retries a sink that fails: `retry_base_s`, doubling each attempt,
-    up to `retry_max_s` (a sink's own Retry-After wins). Nothing owed is ever dropped."""
+    """The hub's settings. The sink sender retries a sink that fails after `retry_base_s`,
+    doubling each attempt, up to `retry_max_s` (a sink's own Retry-After wins). Nothing owed is
+    ever dropped."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     retry_base_s: float = Field(default=5.0, gt=0, le=300)
     retry_max_s: float = Field(default=900.0, gt=0, le=86400)
+    subscriptions: Literal["owners", "anyone"] = "owners"
+    """Who may subscribe a channel with `/backfill subscribe`: `owners`, the members of a team
+    whose ownership covers the pattern (and the configured approvers); `anyone`. Anyone may
+    subscribe their own DM to anything."""
+    escalation_check_s: float = Field(default=30.0, ge=1, le=3600)
+    """How often alerts are checked for an escalation that is due."""
 
 
 def expand_references(data: Any, environ: Mapping[str, str]) -> Any:

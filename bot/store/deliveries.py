@@ -26,8 +26,10 @@ async def enqueue(
     event_key: str,
     body: Mapping[str, Any],
     incident_id: str | None = None,
+    held_until: datetime | None = None,
 ) -> bool:
-    """Owe `sink` this body once; False if it was owed already (the same sink and event)."""
+    """Owe `sink` this body once; False if it was owed already (the same sink and event).
+    `held_until` (quiet hours): not sent before then, and then in one digest."""
     found = await session.scalar(
         select(SinkDelivery.id).where(
             SinkDelivery.sink == sink, SinkDelivery.event_key == event_key
@@ -35,11 +37,12 @@ async def enqueue(
     )
     if found is not None:
         return False
-    session.add(
-        SinkDelivery(
-            sink=sink, kind=kind, event_key=event_key, body=dict(body), incident_id=incident_id
-        )
+    row = SinkDelivery(
+        sink=sink, kind=kind, event_key=event_key, body=dict(body), incident_id=incident_id
     )
+    if held_until is not None:
+        row.held_until = row.next_attempt_at = held_until
+    session.add(row)
     await session.flush()
     return True
 

@@ -6,7 +6,16 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import JSON, CheckConstraint, ForeignKey, Index, Integer, String, UniqueConstraint
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    CheckConstraint,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    UniqueConstraint,
+)
 from sqlalchemy.orm import Mapped, mapped_column
 
 from bot.store.models import Base, UTCDateTime, _one_of, utcnow
@@ -39,6 +48,9 @@ class SinkDelivery(Base):
     error: Mapped[str | None] = mapped_column(String(500))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    held_until: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    """Quiet hours: the row waits until then (its `next_attempt_at`) and goes in one digest
+    with the sink's other held rows."""
 
     __table_args__ = (
         CheckConstraint(_one_of("state", DeliveryState), name="state"),
@@ -59,3 +71,24 @@ class SinkHealth(Base):
     reported: Mapped[bool] = mapped_column(default=False)
     last_error: Mapped[str | None] = mapped_column(String(500))
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class Subscription(Base):
+    """A channel's or DM's `/backfill subscribe`: events of the DAGs `pattern` matches (and,
+    with `downstream`, of the DAGs downstream of them). Removed ones are kept (`removed_at`)
+    for the audit trail."""
+
+    __tablename__ = "subscriptions"
+
+    id: Mapped[str] = mapped_column(String(16), primary_key=True)
+    """What `/backfill unsubscribe` takes: 8 lower-case hex characters."""
+    channel: Mapped[str] = mapped_column(String(64))
+    pattern: Mapped[str] = mapped_column(String(255))
+    events: Mapped[list[str]] = mapped_column(JSON)
+    downstream: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_by: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    removed_by: Mapped[str | None] = mapped_column(String(64))
+    removed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+    __table_args__ = (Index("ix_subscriptions_channel", "channel"),)

@@ -135,6 +135,8 @@ class Incident(Base):
     opened_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     resolved_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    escalated_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    """When the outage was escalated (nobody acknowledged it in time); cleared as it reopens."""
 
     __table_args__ = (
         UniqueConstraint("namespace", "dag_id", "interval_key"),

@@ -45,6 +45,7 @@ TABLES = {
     "lineage_runs",
     "sink_deliveries",
     "sink_health",
+    "subscriptions",
 }
 INDEXES = {
     "backfill_requests": {
@@ -104,7 +105,7 @@ async def test_upgrade_creates_tables_indexes_and_constraints(database_url: str)
     schema = await on_connection(database_url, describe)
 
     assert schema["tables"] == TABLES
-    assert schema["version"] == "0010"
+    assert schema["version"] == "0011"
     for table, names in INDEXES.items():
         assert names <= schema["indexes"][table]
     assert schema["checks"] == {
