@@ -56,6 +56,7 @@ from bot.services.planning import Planner, PlanSource
 from bot.services.poller import MarquezPoller
 from bot.services.reconcile import Reconciler
 from bot.services.sla import SlaService
+from bot.services.subscriptions import SubscriptionService
 from bot.services.team_notices import TeamNotices
 from bot.settings import Settings
 from bot.slack_http import SlackEvents
@@ -133,6 +134,16 @@ def build_services(settings: Settings, config: BotConfig, given: AsyncWebClient)
             yield Planner(client, config, default_namespace=settings.marquez_namespace)
 
     runner = build_runner(settings, config, sessions, wake_sender=sender.wake, metrics=metrics)
+    # The hub: every event routed once, to sinks beyond Slack (PagerDuty, e-mail, webhooks,
+    # Teams; their rows delivered by one sender) and to the channels subscribed to it.
+    sinks = SinkSender(sessions, config, metrics=metrics, wake_slack=sender.wake)
+    metrics.sink_names = tuple(sink.name for sink in config.sinks)
+    hub = Hub(
+        config,
+        wake_sender=sinks.wake,
+        wake_slack=sender.wake,
+        upstream=index.upstream_of if index is not None else lambda _: frozenset(),
+    )
     groups = SlackGroups(slack)
     backfills = BackfillService(
         sessions=sessions,
@@ -141,11 +152,8 @@ def build_services(settings: Settings, config: BotConfig, given: AsyncWebClient)
         executor=runner or ManualExecutor(),
         groups=groups,
         wake_sender=sender.wake,
-        notices=TeamNotices(config, metrics=metrics),
+        notices=TeamNotices(config, metrics=metrics, hub=hub),
     )
-    # Sinks beyond Slack (PagerDuty, webhooks): the hub owes them rows, one sender delivers.
-    sinks = SinkSender(sessions, config, metrics=metrics, wake_slack=sender.wake)
-    metrics.sink_names = tuple(sink.name for sink in config.sinks)
     incidents = IncidentService(
         sessions,
         config,
@@ -155,7 +163,7 @@ def build_services(settings: Settings, config: BotConfig, given: AsyncWebClient)
         wake_sender=sender.wake,
         airflow_ui=airflow_ui(settings, config, runner),
         metrics=metrics,
-        hub=Hub(config, wake_sender=sinks.wake),
+        hub=hub,
     )
     incident_actions = IncidentActions(
         sessions, incidents.alerts, backfills, wake_sender=sender.wake
@@ -169,6 +177,7 @@ def build_services(settings: Settings, config: BotConfig, given: AsyncWebClient)
 
         runner.on_end = ended
     home = HomeService(sessions, config, groups)
+    subscriptions = SubscriptionService(sessions, config, groups)
 
     on_events = partial(record_lineage, sessions) if index is not None else None
     poller = MarquezPoller(
@@ -177,7 +186,7 @@ def build_services(settings: Settings, config: BotConfig, given: AsyncWebClient)
     )  # fmt: skip
     sla = SlaService(
         sessions, config, planners, wake_sender=sender.wake, links=incidents.alerts.links,
-        metrics=metrics,
+        metrics=metrics, hub=hub,
     )  # fmt: skip
     # One try, well inside the check's bound (a loaded machine must not make the two race, so
     # the answer names Marquez's own timeout): a probe asks again soon enough.
@@ -191,7 +200,7 @@ def build_services(settings: Settings, config: BotConfig, given: AsyncWebClient)
     return Services(
         settings, config, engine, sessions, slack, sender, backfills, incidents,
         incident_actions, home, poller, sla, retries, metrics, readiness, runner, reconciler,
-        sinks,
+        sinks, subscriptions=subscriptions,
     )  # fmt: skip
 
 
@@ -340,6 +349,12 @@ def create_web_app(
                 max_instances=1,
                 coalesce=True,
             )
+        escalations = services.incidents.escalations
+        if escalations.configured:
+            scheduler.add_job(
+                escalations.check, "interval", seconds=services.config.hub.escalation_check_s,
+                id="escalation-check", max_instances=1, coalesce=True,
+            )  # fmt: skip
         reconciler = services.reconciler
         if reconciler is not None:
             # The first full reconcile (or the stored index) makes the index ready to plan.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
@@ -21,6 +21,7 @@ from bot.services.incidents import IncidentService
 from bot.services.poller import MarquezPoller
 from bot.services.reconcile import Reconciler
 from bot.services.sla import SlaService
+from bot.services.subscriptions import SubscriptionService
 from bot.settings import Settings
 
 
@@ -47,3 +48,5 @@ class Services:
     """Keeps the local lineage index in step with Marquez (None: index disabled)."""
     sinks: SinkSender | None = None
     """Delivers what the hub owes sinks beyond Slack (PagerDuty, webhooks)."""
+    subscriptions: SubscriptionService = field(kw_only=True)
+    """`/backfill subscribe`, `subscriptions` and `unsubscribe`."""

@@ -15,6 +15,9 @@ from bot.domain.commands import (
     HelpCommand,
     PlanCommand,
     StatusCommand,
+    SubscribeCommand,
+    SubscriptionsCommand,
+    UnsubscribeCommand,
     parse_command,
 )
 
@@ -45,6 +48,14 @@ def register(app: AsyncApp, services: Services) -> None:
             elif isinstance(parsed, StatusCommand):
                 reply = await services.backfills.status(
                     parsed.request_id, user=user, channel=channel
+                )
+            elif isinstance(parsed, SubscribeCommand):
+                reply = await services.subscriptions.subscribe(parsed, user=user, channel=channel)
+            elif isinstance(parsed, SubscriptionsCommand):
+                reply = await services.subscriptions.list(user=user, channel=channel)
+            elif isinstance(parsed, UnsubscribeCommand):
+                reply = await services.subscriptions.unsubscribe(
+                    parsed.subscription_id, user=user, channel=channel
                 )
             else:
                 assert isinstance(parsed, CancelCommand)

@@ -5,7 +5,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from bot.config_hub import EVENT_CLASSES, EventClass
+
 USAGE = "/backfill DAG START..END [--only] [--exclude DAG[,DAG]] [--namespace NS] [--dry-run]"
+SUBSCRIBE_USAGE = (
+    "/backfill subscribe PATTERN [--failures] [--sla] [--backfills] [--reports] [--downstream]"
+)
+PATTERN_CHARS = 255
+"""The longest DAG pattern `/backfill subscribe` takes (the `subscriptions.pattern` column)."""
+SUBSCRIPTION_ID = re.compile(r"[0-9a-f]{8}")
+"""A subscription id: 8 lower-case hex characters."""
 
 
 class CommandError(ValueError):
@@ -37,7 +46,34 @@ class PlanCommand:
     dry_run: bool = False
 
 
-Command = HelpCommand | StatusCommand | CancelCommand | PlanCommand
+@dataclass(frozen=True)
+class SubscribeCommand:
+    pattern: str
+    """A DAG glob, `GLOB` or `NS::GLOB` (see `bot.config.matches`)."""
+    events: tuple[EventClass, ...] = EVENT_CLASSES
+    """The event classes, each once, in `EVENT_CLASSES` order (all four when no flag is given)."""
+    downstream: bool = False
+
+
+@dataclass(frozen=True)
+class SubscriptionsCommand:
+    pass
+
+
+@dataclass(frozen=True)
+class UnsubscribeCommand:
+    subscription_id: str
+
+
+Command = (
+    HelpCommand
+    | StatusCommand
+    | CancelCommand
+    | PlanCommand
+    | SubscribeCommand
+    | SubscriptionsCommand
+    | UnsubscribeCommand
+)
 
 
 def _split_exclusions(value: str) -> tuple[str, ...]:
@@ -63,8 +99,69 @@ def request_id(text: str) -> str:
     return candidate
 
 
+def subscription_id(text: str) -> str:
+    """A subscription id as typed (in backticks or capitals too): 8 hex characters."""
+    candidate = text.strip("`").lower()
+    if not SUBSCRIPTION_ID.fullmatch(candidate):
+        raise CommandError(
+            "A subscription id is 8 hex characters, as /backfill subscriptions shows them. "
+            "Usage: /backfill unsubscribe ID"
+        )
+    return candidate
+
+
+def check_pattern(pattern: str) -> str:
+    """`pattern` if it can be a DAG glob (`GLOB` or `NS::GLOB`), else a CommandError."""
+    if len(pattern) > PATTERN_CHARS:
+        raise CommandError(
+            f"That pattern is {len(pattern)} characters long; at most {PATTERN_CHARS} are "
+            "allowed. Use a shorter glob, e.g. example.etl_*"
+        )
+    if any(not char.isprintable() or char.isspace() for char in pattern):
+        raise CommandError(
+            "A DAG pattern cannot contain spaces or control characters. "
+            "Type one glob, e.g. example.etl_* or food_delivery::example.*"
+        )
+    if "::" in pattern:
+        namespace, _, name = pattern.partition("::")
+        if not namespace or not name:
+            raise CommandError(
+                "NS::GLOB needs a namespace before :: and a DAG glob after it, "
+                "e.g. food_delivery::example.*"
+            )
+    return pattern
+
+
+_EVENT_FLAGS: dict[str, EventClass] = {f"--{event}": event for event in EVENT_CLASSES}
+
+
+def _parse_subscribe(words: list[str]) -> SubscribeCommand:
+    patterns: list[str] = []
+    events: set[EventClass] = set()
+    downstream = False
+    for word in words:
+        flag = word.lower()
+        if flag in _EVENT_FLAGS:
+            events.add(_EVENT_FLAGS[flag])
+        elif flag == "--downstream":
+            downstream = True
+        elif word.startswith("-"):
+            raise CommandError(f"Unknown option {word}. Usage: {SUBSCRIBE_USAGE}")
+        else:
+            patterns.append(word)
+    if len(patterns) != 1:
+        got = "no pattern" if not patterns else f"{len(patterns)} patterns"
+        raise CommandError(
+            f"Expected one DAG pattern, got {got}. Usage: {SUBSCRIBE_USAGE} "
+            "(e.g. /backfill subscribe example.etl_* --failures)"
+        )
+    chosen = tuple(e for e in EVENT_CLASSES if e in events) or EVENT_CLASSES
+    return SubscribeCommand(check_pattern(patterns[0]), chosen, downstream)
+
+
 def parse_command(text: str) -> Command:
-    """`help`, `status [ID]`, `cancel ID`, or `DAG START..END` with options."""
+    """`help`, `status [ID]`, `cancel ID`, `subscribe PATTERN [flags]`, `subscriptions`,
+    `unsubscribe ID`, or `DAG START..END` with options."""
     # Slack clients may send non-breaking spaces and smart dashes from autocorrect.
     cleaned = (text or "").replace("\u00a0", " ").replace("\u2014", "--").replace("\u2013", "--")
     words = cleaned.split()
@@ -79,6 +176,18 @@ def parse_command(text: str) -> Command:
         if len(words) != 2:
             raise CommandError("Usage: /backfill cancel REQUEST_ID (see /backfill status)")
         return CancelCommand(request_id(words[1]))
+    if head == "subscribe":
+        return _parse_subscribe(words[1:])
+    if head == "subscriptions":
+        if len(words) != 1:
+            raise CommandError(
+                "Usage: /backfill subscriptions (it lists this channel's subscriptions)"
+            )
+        return SubscriptionsCommand()
+    if head == "unsubscribe":
+        if len(words) != 2:
+            raise CommandError("Usage: /backfill unsubscribe ID (see /backfill subscriptions)")
+        return UnsubscribeCommand(subscription_id(words[1]))
     positional: list[str] = []
     only = dry_run = False
     exclude: list[str] = []

@@ -34,6 +34,8 @@ __all__ = [
     "HubKind",
     "SinkTarget",
     "Subscription",
+    "covers",
+    "escalation_due",
     "event_class",
     "quiet_until",
     "route",
@@ -150,6 +152,8 @@ def route(
     targets: list[SinkTarget] = []
     for name, routed_by in by_sink.items():
         sink = config.sink(name)
+        if isinstance(sink, PagerDutySink) and event_class(event.kind) != "failures":
+            continue  # a page is an outage's (BOT_CONFIG refuses such a route)
         if sink is not None:
             targets.append(SinkTarget(sink, _held_until(sink, routed_by, event, now)))
     matched = [s for s in subscriptions if _subscribed(s, event)]
@@ -196,10 +200,19 @@ def _subscribed(subscription: Subscription, event: HubEvent) -> bool:
         return False
     if event.kind == "failure.escalated":
         return False  # subscribers heard of the failure; the escalation is for the next target
-    about = [event.dag, *event.dags]
-    if subscription.downstream:
-        about += sorted(event.upstream)
-    return any(matches(subscription.pattern, dag.namespace, dag.dag_id) for dag in about)
+    if any(covers(subscription, dag) for dag in event.dags):
+        return True
+    return covers(subscription, event.dag, event.upstream)
+
+
+def covers(subscription: Subscription, dag: DagRef, upstream: Iterable[DagRef] = ()) -> bool:
+    """Whether the subscription is about `dag`: its pattern matches the DAG or, subscribed
+    `--downstream`, a DAG `upstream` of it."""
+    if matches(subscription.pattern, dag.namespace, dag.dag_id):
+        return True
+    return subscription.downstream and any(
+        matches(subscription.pattern, u.namespace, u.dag_id) for u in upstream
+    )
 
 
 def _held_until(
@@ -240,3 +253,18 @@ def quiet_until(quiet: QuietHours, now: datetime) -> datetime | None:
     if clock < quiet.end:  # … in the morning part
         return at(today)
     return None
+
+
+def escalation_due(
+    after: timedelta,
+    *,
+    failed_at: datetime,
+    now: datetime,
+    acknowledged: bool,
+    escalated: bool,
+    snoozed: bool,
+) -> bool:
+    """Whether an open outage goes to the escalation's targets now: nobody acknowledged it
+    `after` it failed, it was not escalated yet, and nobody snoozed it (a snooze says someone
+    knows and chose to wait)."""
+    return not (acknowledged or escalated or snoozed) and now - failed_at >= after

@@ -25,11 +25,12 @@ service hands over is shown as written unless it is `Mrkdwn`: compose one with `
     home      the App Home tab
     ops       the ops channel's notices about Marquez
     teams     notices to the teams whose DAGs a backfill reruns
+    subscriptions  /backfill subscribe, subscriptions, unsubscribe: their answers
 """
 
 from __future__ import annotations
 
-from bot.messages import home, ops, progress, sla, teams, watch
+from bot.messages import home, ops, progress, sla, subscriptions, teams, watch
 from bot.messages._render import (
     LIST,
     NAME,
@@ -93,6 +94,7 @@ __all__ = [
     "sentence",
     "sla",
     "status_list",
+    "subscriptions",
     "teams",
     "user_mention",
     "watch",

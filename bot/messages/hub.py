@@ -38,6 +38,10 @@ _STYLES: dict[str, Literal["attention", "good", "warning"]] = {
     "failure.opened": "attention",
     "failure.acknowledged": "warning",
     "failure.resolved": "good",
+    "failure.escalated": "attention",
+    "sla.missed": "warning",
+    "backfill.approved": "warning",
+    "backfill.ended": "good",
 }
 
 
@@ -53,19 +57,37 @@ _HEADLINES = {
     "failure.opened": "{dag} failed for {intervals}",
     "failure.acknowledged": "{dag} failure acknowledged ({intervals})",
     "failure.resolved": "{dag} resolved for {intervals}",
+    "failure.escalated": "{dag} failed for {intervals} and nobody has acknowledged it",
+    "sla.missed": "{dag} is late for {intervals}",
+    "backfill.approved": "Backfill of {dag} {intervals} approved",
+    "backfill.ended": "Backfill of {dag} {intervals} {state}",
 }
 
 
 def _summary(event: HubEvent) -> tuple[str, list[tuple[str, str]], str | None]:
     """The headline, facts and error every human-facing sink shows (e-mail, Teams)."""
-    headline = _HEADLINES[event.kind].format(dag=event.dag.dag_id, intervals=event.intervals)
+    headline = _HEADLINES[event.kind].format(
+        dag=event.dag.dag_id, intervals=event.intervals, state=event.state or "ended"
+    )
     facts = [
         ("DAG", f"{event.dag.namespace} / {event.dag.dag_id}"),
         ("Intervals", event.intervals),
-        ("Failed runs", str(event.failures)),
         ("Owners", ", ".join(event.owners) or "no team in BOT_CONFIG"),
-        ("Incident", event.incident_id),
+        ("Severity", event.severity),
     ]
+    if event.kind.startswith("failure."):
+        facts[2:2] = [("Failed runs", str(event.failures))]
+        facts.append(("Incident", event.incident_id))
+    if event.reason:
+        facts.append(("Why", event.reason))
+    if event.reports:
+        facts.append(("Reports at risk", ", ".join(event.reports[:20])))
+    if event.dags:
+        shown = ", ".join(d.dag_id for d in event.dags[:20])
+        more = f" and {len(event.dags) - 20} more" if len(event.dags) > 20 else ""
+        facts.append(("Reruns", shown + more))
+    if event.actor:
+        facts.append(("Approved by", f"Slack user {event.actor}"))
     if event.acknowledged_by:
         facts.append(("Acknowledged by", f"Slack user {event.acknowledged_by}"))
     if event.backfill_request_id:
@@ -95,23 +117,49 @@ def email_body(event: HubEvent) -> dict[str, Any]:
 
 
 def webhook_document(event: HubEvent) -> dict[str, Any]:
-    """Version 1 of the webhook document: what happened, to which incident, when."""
-    return {
+    """Version 1 of the webhook document: what happened, to what, when."""
+    document: dict[str, Any] = {
         "version": WEBHOOK_VERSION,
         "type": event.kind,
         "occurred_at": event.at.astimezone(UTC).isoformat().replace("+00:00", "Z"),
-        "incident": {
-            "id": event.incident_id,
+        "severity": event.severity,
+    }
+    if event.kind == "sla.missed":
+        document["sla"] = {
+            "id": event.miss_id,
             "namespace": event.dag.namespace,
             "dag_id": event.dag.dag_id,
             "intervals": event.intervals,
-            "failures": event.failures,
-            "error": _clip(event.error),
+            "reason": event.reason,
             "owners": list(event.owners),
-            "acknowledged_by": event.acknowledged_by,
-            "backfill_request_id": event.backfill_request_id,
-        },
+            "reports": list(event.reports),
+        }
+        return document
+    if event.kind.startswith("backfill."):
+        document["backfill"] = {
+            "id": event.backfill_request_id,
+            "namespace": event.dag.namespace,
+            "dag_id": event.dag.dag_id,
+            "range": event.intervals,
+            "state": event.state,
+            "approved_by": event.actor,
+            "owners": list(event.owners),
+            "dags": [{"namespace": d.namespace, "dag_id": d.dag_id} for d in event.dags],
+        }
+        return document
+    document["incident"] = {
+        "id": event.incident_id,
+        "namespace": event.dag.namespace,
+        "dag_id": event.dag.dag_id,
+        "intervals": event.intervals,
+        "failures": event.failures,
+        "error": _clip(event.error),
+        "owners": list(event.owners),
+        "acknowledged_by": event.acknowledged_by,
+        "backfill_request_id": event.backfill_request_id,
+        "reports": list(event.reports),
     }
+    return document
 
 
 def pagerduty_body(sink: PagerDutySink, event: HubEvent) -> dict[str, Any]:
@@ -123,11 +171,12 @@ def pagerduty_body(sink: PagerDutySink, event: HubEvent) -> dict[str, Any]:
         body = pagerduty_event("resolve", routing_key="-", dedup_key=key)
     else:
         error = f": {event.error}" if event.error else ""
+        late = " (nobody acknowledged it)" if event.kind == "failure.escalated" else ""
         body = pagerduty_event(
             "trigger",
             routing_key="-",
             dedup_key=key,
-            summary=f"{event.dag.dag_id} failed for {event.intervals}{error}",
+            summary=f"{event.dag.dag_id} failed for {event.intervals}{late}{error}",
             source=event.dag.namespace,
             severity=sink.severity,
             timestamp=event.at,

@@ -1,5 +1,6 @@
-"""Who may approve or cancel a backfill, or snooze an alert, from BOT_CONFIG teams, approvers and
-user groups; and from where a backfill may be seen or clicked."""
+"""Who may approve or cancel a backfill, snooze an alert, or subscribe a channel to DAGs' events,
+from BOT_CONFIG teams, approvers and user groups; and from where a backfill may be seen or
+clicked."""
 
 from __future__ import annotations
 
@@ -168,6 +169,77 @@ async def may_snooze(
     if config.watch.snooze == "anyone_in_channel":
         return None
     return await may_approve(config, directory, root, requester="", user=user, also=also)
+
+
+def _one_char_classes(glob: str) -> str:
+    """`glob` with each `[…]` class written `?` (one character, as fnmatch reads classes)."""
+    out: list[str] = []
+    i, n = 0, len(glob)
+    while i < n:
+        char = glob[i]
+        i += 1
+        if char != "[":
+            out.append(char)
+            continue
+        j = i + (i < n and glob[i] == "!")
+        j += j < n and glob[j] == "]"
+        while j < n and glob[j] != "]":
+            j += 1
+        if j >= n:
+            out.append("[")  # no closing bracket: a literal `[`
+        else:
+            out.append("?")
+            i = j + 1
+    return "".join(out)
+
+
+def covers(rule: str, pattern: str) -> bool:
+    """Whether the ownership pattern `rule` covers the subscription pattern `pattern`: `rule`
+    matches `pattern` taken as text (a missing namespace part read as `*`, a `[…]` class as
+    `?`) and its shortest instance (every `*` matching nothing). So `example.*` covers
+    `example.etl_*` and `example.etl_orders`, and only `*` covers `*`. Exact for rules of
+    literals and `*`; a rule with `?` or `[…]` of its own is matched against the text as is."""
+    if rule == pattern:
+        return True
+    namespace, _, name = pattern.partition("::") if "::" in pattern else ("*", "", pattern)
+    namespace, name = _one_char_classes(namespace), _one_char_classes(name)
+    shortest = (namespace.replace("*", ""), name.replace("*", ""))
+    return matches(rule, namespace, name) and matches(rule, *shortest)
+
+
+def covering_teams(config: BotConfig, pattern: str) -> tuple[str, ...]:
+    """The teams whose ownership rules cover `pattern` (see `covers`), in file order, once each."""
+    names = [rule.team for rule in config.ownership if covers(rule.pattern, pattern)]
+    return tuple(name for name in dict.fromkeys(names) if config.team(name) is not None)
+
+
+async def may_subscribe(
+    config: BotConfig,
+    directory: GroupDirectory,
+    pattern: str,
+    *,
+    user: str,
+    channel: str,
+) -> Denial | None:
+    """None if `user` may subscribe `channel` to the events of DAGs matching `pattern` (or
+    remove such a subscription), else why not (`Denial.dag_id` is the pattern, `teams` those
+    covering it). Anyone may in a DM, and anywhere with BOT_CONFIG `hub.subscriptions:
+    anyone`; otherwise (`owners`) a configured approver, or a member of a team whose
+    ownership covers the pattern."""
+    if is_direct_message(channel) or config.hub.subscriptions == "anyone":
+        return None
+    approvers = config.approvers
+    if await _in_any(user, approvers.users, approvers.user_groups, directory):
+        return None
+    teams = covering_teams(config, pattern)
+    for name in teams:
+        team = config.team(name)
+        assert team is not None
+        if await _in_any(user, team.members, team.user_groups, directory):
+            return None
+    if not teams and not approvers.users and not approvers.user_groups:
+        return Denial(DenialKind.NO_ONE, pattern)
+    return Denial(DenialKind.NOT_ALLOWED, pattern, teams)
 
 
 def is_direct_message(channel: str) -> bool:

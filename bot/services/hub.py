@@ -1,74 +1,312 @@
-"""The notification hub beyond Slack: an incident's life (opened, acknowledged, resolved) owed
-to the sinks its routing picks, in the transaction that changed the incident, so what the bot
-owes a sink is a row before anything is sent (bot/clients/sink_sender.py sends it)."""
+"""The notification hub: each event (an incident's life, an SLA miss, a backfill approved or
+ended) routed once (`bot/domain/routing.py`) and owed, in the transaction that made the event,
+to the sinks beyond Slack (`sink_deliveries`, sent by bot/clients/sink_sender.py) and to the
+Slack channels and DMs subscribed to it (outbox rows, sent by the Slack sender). What the bot
+owes is a row before anything is sent."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.config import BotConfig
 from bot.domain.model import DagRef
-from bot.domain.routing import HubEvent, HubKind, route
+from bot.domain.routing import (
+    Decision,
+    HubEvent,
+    HubKind,
+    Subscription,
+    covers,
+    route,
+    severity_of,
+)
 from bot.messages import hub as hub_messages
 from bot.messages import watch as watch_messages
-from bot.store import deliveries
+from bot.messages.hub_slack import FailureNotice, NoticeState, failure_notice
+from bot.store import deliveries, outbox
 from bot.store import incidents as store
-from bot.store.after_commit import after_commit
+from bot.store import subscriptions as subscription_store
+from bot.store.after_commit import after_commit, log_after_commit
+from bot.store.models import OutboxMessage, utcnow
 from bot.store.watch_models import Incident
+
+logger = logging.getLogger(__name__)
+SUBSCRIBED = "sub:"  # the edit key of a subscribed channel's one message about an incident
+_STATES: dict[str, NoticeState] = {
+    "failure.opened": "failed",
+    "failure.acknowledged": "acknowledged",
+    "failure.resolved": "resolved",
+    "failure.escalated": "escalated",
+}
+Upstream = Callable[[DagRef], frozenset[DagRef]]
+
+
+def _no_lineage(_: DagRef) -> frozenset[DagRef]:
+    return frozenset()
 
 
 class Hub:
-    def __init__(self, config: BotConfig, *, wake_sender: Callable[[], None] = lambda: None):
+    def __init__(
+        self,
+        config: BotConfig,
+        *,
+        wake_sender: Callable[[], None] = lambda: None,
+        wake_slack: Callable[[], None] = lambda: None,
+        upstream: Upstream = _no_lineage,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
         self.config = config
-        self.wake_sender = wake_sender
+        self.wake_sender, self.wake_slack = wake_sender, wake_slack
+        self.upstream = upstream
+        """The DAGs upstream of a DAG (the lineage index's), for `--downstream` subscriptions."""
+        self.clock = clock
+
+    # --- incidents ------------------------------------------------------------------------
 
     async def incident(self, session: AsyncSession, incident: Incident, kind: HubKind) -> int:
-        """Owe each routed sink this step of `incident` (a root incident: failures that joined
-        one upstream are part of its outage); returns how many sinks are owed it."""
-        if incident.root_id is not None or not self.config.sinks:
+        """Route this step of `incident` (a root incident: failures that joined one upstream
+        are part of its outage) and owe it; returns how many sinks and channels are owed it."""
+        if incident.root_id is not None:
             return 0
+        event = self.incident_event(incident, kind)
+        moment = event.at.isoformat()
+        # One row per sink and step, ever: a reopened outage is a new step (its own time).
+        key = f"incident:{incident.id}:{kind.removeprefix('failure.')}:{moment}"
+        paged = [
+            *await deliveries.sinks_told(session, incident.id, f"incident:{incident.id}:opened:"),
+            *await deliveries.sinks_told(
+                session, incident.id, f"incident:{incident.id}:escalated:"
+            ),
+        ]
+        subscriptions = await subscription_store.active(session)
+        decision = route(
+            event,
+            self.config,
+            now=self.clock(),
+            subscriptions=subscriptions,
+            paged=list(dict.fromkeys(paged)),
+            # an escalation is posted where its policy says, the alert's channel included
+            reached=[incident.channel] if incident.channel and kind != "failure.escalated" else [],
+        )
+        owed = await self._sinks(session, decision, event, key, incident_id=incident.id)
+        if kind == "failure.escalated":
+            channels = list(decision.channels)
+        elif kind == "failure.opened":
+            channels = list(decision.channels)
+            channels += await self._subscribed_channels(session, incident.id)  # reopened
+        else:  # the channels told of the failure have their message edited
+            channels = await self._subscribed_channels(session, incident.id)
+        for channel in dict.fromkeys(channels):
+            sub = _first(subscriptions, decision, channel)
+            notice = FailureNotice(
+                dag_id=incident.dag_id,
+                intervals=event.intervals,
+                state=_STATES[kind],
+                alert_channel=incident.channel,
+                failures=incident.failures,
+                error=incident.error_message if kind in ("failure.opened", "failure.escalated")
+                else None,
+                acknowledged_by=incident.acknowledged_by,
+                reports=event.reports,
+                subscription=sub.id if sub is not None else None,
+                pattern=sub.pattern if sub is not None else "",
+                waited=_waited(event.at - alerted_at(incident)),
+            )  # fmt: skip
+            await outbox.enqueue(
+                session,
+                channel=channel,
+                payload=failure_notice(notice),
+                incident_id=incident.id,
+                # an escalation is its own post; a subscriber's is one message, edited
+                edit_key=None if kind == "failure.escalated" else SUBSCRIBED + channel,
+            )
+            owed += 1
+        if channels:
+            after_commit(session, self.wake_slack)
+        self._log(session, event, decision, owed)
+        return owed
+
+    def incident_event(self, incident: Incident, kind: HubKind) -> HubEvent:
         dag = DagRef(incident.namespace, incident.dag_id)
         moment = {
             "failure.opened": incident.failed_at or incident.opened_at,
             "failure.acknowledged": incident.acknowledged_at,
             "failure.resolved": incident.resolved_at,
-        }[kind] or incident.updated_at
+            "failure.escalated": incident.escalated_at,
+        }.get(kind) or incident.updated_at
+        impact = store.impact_of(incident)
         runs = [(r.start, r.end) for r in store.runs_of(incident)]
-        event = HubEvent(
+        reports = tuple(dict.fromkeys(r.name for r in impact.reports))
+        return HubEvent(
             kind=kind,
-            incident_id=incident.id,
             dag=dag,
-            intervals=watch_messages.outage_words(runs),
             at=moment,
+            intervals=watch_messages.outage_words(runs),
+            owners=self.owners(dag, impact.root_owners),
+            severity=severity_of(downstream=len(impact.downstream), reports=len(reports)),
+            upstream=self.upstream_of(dag),
+            reports=reports,
+            incident_id=incident.id,
             error=incident.error_message,
             failures=incident.failures,
             acknowledged_by=incident.acknowledged_by,
             backfill_request_id=incident.backfill_request_id,
-            owners=self._owners(incident, dag),
         )
-        # One row per sink and step, ever: a reopened outage is a new step (its own time).
-        key = f"incident:{incident.id}:{kind.removeprefix('failure.')}:{moment.isoformat()}"
-        paged = await deliveries.sinks_told(
-            session, incident.id, "incident:" + incident.id + ":opened:"
+
+    async def _subscribed_channels(self, session: AsyncSession, incident_id: str) -> list[str]:
+        """The channels whose subscription was told of this incident (its message is edited)."""
+        rows = await session.scalars(
+            select(OutboxMessage.channel)
+            .where(
+                OutboxMessage.incident_id == incident_id,
+                OutboxMessage.edit_key.startswith(SUBSCRIBED),
+            )
+            .order_by(OutboxMessage.id)
         )
+        return list(dict.fromkeys(rows))
+
+    # --- SLA misses and backfills ---------------------------------------------------------
+
+    async def sla_missed(
+        self,
+        session: AsyncSession,
+        event: HubEvent,
+        *,
+        reached: Iterable[str],
+        late: Mapping[str, Any],
+        reports_late: Mapping[str, Any] | None,
+    ) -> int:
+        """An SLA miss (`event.miss_id`): its sinks, and each subscribed channel not told
+        already gets the owners' notice (`late`), or the reports' (`reports_late`) when it
+        subscribed to reports only."""
+        subscriptions = await subscription_store.active(session)
+        decision = route(
+            event, self.config, now=self.clock(), subscriptions=subscriptions, reached=reached
+        )
+        owed = await self._sinks(session, decision, event, f"sla:{event.miss_id}")
+        for channel in decision.channels:
+            wants = _events_of(subscriptions, decision, channel)
+            payload = late if "sla" in wants or reports_late is None else reports_late
+            await outbox.enqueue(session, channel=channel, payload=payload)
+            owed += 1
+        if decision.channels:
+            after_commit(session, self.wake_slack)
+        self._log(session, event, decision, owed)
+        return owed
+
+    async def backfill(
+        self,
+        session: AsyncSession,
+        event: HubEvent,
+        *,
+        reached: Iterable[str],
+        payload_for: Callable[[Sequence[DagRef]], dict[str, Any]],
+    ) -> int:
+        """A backfill approved or ended (`event.backfill_request_id`): its sinks, and each
+        subscribed channel not told already gets the notice teams get, naming the DAGs of the
+        backfill its subscriptions match (`payload_for`)."""
+        subscriptions = await subscription_store.active(session)
+        decision = route(
+            event, self.config, now=self.clock(), subscriptions=subscriptions, reached=reached
+        )
+        key = f"backfill:{event.backfill_request_id}:{event.kind.removeprefix('backfill.')}"
+        owed = await self._sinks(session, decision, event, key)
+        for channel in decision.channels:
+            mine = [
+                s for s in subscriptions if s.channel == channel and s.id in decision.subscriptions
+            ]
+            dags = [d for d in event.dags if any(covers(s, d, self.upstream_of(d)) for s in mine)]
+            await outbox.enqueue(
+                session,
+                channel=channel,
+                payload=payload_for(dags or event.dags),
+                request_id=event.backfill_request_id,
+            )
+            owed += 1
+        if decision.channels:
+            after_commit(session, self.wake_slack)
+        self._log(session, event, decision, owed)
+        return owed
+
+    # --- shared -----------------------------------------------------------------------------
+
+    def owners(self, dag: DagRef, lineage: Iterable[str] = ()) -> tuple[str, ...]:
+        """BOT_CONFIG's owners, then the lineage's (an ownership facet)."""
+        named = [o.removeprefix("team:") for o in lineage]
+        return tuple(dict.fromkeys([*self.config.owners_of(dag), *named]))
+
+    def upstream_of(self, dag: DagRef) -> frozenset[DagRef]:
+        try:
+            return self.upstream(dag)
+        except Exception:  # the lineage must not keep an alert from its sinks
+            logger.exception("the DAGs upstream of %s could not be read", dag.dag_id)
+            return frozenset()
+
+    async def _sinks(
+        self,
+        session: AsyncSession,
+        decision: Decision,
+        event: HubEvent,
+        key: str,
+        *,
+        incident_id: str | None = None,
+    ) -> int:
         owed = 0
-        for sink in route(event, self.config, paged=paged):
+        for target in decision.sinks:
             owed += await deliveries.enqueue(
                 session,
-                sink=sink.name,
-                kind=sink.kind,
+                sink=target.sink.name,
+                kind=target.sink.kind,
                 event_key=key[:128],
-                body=hub_messages.body_for(sink, event),
-                incident_id=incident.id,
+                body=hub_messages.body_for(target.sink, event),
+                incident_id=incident_id,
+                held_until=target.held_until,
             )
         if owed:
             after_commit(session, self.wake_sender)
         return owed
 
-    def _owners(self, incident: Incident, dag: DagRef) -> tuple[str, ...]:
-        """BOT_CONFIG's owners, then the lineage's (an ownership facet), as the alert names them
-        (an impact still being worked out names none yet)."""
-        lineage = [o.removeprefix("team:") for o in store.impact_of(incident).root_owners]
-        return tuple(dict.fromkeys([*self.config.owners_of(dag), *lineage]))
+    def _log(self, session: AsyncSession, event: HubEvent, decision: Decision, owed: int) -> None:
+        if not owed:
+            return
+        held = [t.sink.name for t in decision.sinks if t.held_until is not None]
+        log_after_commit(
+            session, logger, "%s of %s routed to sinks %s%s and channels %s",
+            event.kind, event.dag.dag_id, [t.sink.name for t in decision.sinks],
+            f" (held for quiet hours: {held})" if held else "", list(decision.channels),
+            dag_id=event.dag.dag_id, namespace=event.dag.namespace,
+        )  # fmt: skip
+
+
+def alerted_at(incident: Incident) -> datetime:
+    """Since when people could see the outage: a failure reported late counts from its alert."""
+    return max(incident.opened_at, incident.failed_at or incident.opened_at)
+
+
+def _first(
+    subscriptions: Sequence[Subscription], decision: Decision, channel: str
+) -> Subscription | None:
+    return next(
+        (s for s in subscriptions if s.channel == channel and s.id in decision.subscriptions),
+        None,
+    )
+
+
+def _events_of(subscriptions: Sequence[Subscription], decision: Decision, channel: str) -> set[str]:
+    found: set[str] = set()
+    for s in subscriptions:
+        if s.channel == channel and s.id in decision.subscriptions:
+            found |= s.events
+    return found
+
+
+def _waited(elapsed: timedelta) -> str:
+    minutes = max(0, int(elapsed.total_seconds() // 60))
+    if minutes < 120:
+        return f"{minutes} minutes"
+    return f"{minutes // 60} hours {minutes % 60} minutes"

@@ -36,6 +36,7 @@ from bot.messages import ops as ops_messages
 from bot.messages import watch as watch_messages
 from bot.metrics import Metrics
 from bot.services.backfills import PlannerFactory
+from bot.services.escalation import Escalations
 from bot.services.hub import Hub
 from bot.services.incident_alerts import AlertOutbox, outage_words
 from bot.services.links import AirflowUi
@@ -91,6 +92,7 @@ class IncidentService:
             metrics=self.metrics,
             hub=hub,
         )
+        self.escalations = Escalations(sessions, config, self.alerts.hub, clock=clock)
         self._worker = Worker("incidents", self.process, every_s=5.0, again_while_busy=True)
         self._pending: dict[str, asyncio.Task[None]] = {}
         """Impacts being worked out for alerts already posted, by incident id."""
@@ -265,8 +267,10 @@ class IncidentService:
         incident.updated_at = now
         await session.flush()
         if outcome.reopens:
-            # A new outage needs its own acknowledgement (and PagerDuty pages it anew).
+            # A new outage needs its own acknowledgement (and PagerDuty pages it anew); it may
+            # escalate again.
             incident.acknowledged_by, incident.acknowledged_at = None, None
+            incident.escalated_at = None
             await session.flush()
             _log(session, incident, "reopened")
             await self.alerts.hub.incident(session, incident, "failure.opened")
@@ -388,6 +392,10 @@ class IncidentService:
             incident.updated_at = self.clock()
             await session.flush()
             await self.alerts.alert(session, incident, gather=True)
+            if incident.state == IncidentState.OPEN and incident.acknowledged_at is None:
+                # Its severity and reports are known now: routes by severity, reports and
+                # subscriptions to reports get it (what was owed already is not owed twice).
+                await self.alerts.hub.incident(session, incident, "failure.opened")
             mentions = self.alerts.mentions(incident, impact)
             if mentions and not self.alerts.snoozed(incident):
                 reply = watch_messages.impact_known(len(impact.downstream), mentions)

@@ -215,6 +215,20 @@ class LineageIndex:
     def knows(self, dag: DagRef) -> bool:
         return dag in self.lineage.graph
 
+    def upstream_of(self, dag: DagRef, *, limit: int = 10_000) -> frozenset[DagRef]:
+        """Every DAG upstream of `dag` (at most `limit`: a runaway lineage stays bounded)."""
+        graph = self.lineage.graph
+        if dag not in graph:
+            return frozenset()
+        seen: set[DagRef] = set()
+        todo = [dag]
+        while todo and len(seen) < limit:
+            for parent in graph.pred[todo.pop()]:
+                if parent not in seen and parent != dag:
+                    seen.add(parent)
+                    todo.append(parent)
+        return frozenset(seen)
+
     def resolve(
         self, name: str, namespace: str | None = None, default_namespace: str | None = None
     ) -> DagRef:

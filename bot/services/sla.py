@@ -19,9 +19,12 @@ from bot import messages
 from bot.config import BotConfig
 from bot.domain.errors import PlanningError
 from bot.domain.model import DagRef, Interval
+from bot.domain.routing import HubEvent, severity_of
 from bot.domain.sla import Miss, RunFacts, misses
+from bot.messages.watch import interval_words
 from bot.metrics import Metrics
 from bot.services.backfills import PlannerFactory
+from bot.services.hub import Hub
 from bot.services.links import Links
 from bot.services.replies import Reply
 from bot.slack_ids import ActionId
@@ -74,6 +77,7 @@ class SlaService:
         clock: Callable[[], datetime] = utcnow,
         links: Links | None = None,
         metrics: Metrics | None = None,
+        hub: Hub | None = None,
     ) -> None:
         self.sessions = sessions
         self.metrics = metrics or Metrics()
@@ -82,6 +86,7 @@ class SlaService:
         self.wake_sender = wake_sender
         self.clock = clock
         self.links = links or Links(config, marquez_web_url="")
+        self.hub = hub or Hub(config)  # sinks beyond Slack and subscribed channels
 
     async def check(self) -> int:
         """Find and notify new misses as of now; returns how many were notified."""
@@ -120,15 +125,17 @@ class SlaService:
         async with self.sessions() as session:
             return await sla_misses.exists(session, dag, miss.interval.start.isoformat())
 
-    async def _reports(self, dag: DagRef) -> list[tuple[str, str]]:
-        """(report name, team) of the reports fed by this DAG or anything downstream of it."""
+    async def _reports(self, dag: DagRef) -> tuple[list[tuple[str, str]], int]:
+        """(report name, team) of the reports fed by this DAG or anything downstream of it,
+        and how many DAGs are downstream."""
         try:
             async with self.planners() as planner:
                 impact = await planner.impact(dag.dag_id, dag.namespace)
         except PlanningError as exc:  # unknown DAG, Marquez down, a lineage cycle, …
             logger.warning("no impact for the late %s: %s", dag.dag_id, exc)
-            return []
-        return [(hit.report.name, hit.report.team or "") for hit in impact.reports]
+            return [], 0
+        reports = [(hit.report.name, hit.report.team or "") for hit in impact.reports]
+        return reports, len(impact.snapshot().downstream)
 
     def _channel(self, team_name: str) -> str | None:
         team = self.config.team(team_name)
@@ -137,7 +144,7 @@ class SlaService:
     async def _notify(self, dag: DagRef, miss: Miss, notify: tuple[str, ...]) -> bool:
         if await self._known(dag, miss):
             return False
-        reports = await self._reports(dag)  # network: outside the transaction
+        reports, downstream = await self._reports(dag)  # network: outside the transaction
         owners = list(self.config.owners_of(dag)) + list(notify)
         channels = [c for c in (self._channel(t) for t in owners) if c]
         if not channels and self.config.watch.alert_channel:
@@ -184,6 +191,30 @@ class SlaService:
                     )
                     await outbox.enqueue(session, channel=channel, payload=payload)
                     self.metrics.notice_owed(session, "sla_notice")
+                names = list(dict.fromkeys(name for name, _ in reports))
+                event = HubEvent(
+                    kind="sla.missed",
+                    dag=dag,
+                    at=row.detected_at,
+                    intervals=interval_words(miss.interval.start, miss.interval.end),
+                    owners=tuple(dict.fromkeys(owners)),
+                    severity=severity_of(downstream=downstream, reports=len(names)),
+                    upstream=self.hub.upstream_of(dag),
+                    reports=tuple(names),
+                    miss_id=str(row.id),
+                    reason=miss.reason,
+                )
+                await self.hub.sla_missed(
+                    session,
+                    event,
+                    reached=[*channels, *by_team],
+                    late=late,
+                    reports_late=messages.sla.reports_late(
+                        names, dag.dag_id, miss, cause=cause, links=links
+                    )
+                    if names
+                    else None,
+                )
         except IntegrityError:  # another process notified it first
             return False
         return True

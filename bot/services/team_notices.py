@@ -6,25 +6,30 @@ and not a team whose channel is where the backfill reports anyway."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.config import BotConfig
 from bot.domain.model import DagRef
+from bot.domain.routing import HubEvent, HubKind
 from bot.messages import teams as team_messages
 from bot.metrics import Metrics
+from bot.services.hub import Hub
 from bot.store import outbox
-from bot.store.models import BackfillRequest
+from bot.store.models import BackfillRequest, utcnow
 
 EndHook = Callable[[AsyncSession, BackfillRequest], Coroutine[Any, Any, None]]
 
 
 class TeamNotices:
-    def __init__(self, config: BotConfig, *, metrics: Metrics | None = None) -> None:
+    def __init__(
+        self, config: BotConfig, *, metrics: Metrics | None = None, hub: Hub | None = None
+    ) -> None:
         self.config = config
         self.metrics = metrics or Metrics()
+        self.hub = hub or Hub(config)  # sinks beyond Slack and subscribed channels
 
     def reruns(self, request: BackfillRequest) -> list[tuple[str, team_messages.TeamRerun]]:
         """(team channel, what it reruns of that team's DAGs), one per team to tell."""
@@ -63,16 +68,67 @@ class TeamNotices:
 
     async def approved(self, session: AsyncSession, request: BackfillRequest) -> None:
         approver = request.approvers[-1] if request.approvers else request.requester
-        for channel, rerun in self.reruns(request):
+        told = self.reruns(request)
+        for channel, rerun in told:
             payload = team_messages.rerun_approved(rerun, approver=approver)
             await outbox.enqueue(session, channel=channel, payload=payload, request_id=request.id)
             self.metrics.notice_owed(session, "team_notice")
+        await self._hub(session, request, "backfill.approved", [c for c, _ in told])
 
     async def ended(self, session: AsyncSession, request: BackfillRequest) -> None:
         """Once, when the request reached a final state after it was approved."""
         if not request.approvers:
             return  # withdrawn before approval: nobody was told it would run
-        for channel, rerun in self.reruns(request):
+        told = self.reruns(request)
+        for channel, rerun in told:
             payload = team_messages.rerun_ended(rerun, state=request.state)
             await outbox.enqueue(session, channel=channel, payload=payload, request_id=request.id)
             self.metrics.notice_owed(session, "team_notice")
+        await self._hub(session, request, "backfill.ended", [c for c, _ in told])
+
+    async def _hub(
+        self, session: AsyncSession, request: BackfillRequest, kind: HubKind, told: list[str]
+    ) -> None:
+        """The backfill as a hub event: to its teams' sinks and the channels subscribed to a
+        DAG it reruns, less those told already (its own channel, the teams')."""
+        steps = request.plan.get("steps", ())
+        runs = {
+            DagRef(str(s.get("namespace", "")), str(s.get("dag_id", ""))): len(
+                s.get("intervals", ())
+            )
+            for s in steps
+        }
+        root = DagRef(request.root_namespace, request.root_dag)
+        owners = list(self.config.owners_of(root))
+        for step in steps:
+            dag = DagRef(str(step.get("namespace", "")), str(step.get("dag_id", "")))
+            owners += [*self.config.owners_of(dag), *step.get("owners", ())]
+        home = request.status_channel or request.channel or ""
+        approver = request.approvers[-1] if request.approvers else request.requester
+        range_text = f"{request.start_date.isoformat()}..{request.end_date.isoformat()}"
+        event = HubEvent(
+            kind=kind,
+            dag=root,
+            at=request.finished_at or utcnow() if kind == "backfill.ended" else utcnow(),
+            intervals=range_text,
+            owners=self.hub.owners(root, owners),
+            dags=tuple(runs),
+            backfill_request_id=request.id,
+            state=str(request.state) if kind == "backfill.ended" else None,
+            actor=approver,
+        )
+
+        def payload_for(dags: Sequence[DagRef]) -> dict[str, Any]:
+            rerun = team_messages.TeamRerun(
+                request_id=request.id,
+                root_dag=request.root_dag,
+                range_text=range_text,
+                dags=[(d.dag_id, runs.get(d, 0)) for d in dags],
+                channel=home,
+                thread_ts=request.thread_ts or request.status_message_ts,
+            )
+            if kind == "backfill.ended":
+                return team_messages.rerun_ended(rerun, state=request.state)
+            return team_messages.rerun_approved(rerun, approver=approver)
+
+        await self.hub.backfill(session, event, reached=[home, *told], payload_for=payload_for)

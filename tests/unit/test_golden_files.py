@@ -5,17 +5,21 @@ from __future__ import annotations
 
 import test_messages
 import test_messages_hostile
+import test_messages_hub
 import test_messages_notices
 import test_messages_progress
 import test_messages_watch
+import test_subscription_messages
 from golden_support import GOLDEN, Case, slack_templates
 
 MODULES = (
     test_messages,
     test_messages_hostile,
+    test_messages_hub,
     test_messages_notices,
     test_messages_progress,
     test_messages_watch,
+    test_subscription_messages,
 )
 
 

@@ -53,15 +53,17 @@ def event(
     )  # fmt: skip
 
 
+def sinks(event: HubEvent, config: BotConfig, **more: Any) -> list[str]:
+    return [target.sink.name for target in route(event, config, now=AT, **more).sinks]
+
+
 def test_each_sink_of_the_owning_teams_gets_the_event_once_in_config_order() -> None:
-    assert [s.name for s in route(event(), config())] == ["pager", "hook"]
-    assert [s.name for s in route(event("example.delivery"), config())] == ["hook"]
-    assert route(event("reporting.weekly_kpis"), config()) == ()
-    assert route(event("nobody.owns_this"), config()) == ()
+    assert sinks(event(), config()) == ["pager", "hook"]
+    assert sinks(event("example.delivery"), config()) == ["hook"]
+    assert sinks(event("reporting.weekly_kpis"), config()) == []
+    assert sinks(event("nobody.owns_this"), config()) == []
     # an owner the lineage names (an OpenLineage ownership facet) routes like BOT_CONFIG's
-    assert [
-        s.name for s in route(event("nobody.owns_this", lineage=("team:orders",)), config())
-    ] == [
+    assert sinks(event("nobody.owns_this", lineage=("team:orders",)), config()) == [
         "pager",
         "hook",
     ]
@@ -72,9 +74,9 @@ def test_the_end_of_an_outage_reaches_every_sink_its_start_did() -> None:
     moved = config(teams=[{"name": "orders", "sinks": ["hook"]}, {"name": "platform"},
                           {"name": "analytics"}])  # fmt: skip
     resolved = event(kind="failure.resolved")
-    assert [s.name for s in route(resolved, moved, paged=["pager"])] == ["hook", "pager"]
+    assert sinks(resolved, moved, paged=["pager"]) == ["hook", "pager"]
     # a new outage is routed afresh
-    assert [s.name for s in route(event(), moved, paged=["pager"])] == ["hook"]
+    assert sinks(event(), moved, paged=["pager"]) == ["hook"]
 
 
 def test_secrets_come_from_the_environment_and_are_never_shown() -> None:
@@ -153,25 +155,30 @@ def test_the_example_configs_sinks_work_once_uncommented() -> None:
     example = Path(__file__).resolve().parents[2] / "examples" / "bot-config.yml"
     lines = example.read_text().splitlines()
     start = lines.index("# sinks:")
-    text = "\n".join(
-        [
-            *(line.replace("# sinks: [", "sinks: [") for line in lines[:start]),
-            *(line.removeprefix("# ") for line in lines[start:]),
-        ]
-    )
+    team: list[str] = []
+    hub = False  # inside a team's commented hub block, up to its first line that is not
+    for line in lines[:start]:
+        hub = (hub and line.startswith("    # ")) and not line.strip().startswith("# The hub")
+        team.append(line.replace("    # ", "    ", 1) if hub else line)
+        hub = hub or line.strip().startswith("# The hub")
+    text = "\n".join([*team, *(line.removeprefix("# ") for line in lines[start:])])
     loaded = parse_config(
         yaml.safe_load(text),
         environ={
             "PAGERDUTY_ORDERS_KEY": KEY,
+            "PAGERDUTY_PLATFORM_KEY": KEY,
             "DATA_HOOK_SECRET": "s" * 24,
             "SMTP_PASSWORD": "p",
             "TEAMS_ORDERS_URL": "https://tenant.webhook.office.com/webhookb2/x",
         },
     )
-    assert [s.kind for s in loaded.sinks] == ["pagerduty", "webhook", "email", "teams"]
-    assert [s.name for s in route(event(), loaded)] == [
-        "orders-pager",
-        "data-hook",
-        "orders-mail",
-        "orders-teams",
-    ]
+    assert [s.kind for s in loaded.sinks] == ["pagerduty", "pagerduty", "webhook", "email", "teams"]
+    assert sinks(event(), loaded) == ["orders-pager", "data-hook"]
+    critical = HubEvent(**{**event().__dict__, "severity": "critical"})
+    assert sinks(critical, loaded) == ["orders-pager", "data-hook", "orders-teams"]
+    assert sinks(HubEvent(**{**event().__dict__, "kind": "sla.missed"}), loaded) == ["orders-mail"]
+    escalated = HubEvent(**{**event().__dict__, "kind": "failure.escalated"})
+    assert sinks(escalated, loaded) == ["platform-pager"]
+    [orders] = [t for t in loaded.teams if t.name == "orders"]
+    assert orders.quiet_hours is not None
+    assert orders.quiet_hours.timezone == "Europe/Berlin"

@@ -37,10 +37,12 @@ from bot.messages import (
     code,
     common,
     home,
+    hub_slack,
     ops,
     progress,
     sentence,
     sla,
+    subscriptions,
     teams,
     user_mention,
     watch,
@@ -50,7 +52,9 @@ from bot.services.access import Denial, DenialKind
 from bot.slack_limits import BUTTON_URL, CONFIRM_TEXT
 from bot.store.models import BackfillRequest, BackfillStep
 
-MODULES: tuple[ModuleType, ...] = (backfill, common, home, ops, progress, sla, teams, watch)
+MODULES: tuple[ModuleType, ...] = (
+    backfill, common, home, hub_slack, ops, progress, sla, subscriptions, teams, watch,
+)  # fmt: skip
 OWNER, GROUP, CHANNEL = "U0OWNER01", "S0GROUP01", "C0ORDERS01"
 AIRFLOW = "http://airflow.example.com/"
 MARQUEZ = "http://marquez.example.com:3000/"
@@ -262,7 +266,21 @@ def denials(v: Values) -> Iterator[str]:
 
 
 Build = Callable[[Values], dict[str, Any]]
+
+
 # Each public message function, and how to render it from outside values (some more than once).
+def hub_notice(v: Values) -> hub_slack.FailureNotice:
+    return hub_slack.FailureNotice(
+        v.dag, v.error, "acknowledged", v.user, failures=v.rows, error=v.error,
+        acknowledged_by=v.user, reports=[v.report] * v.rows, subscription=v.ident,
+        pattern=v.dag, waited=v.error,
+    )  # fmt: skip
+
+
+def subscription_line(v: Values) -> subscriptions.SubscriptionLine:
+    return subscriptions.SubscriptionLine(v.ident, v.dag, ("failures", "sla"), True, v.user, T0)
+
+
 KINDS: dict[str, tuple[Callable[..., Any], Build]] = {
     "plan_preview": (
         backfill.plan_preview,
@@ -377,6 +395,32 @@ KINDS: dict[str, tuple[Callable[..., Any], Build]] = {
         lambda v: teams.rerun_approved(rerun(v, channel=CHANNEL), approver=OWNER),
     ),
     "team_rerun_ended": (teams.rerun_ended, lambda v: teams.rerun_ended(rerun(v), state="failed")),
+    "hub_failure_notice": (
+        hub_slack.failure_notice,
+        lambda v: hub_slack.failure_notice(hub_notice(v)),
+    ),
+    "hub_escalation_notice": (
+        hub_slack.failure_notice,
+        lambda v: hub_slack.failure_notice(replace(hub_notice(v), state="escalated")),
+    ),
+    "subscription_added": (
+        subscriptions.subscribed,
+        lambda v: subscriptions.subscribed(subscription_line(v), dm=False),
+    ),
+    "subscription_existing": (
+        subscriptions.subscribed,
+        lambda v: subscriptions.subscribed(subscription_line(v), dm=True, existing=True),
+    ),
+    "subscription_removed": (
+        subscriptions.unsubscribed,
+        lambda v: subscriptions.unsubscribed(subscription_line(v), dm=False),
+    ),
+    "subscription_list": (
+        subscriptions.subscription_list,
+        lambda v: subscriptions.subscription_list(
+            [subscription_line(v)] * min(v.rows, 50), dm=False
+        ),
+    ),
     "watch_alert": (watch.alert, lambda v: watch.alert(alert_view(v))),
     "watch_alert_recovered": (
         watch.alert,

@@ -1,0 +1,97 @@
+"""Escalation: an open outage nobody acknowledged within its owning team's `escalation.after`
+goes to the escalation's sinks and channel, once per outage (a reopened outage may escalate
+again). The rule is `escalation_due` (bot/domain/routing.py); the incident row records that it
+was escalated in the same transaction that owes the escalation, so a restart neither loses nor
+repeats one, and acknowledging the alert in time is all it takes for none to be sent."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from bot.config import BotConfig
+from bot.config_hub import Escalation
+from bot.domain.incidents import IncidentState, snoozed
+from bot.domain.model import DagRef
+from bot.domain.routing import escalation_due
+from bot.services.hub import Hub, alerted_at
+from bot.store import incidents as store
+from bot.store.after_commit import log_after_commit
+from bot.store.watch_models import Incident
+
+logger = logging.getLogger(__name__)
+
+
+class Escalations:
+    def __init__(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        config: BotConfig,
+        hub: Hub,
+        *,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self.sessions, self.config, self.hub, self.clock = sessions, config, hub, clock
+
+    @property
+    def configured(self) -> bool:
+        return any(team.escalation is not None for team in self.config.teams)
+
+    def policy(self, incident: Incident) -> Escalation | None:
+        """The first owning team's escalation (BOT_CONFIG's owners, then the lineage's)."""
+        dag = DagRef(incident.namespace, incident.dag_id)
+        for name in self.hub.owners(dag, store.impact_of(incident).root_owners):
+            team = self.config.team(name)
+            if team is not None and team.escalation is not None:
+                return team.escalation
+        return None
+
+    def _due(self, incident: Incident, now: datetime) -> Escalation | None:
+        policy = self.policy(incident)
+        if policy is None or incident.state != IncidentState.OPEN or incident.root_id:
+            return None
+        due = escalation_due(
+            policy.after,
+            failed_at=alerted_at(incident),
+            now=now,
+            acknowledged=incident.acknowledged_at is not None,
+            escalated=incident.escalated_at is not None,
+            snoozed=snoozed(incident.snoozed_until, now=now),
+        )
+        return policy if due else None
+
+    async def check(self) -> int:
+        """Escalate every outage that is due; returns how many were escalated."""
+        if not self.configured:
+            return 0
+        now = self.clock()
+        async with self.sessions() as session:
+            candidates = [i.id for i in await store.open_roots(session) if self._due(i, now)]
+        escalated = 0
+        for incident_id in candidates:
+            try:
+                escalated += await self._escalate(incident_id)
+            except Exception:  # one bad incident must not keep the others from escalating
+                logger.exception(
+                    "escalating incident %s failed; the next check retries", incident_id
+                )
+        return escalated
+
+    async def _escalate(self, incident_id: str) -> int:
+        async with self.sessions.begin() as session:
+            incident = await store.get(session, incident_id, lock=True)
+            now = self.clock()
+            if incident is None or (policy := self._due(incident, now)) is None:
+                return 0  # acknowledged, resolved or escalated meanwhile
+            incident.escalated_at = incident.updated_at = now
+            await session.flush()
+            await self.hub.incident(session, incident, "failure.escalated")
+            log_after_commit(
+                session, logger, "incident %s of %s escalated: not acknowledged in %s",
+                incident.id, incident.dag_id, policy.after,
+                incident_id=incident.id, dag_id=incident.dag_id,
+            )  # fmt: skip
+        return 1
