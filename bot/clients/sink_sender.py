@@ -5,7 +5,14 @@ sink says), or refused for good (a 4xx). Rows of one sink and incident go in ord
 dropped while a sink is down, and a sink that keeps failing is told once in the ops channel,
 and once when it recovers. A row sent but not recorded (a crash, or an answer lost) is sent
 again: PagerDuty folds it by dedup_key, webhook receivers dedupe on the delivery id, an
-e-mail keeps its Message-ID; a Teams channel may show it twice."""
+e-mail keeps its Message-ID; a Teams channel may show it twice.
+
+Quiet hours: a held row is not sent on its own. When its time has come, each pass first puts
+every held row of a sink whose time has come in ONE new row, the digest
+(`bot/messages/hub_digest.py`; one held row is a digest of one, so a held notice always reads
+the same), in one transaction that marks them sent into it (`deliveries.form_digest`: two
+processes never both digest a row). The digest is then sent like any other row: the same
+retries, and a delivery id (`<sink>/digest:<first id>-<last id>`) that stays the same."""
 
 from __future__ import annotations
 
@@ -13,6 +20,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
+from functools import partial
 
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -25,6 +33,7 @@ from bot.clients.teams import TeamsClient
 from bot.clients.webhook import WebhookClient
 from bot.config import BotConfig
 from bot.config_sinks import EmailSink, PagerDutySink, Sink, TeamsSink
+from bot.messages.hub_digest import DIGEST_KINDS, MAX_DIGEST_ROWS, digest_body
 from bot.metrics import Metrics
 from bot.store import deliveries
 from bot.store.after_commit import after_commit
@@ -48,6 +57,11 @@ def client_for(sink: Sink) -> SinkClient:
     if isinstance(sink, TeamsSink):
         return TeamsClient(sink.url.get_secret_value())
     return WebhookClient(sink.url, sink.secret.get_secret_value())
+
+
+def _held(row: SinkDelivery) -> bool:
+    """A row that goes in a digest, never on its own (PagerDuty's are never held)."""
+    return row.held_until is not None and row.kind in DIGEST_KINDS
 
 
 def backoff(attempts: int, asked_s: float | None, *, base_s: float, max_s: float) -> float:
@@ -109,7 +123,9 @@ class SinkSender:
         return self.clients[sink.name]
 
     async def deliver_due(self) -> int:
-        """One pass over due rows; returns how many were attempted."""
+        """One pass: digests of held rows whose time has come, then each due row; returns how
+        many rows were attempted and digests formed."""
+        formed, singly = await self._form_digests()
         async with self.sessions() as session:
             rows = await deliveries.due(session, now=self.clock())
         attempted = 0
@@ -117,13 +133,61 @@ class SinkSender:
         for row in rows:
             if row.sink in failing:
                 continue
+            if _held(row) and (row.sink, row.kind) not in singly:
+                # Goes in a digest: held over since the digests above were formed, or being
+                # put in another process's digest right now. The next pass.
+                continue
             async with self.sessions.begin() as session:
-                if not await deliveries.claim(session, row, lease_s=LEASE_S):
+                if not await deliveries.claim(session, row, lease_s=LEASE_S, now=self.clock()):
                     continue
             attempted += 1
             if not await self._deliver(row):
                 failing.add(row.sink)
-        return attempted
+        return attempted + formed
+
+    async def form_digests(self) -> int:
+        """Put the held rows whose time has come in digests (one per sink, of up to
+        MAX_DIGEST_ROWS rows), without sending them; returns how many were formed."""
+        formed, _ = await self._form_digests()
+        return formed
+
+    async def _form_digests(self) -> tuple[int, set[tuple[str, str]]]:
+        """The digests formed, and the (sink, kind)s whose held rows go one by one this pass
+        because their digest could not be built (a bug must not hold them forever)."""
+        now = self.clock()
+        async with self.sessions() as session:
+            held = await deliveries.held_over(session, now=now, kinds=DIGEST_KINDS)
+        groups: dict[tuple[str, str], list[SinkDelivery]] = {}
+        for row in held:
+            groups.setdefault((row.sink, row.kind), []).append(row)
+        formed, singly = 0, set()
+        for (sink, kind), rows in groups.items():
+            # More than a digest holds: the rest in the next pass (at once: this one returns
+            # work done), so that a row following one of its incident in this digest waits
+            # for it to be sent (`held_over`).
+            chunk = rows[:MAX_DIGEST_ROWS]
+            build = partial(digest_body, kind, at=now)
+            try:
+                async with self.sessions.begin() as session:
+                    digest = await deliveries.form_digest(session, chunk, body=build, now=now)
+            except deliveries.TakenMeanwhile as taken:
+                logger.info("sink %s: held notices taken by another sender (%s)", sink, taken)
+                continue
+            except Exception:
+                logger.exception(
+                    "sink %s: no digest of %d held notices; sent one by one", sink, len(chunk)
+                )
+                singly.add((sink, kind))
+                continue
+            formed += 1
+            logger.info(
+                "sink %s: %d held notices in one digest (%s, delivery %d)",
+                sink,
+                len(chunk),
+                digest.event_key,
+                digest.id,
+            )
+        return formed, singly
 
     async def _deliver(self, row: SinkDelivery) -> bool:
         """Send one claimed row and record what happened; False if the sink failed (retry)."""

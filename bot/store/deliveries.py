@@ -4,11 +4,11 @@ function commits."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import CursorResult, and_, func, select, update
+from sqlalchemy import ColumnElement, CursorResult, and_, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
@@ -68,9 +68,42 @@ async def ensure_health(session: AsyncSession, sinks: list[str]) -> None:
             session.add(SinkHealth(sink=sink, failures=0, reported=False))
 
 
+DIGEST_NOTE = "in digest "
+"""A held row put in a digest: `sent`, its `error` this and the digest's event key."""
+
+
+def _behind_a_pending_digest() -> ColumnElement[bool]:
+    """`SinkDelivery` (a row of an incident) follows a row of its sink and incident that is in
+    a digest not sent yet: it waits for the digest (which has no incident of its own)."""
+    held, digest = aliased(SinkDelivery), aliased(SinkDelivery)
+    return (
+        select(held.id)
+        .join(
+            digest,
+            and_(
+                digest.sink == held.sink,
+                # the key from the note: the digest is found by its unique (sink, event_key)
+                digest.event_key == func.substr(held.error, len(DIGEST_NOTE) + 1),
+            ),
+        )
+        .where(
+            held.sink == SinkDelivery.sink,
+            held.incident_id == SinkDelivery.incident_id,
+            held.id < SinkDelivery.id,
+            held.state == DeliveryState.SENT,
+            held.held_until.is_not(None),
+            held.error.startswith(DIGEST_NOTE),
+            digest.state == DeliveryState.PENDING,
+        )
+        .exists()
+    )
+
+
 async def due(session: AsyncSession, *, now: datetime, limit: int = 50) -> list[SinkDelivery]:
     """Pending rows whose time has come, oldest first, skipping any row behind an older pending
-    row of the same sink and incident (it goes when that one has)."""
+    row of the same sink and incident (it goes when that one has). A held row (quiet hours) is
+    pending until it is put in a digest (`form_digest`), and the digest is pending until sent:
+    a later row of its incident waits for both."""
     older = aliased(SinkDelivery)
     blocked = (
         select(older.id)
@@ -87,7 +120,10 @@ async def due(session: AsyncSession, *, now: datetime, limit: int = 50) -> list[
         .where(
             SinkDelivery.state == DeliveryState.PENDING,
             SinkDelivery.next_attempt_at <= now,
-            ~and_(SinkDelivery.incident_id.is_not(None), blocked),
+            ~and_(
+                SinkDelivery.incident_id.is_not(None),
+                or_(blocked, _behind_a_pending_digest()),
+            ),
         )
         .order_by(SinkDelivery.id)
         .limit(limit)
@@ -95,8 +131,102 @@ async def due(session: AsyncSession, *, now: datetime, limit: int = 50) -> list[
     return list(rows)
 
 
-async def claim(session: AsyncSession, row: SinkDelivery, *, lease_s: float) -> bool:
-    """Take a due row for `lease_s` seconds; False if another sender took it first."""
+async def held_over(
+    session: AsyncSession, *, now: datetime, kinds: Collection[str]
+) -> list[SinkDelivery]:
+    """Held rows (quiet hours) of sinks of `kinds` whose time has come, oldest first: what the
+    sender puts in digests. A row behind an older pending row of its sink and incident waits,
+    unless that one is held and over too (it goes in the same digest, before it); so a page
+    that is still being retried is never overtaken by the digest of what followed it, nor a
+    digest still being retried by the next one."""
+    older = aliased(SinkDelivery)
+    behind = (
+        select(older.id)
+        .where(
+            older.sink == SinkDelivery.sink,
+            older.incident_id == SinkDelivery.incident_id,
+            older.state == DeliveryState.PENDING,
+            older.id < SinkDelivery.id,
+            or_(
+                older.held_until.is_(None),
+                older.next_attempt_at > now,
+                older.kind.not_in(list(kinds)),
+            ),
+        )
+        .exists()
+    )
+    blocked = or_(behind, _behind_a_pending_digest())
+    rows = await session.scalars(
+        select(SinkDelivery)
+        .where(
+            SinkDelivery.state == DeliveryState.PENDING,
+            SinkDelivery.held_until.is_not(None),
+            SinkDelivery.next_attempt_at <= now,
+            SinkDelivery.kind.in_(list(kinds)),
+            ~and_(SinkDelivery.incident_id.is_not(None), blocked),
+        )
+        .order_by(SinkDelivery.id)
+    )
+    return list(rows)
+
+
+class TakenMeanwhile(Exception):
+    """Another sender put some of these held rows in its own digest first."""
+
+
+async def form_digest(
+    session: AsyncSession,
+    rows: Sequence[SinkDelivery],
+    *,
+    body: Callable[[list[dict[str, Any]]], dict[str, Any]],
+    now: datetime,
+) -> SinkDelivery:
+    """Put held `rows` (one sink and kind, oldest first, from `held_over`) in one new row due
+    at `now`, whose body is `body(their bodies)`, and record them as sent into it (`sent`,
+    `sent_at` now, `error` naming the digest); it is delivered like any other row. Raises
+    `TakenMeanwhile` when any of them is no longer pending and held over: the caller's
+    transaction must then roll back. This must be the transaction's first statement: a
+    conditional UPDATE that takes the rows (on SQLite it waits for a competing writer, on
+    PostgreSQL for their row locks, and then sees what that one did)."""
+    if not rows:
+        raise ValueError("a digest needs at least one held row")
+    first, last = rows[0], rows[-1]
+    key = f"digest:{first.id}-{last.id}"
+    ids = [row.id for row in rows]
+    result = await session.execute(
+        update(SinkDelivery)
+        .where(
+            SinkDelivery.id.in_(ids),
+            SinkDelivery.sink == first.sink,
+            SinkDelivery.state == DeliveryState.PENDING,
+            SinkDelivery.held_until.is_not(None),
+            # a row an older sender claimed on its own has a lease beyond `now`
+            SinkDelivery.next_attempt_at <= now,
+        )
+        .values(state=DeliveryState.SENT.value, sent_at=now, error=DIGEST_NOTE + key)
+        .execution_options(synchronize_session=False)
+    )
+    assert isinstance(result, CursorResult)
+    if result.rowcount != len(ids):
+        raise TakenMeanwhile(key)
+    digest = SinkDelivery(
+        sink=first.sink,
+        kind=first.kind,
+        event_key=key,
+        body=body([dict(row.body) for row in rows]),
+        incident_id=None,
+        next_attempt_at=now,
+    )
+    session.add(digest)
+    await session.flush()
+    return digest
+
+
+async def claim(
+    session: AsyncSession, row: SinkDelivery, *, lease_s: float, now: datetime | None = None
+) -> bool:
+    """Take a due row for `lease_s` seconds from `now` (the sender's clock; this machine's if
+    None); False if another sender took it first."""
     result = await session.execute(
         update(SinkDelivery)
         .where(
@@ -104,7 +234,7 @@ async def claim(session: AsyncSession, row: SinkDelivery, *, lease_s: float) -> 
             SinkDelivery.state == DeliveryState.PENDING,
             SinkDelivery.next_attempt_at == row.next_attempt_at,
         )
-        .values(next_attempt_at=utcnow() + timedelta(seconds=lease_s))
+        .values(next_attempt_at=(now or utcnow()) + timedelta(seconds=lease_s))
         .execution_options(synchronize_session=False)
     )
     assert isinstance(result, CursorResult)
