@@ -12,7 +12,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from e2e_support import Bot, eventually, start_bot
+import e2e_support
+from e2e_support import CHANNEL, CONFIG, Bot, eventually, running_bot, start_bot
+from execution_support import approve, request_backfill
 from smtp_support import PASSWORD, USER, Mailbox, smtp_server
 from story_support import (
     ANALYTICS,
@@ -29,13 +31,15 @@ from story_support import (
     story_config,
 )
 from test_hub_sinks import ROUTING_KEY, SECRET, actions, delivered, types
+from test_sla import DAY, T0, dag_run
 
-from bot.config import BotConfig
+from bot.config import BotConfig, parse_config
 from bot.slack_ids import ActionId
 from bot.standins.marquez import StandInServer
 from bot.standins.pagerduty import PagerDutyStandin, running_pagerduty_standin
 from bot.standins.slack import SlackStandIn, running_slack_standin
 from bot.standins.webhook_receiver import WebhookReceiver, running_webhook_receiver
+from bot.store import subscriptions as subscription_store
 
 ALICE = "U0ALICE001"  # in no team: subscribes her own DM
 PLATFORM = "C0PLATFRM1"
@@ -242,3 +246,57 @@ async def test_an_escalation_fires_only_when_nobody_acknowledged(
             await delivered(bot)
             oncall = [e for e in pagerduty.events if e["routing_key"] == ONCALL_KEY]
             assert [e["event_action"] for e in oncall] == ["trigger", "acknowledge"]
+
+
+async def test_sla_misses_and_backfills_reach_subscribers_and_routed_sinks_once(
+    tmp_path: Path, food_delivery_marquez: StandInServer
+) -> None:
+    async with running_webhook_receiver(SECRET) as hook:
+        config = parse_config({
+            **CONFIG,
+            "teams": [{**CONFIG["teams"][0],
+                       "routes": [{"events": ["sla", "backfills"], "to": ["data-hook"]}]},
+                      *CONFIG["teams"][1:]],
+            "sinks": [{"name": "data-hook", "kind": "webhook", "url": hook.url_for("data"),
+                       "secret": SECRET}],
+            "sla": [{"pattern": "example.etl_orders", "deadline": "2h"}],
+            "hub": {"retry_base_s": 0.05, "retry_max_s": 0.2},
+        })  # fmt: skip
+        database = f"sqlite:///{tmp_path / 'bot.db'}"
+        async with running_bot(database, food_delivery_marquez, config) as bot:
+            slack = bot.slack
+            for user, channel, text in (
+                (ALICE, slack.dm_of(ALICE), "subscribe * --sla --backfills"),
+                # the owning team's own channel hears of its DAG anyway: one message, not two
+                (e2e_support.OWNER, CHANNEL, "subscribe example.etl_orders --sla"),
+            ):
+                reply = await slack.slash_command(text, user_id=user, channel_id=channel)
+                assert reply.status == 200
+            await bot.settle()
+            async with bot.services.sessions() as session:
+                subscribed = await subscription_store.active(session)
+            assert [s.channel for s in subscribed] == [ALICE, CHANNEL]
+            async with bot.services.sessions.begin() as session:
+                for n in range(7):  # runs for 06-01..06-07; nothing for 06-08
+                    session.add_all(dag_run("example.etl_orders", n))
+            due = T0 + 8 * DAY + timedelta(hours=2)
+            bot.services.sla.clock = lambda: due + timedelta(minutes=1)
+            assert await bot.services.sla.check() == 1
+            await delivered(bot)
+
+            def late(channel: str) -> list[str]:
+                return [m.text for m in slack.state.messages(channel) if "no run yet" in m.text]
+
+            assert len(late(CHANNEL)) == 1
+            assert len(late(ALICE)) == 1
+            assert types(hook) == ["sla.missed"]
+            assert hook.documents("data")[0]["sla"]["dag_id"] == "example.etl_orders"
+
+            preview = await request_backfill(bot)
+            await approve(bot, preview)
+            await delivered(bot)
+            notices = [m.text for m in dm(bot, ALICE) if "Backfill" in m.text]
+            assert len(notices) == 1
+            assert "approved by" in notices[0]
+            assert types(hook) == ["sla.missed", "backfill.approved"]
+            assert hook.documents("data")[1]["backfill"]["range"] == "2021-06-04..2021-06-06"
