@@ -1,5 +1,6 @@
-"""`backfill-bot doctor`: check the settings and BOT_CONFIG against Slack, Marquez, Airflow and
-the database, and print one row per check with its result and, for each problem, the fix.
+"""`backfill-bot doctor`: check the settings and BOT_CONFIG against Slack, Marquez, Airflow, the
+database and the sinks, and print one row per check with its result and, for each problem, the
+fix. Sinks are reached without being sent anything (bot/doctor_sinks.py).
 
 Exit code: 0 when every check is OK, WARN or SKIP; 1 when any is FAIL. The checks run side by
 side and each stands alone: Slack down does not stop the Marquez check. A check that breaks in a
@@ -25,6 +26,7 @@ from bot.doctor_checks import (
     load_dags,
     marquez_rows,
 )
+from bot.doctor_sinks import sink_rows
 from bot.doctor_slack import slack_rows
 from bot.logs import escaped
 from bot.settings import Settings
@@ -42,7 +44,8 @@ CHECK_WIDTH = 44
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     commands.add_parser(
         "doctor",
-        help="check the settings and BOT_CONFIG against Slack, Marquez, Airflow and the database",
+        help="check the settings and BOT_CONFIG against Slack, Marquez, Airflow, the database "
+        "and the sinks",
         description="Check the settings and BOT_CONFIG against the real systems; one row per "
         "check, with the fix for each problem. Exit code 1 when any check FAILs (WARN is 0).",
     )
@@ -70,6 +73,7 @@ async def check(settings: Settings, environ: Mapping[str, str] | None = None) ->
             _guarded("Marquez", marquez_rows(settings, config, catalog)),
             _guarded("Airflow", airflow_rows(settings, config, catalog)),
             _guarded("Database", database_rows(settings)),
+            _guarded("Sinks", sink_rows(settings, config)),
         )
     finally:
         if not catalog.done():  # a check that timed out may leave it running

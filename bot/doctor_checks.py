@@ -269,7 +269,7 @@ def _dag_rows(dags: Sequence[DagRef], findings: Mapping[DagRef, Finding]) -> lis
 # -- the database -----------------------------------------------------------------------------
 
 
-def _missing_sqlite_file(url: str) -> Path | None:
+def missing_sqlite_file(url: str) -> Path | None:
     """The file of a SQLite DATABASE_URL when it does not exist (connecting would create it)."""
     if not sync_url(url).startswith("sqlite"):
         return None
@@ -282,7 +282,7 @@ def _missing_sqlite_file(url: str) -> Path | None:
 
 async def database_rows(settings: Settings) -> list[Row]:
     url = settings.database_url
-    missing = _missing_sqlite_file(url)
+    missing = missing_sqlite_file(url)
     if missing is not None:
         return [Row("Database", Result.FAIL, f"no database file at {missing}", UPGRADE_FIX)]
     engine = make_engine(url)

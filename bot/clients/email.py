@@ -35,6 +35,27 @@ def _text(value: bytes | str) -> str:
     return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
 
+def tls_context(sink: EmailSink) -> ssl.SSLContext:
+    """The system's trust, plus the sink's `ca_file` (a private relay's CA) when set."""
+    context = ssl.create_default_context()
+    if sink.ca_file:
+        context.load_verify_locations(cafile=sink.ca_file)
+    return context
+
+
+def log_in(smtp: smtplib.SMTP, sink: EmailSink) -> None:
+    """AUTH with the sink's login, when it has one (after EHLO, over TLS)."""
+    if not (sink.username and sink.password):
+        return
+    smtp.user, smtp.password = sink.username, sink.password.get_secret_value()
+    if "PLAIN" in smtp.esmtp_features.get("auth", "").upper().split():
+        # One mechanism, one answer: login() would go on to try LOGIN after a refused PLAIN,
+        # which some relays leave hanging until the timeout.
+        smtp.auth("PLAIN", smtp.auth_plain)
+    else:
+        smtp.login(sink.username, sink.password.get_secret_value())
+
+
 def build_message(sink: EmailSink, body: dict[str, Any], *, delivery_id: str) -> EmailMessage:
     """`body` ({subject, text, html}) as the message sent to the sink's recipients."""
     # Headers up to SMTP's own line limit: a subject folded at 78 characters reads back with a
@@ -91,9 +112,7 @@ class EmailClient:
     def _send(self, message: EmailMessage) -> dict[str, tuple[int, bytes]]:
         """Send over one connection; the recipients the relay refused (the others have it)."""
         sink = self.sink
-        context = ssl.create_default_context()
-        if sink.ca_file:
-            context.load_verify_locations(cafile=sink.ca_file)
+        context = tls_context(sink)
         if sink.security == "tls":
             smtp: smtplib.SMTP = smtplib.SMTP_SSL(
                 sink.host, sink.smtp_port, timeout=self.timeout_s, context=context
@@ -105,14 +124,7 @@ class EmailClient:
             if sink.security == "starttls":
                 smtp.starttls(context=context)  # raises SMTPNotSupportedError if not offered
                 smtp.ehlo()
-            if sink.username and sink.password:
-                smtp.user, smtp.password = sink.username, sink.password.get_secret_value()
-                if "PLAIN" in smtp.esmtp_features.get("auth", "").upper().split():
-                    # One mechanism, one answer: login() would go on to try LOGIN after a
-                    # refused PLAIN, which some relays leave hanging until the timeout.
-                    smtp.auth("PLAIN", smtp.auth_plain)
-                else:
-                    smtp.login(sink.username, sink.password.get_secret_value())
+            log_in(smtp, sink)
             refused = smtp.send_message(message)
         except BaseException:
             smtp.close()
