@@ -60,9 +60,13 @@ def _clock_time(value: Any) -> time:
             return time(hours, minutes)
     if isinstance(value, str):
         try:
-            return time.fromisoformat(value.strip())
+            parsed = time.fromisoformat(value.strip())
         except ValueError:
-            pass
+            parsed = None
+        if parsed is not None and parsed.tzinfo is not None:
+            raise ValueError(f"'{value}' carries an offset: write the local time and `timezone:`")
+        if parsed is not None:
+            return parsed
     raise ValueError(f"'{value}' is not a time of day; write e.g. \"22:00\"")
 
 

@@ -86,6 +86,9 @@ class _Outcome:
     delay_s: float = 0.0
     error: str = ""
     new_post: bool = False  # sent as a new message (chat.postMessage), not an edit
+    channel: str | None = None
+    """Where Slack says it posted: a DM posted to by user id (U…) is its D… conversation,
+    which is what edits and the clicks on it name."""
 
 
 class OutboxSender:
@@ -214,7 +217,7 @@ class OutboxSender:
 
     async def _record(self, session: AsyncSession, row: OutboxMessage, outcome: _Outcome) -> None:
         if outcome.kind == "sent":
-            await outbox.mark_sent(session, row, ts=outcome.ts)
+            await outbox.mark_sent(session, row, ts=outcome.ts, channel=outcome.channel)
         elif outcome.kind == "wait":
             at = utcnow() + timedelta(seconds=outcome.delay_s)
             await outbox.wait(session, row, at=at, reason=outcome.error)
@@ -323,7 +326,13 @@ class OutboxSender:
             return _Outcome("sent", ts=reply.get("message_ts"))
         await self._pace_post(row.channel)
         reply = await self.client.chat_postMessage(channel=row.channel, **args)
-        return _Outcome("sent", ts=reply.get("ts"), new_post=True)
+        channel = reply.get("channel")
+        return _Outcome(
+            "sent",
+            ts=reply.get("ts"),
+            new_post=True,
+            channel=channel if isinstance(channel, str) and channel else None,
+        )
 
     def _classify(self, exc: SlackApiError, row: OutboxMessage) -> _Outcome:
         response = exc.response

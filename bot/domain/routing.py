@@ -178,9 +178,10 @@ def _team_sinks(team: Team, event: HubEvent) -> list[str]:
     names = list(team.sinks) if kind == "failures" else []
     for rule in team.routes:
         wanted = kind in rule.events or ("reports" in rule.events and _about_reports(event))
+        about = (event.dag, *event.dags)  # a backfill: any DAG it reruns
         if (
             wanted
-            and matches(rule.dags, event.dag.namespace, event.dag.dag_id)
+            and any(matches(rule.dags, d.namespace, d.dag_id) for d in about)
             and severity_rank(event.severity) >= severity_rank(rule.severity)
         ):
             names += rule.to

@@ -53,6 +53,8 @@ class Escalations:
         policy = self.policy(incident)
         if policy is None or incident.state != IncidentState.OPEN or incident.root_id:
             return None
+        if incident.alerted_at is None:
+            return None  # open before escalation existed (revision 0011): never paged for it
         due = escalation_due(
             policy.after,
             failed_at=alerted_at(incident),
@@ -69,21 +71,24 @@ class Escalations:
             return 0
         now = self.clock()
         async with self.sessions() as session:
-            candidates = [i.id for i in await store.open_roots(session) if self._due(i, now)]
+            candidates = [i.id for i in await store.open_roots(session)]
         escalated = 0
         for incident_id in candidates:
             try:
-                escalated += await self._escalate(incident_id)
+                escalated += await self._escalate(incident_id, now)
             except Exception:  # one bad incident must not keep the others from escalating
                 logger.exception(
                     "escalating incident %s failed; the next check retries", incident_id
                 )
         return escalated
 
-    async def _escalate(self, incident_id: str) -> int:
+    async def _escalate(self, incident_id: str, now: datetime) -> int:
+        async with self.sessions() as session:  # most are not due: no write lock for them
+            found = await store.get(session, incident_id)
+            if found is None or self._due(found, now) is None:
+                return 0
         async with self.sessions.begin() as session:
             incident = await store.get(session, incident_id, lock=True)
-            now = self.clock()
             if incident is None or (policy := self._due(incident, now)) is None:
                 return 0  # acknowledged, resolved or escalated meanwhile
             incident.escalated_at = incident.updated_at = now

@@ -6,6 +6,7 @@ owes is a row before anything is sent."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -36,7 +37,8 @@ from bot.store.models import OutboxMessage, utcnow
 from bot.store.watch_models import Incident
 
 logger = logging.getLogger(__name__)
-SUBSCRIBED = "sub:"  # the edit key of a subscribed channel's one message about an incident
+SUBSCRIBED = "sub:"  # the edit keys of a subscribed channel's one message about an outage
+ESCALATED = "esc:"  # … and of an escalation's post
 _STATES: dict[str, NoticeState] = {
     "failure.opened": "failed",
     "failure.acknowledged": "acknowledged",
@@ -74,9 +76,12 @@ class Hub:
         if incident.root_id is not None:
             return 0
         event = self.incident_event(incident, kind)
-        moment = event.at.isoformat()
-        # One row per sink and step, ever: a reopened outage is a new step (its own time).
-        key = f"incident:{incident.id}:{kind.removeprefix('failure.')}:{moment}"
+        outage = _stamp(incident)
+        # One row per sink and step, ever: the outage's opening is keyed by when the bot
+        # alerted it (a repeat failure is the same opening; a reopened outage a new one).
+        step = kind.removeprefix("failure.")
+        moment = outage if kind == "failure.opened" else event.at.isoformat()
+        key = f"incident:{incident.id}:{step}:{moment}"
         paged = [
             *await deliveries.sinks_told(session, incident.id, f"incident:{incident.id}:opened:"),
             *await deliveries.sinks_told(
@@ -94,14 +99,16 @@ class Hub:
             reached=[incident.channel] if incident.channel and kind != "failure.escalated" else [],
         )
         owed = await self._sinks(session, decision, event, key, incident_id=incident.id)
-        if kind == "failure.escalated":
-            channels = list(decision.channels)
-        elif kind == "failure.opened":
-            channels = list(decision.channels)
-            channels += await self._subscribed_channels(session, incident.id)  # reopened
-        else:  # the channels told of the failure have their message edited
-            channels = await self._subscribed_channels(session, incident.id)
-        for channel in dict.fromkeys(channels):
+        # (edit key, channel): one message per channel and outage, posted by the outage's
+        # opening (or its escalation), edited as it is acknowledged and resolved
+        told = await self._told(session, incident.id, outage)
+        prefix = ESCALATED if kind == "failure.escalated" else SUBSCRIBED
+        posts = {_edit_key(prefix, c, outage): c for c in decision.channels}
+        if kind in ("failure.opened", "failure.escalated"):
+            targets = {**posts, **{k: c for k, c in told.items() if k.startswith(prefix)}}
+        else:
+            targets = told
+        for edit_key, channel in targets.items():
             sub = _first(subscriptions, decision, channel)
             notice = FailureNotice(
                 dag_id=incident.dag_id,
@@ -122,11 +129,10 @@ class Hub:
                 channel=channel,
                 payload=failure_notice(notice),
                 incident_id=incident.id,
-                # an escalation is its own post; a subscriber's is one message, edited
-                edit_key=None if kind == "failure.escalated" else SUBSCRIBED + channel,
+                edit_key=edit_key,
             )
             owed += 1
-        if channels:
+        if targets:
             after_commit(session, self.wake_slack)
         self._log(session, event, decision, owed)
         return owed
@@ -158,17 +164,23 @@ class Hub:
             backfill_request_id=incident.backfill_request_id,
         )
 
-    async def _subscribed_channels(self, session: AsyncSession, incident_id: str) -> list[str]:
-        """The channels whose subscription was told of this incident (its message is edited)."""
-        rows = await session.scalars(
-            select(OutboxMessage.channel)
+    async def _told(self, session: AsyncSession, incident_id: str, outage: str) -> dict[str, str]:
+        """(edit key → channel) of the messages subscribers and the escalation's channel were
+        posted about this outage (each is edited as it goes on)."""
+        rows = await session.execute(
+            select(OutboxMessage.edit_key, OutboxMessage.channel)
             .where(
                 OutboxMessage.incident_id == incident_id,
-                OutboxMessage.edit_key.startswith(SUBSCRIBED),
+                OutboxMessage.edit_key.startswith(SUBSCRIBED)
+                | OutboxMessage.edit_key.startswith(ESCALATED),
             )
             .order_by(OutboxMessage.id)
         )
-        return list(dict.fromkeys(rows))
+        told: dict[str, str] = {}
+        for edit_key, channel in rows.all():
+            if edit_key is not None and edit_key.endswith(":" + _tag(outage)):
+                told.setdefault(edit_key, channel)
+        return told
 
     # --- SLA misses and backfills ---------------------------------------------------------
 
@@ -258,7 +270,7 @@ class Hub:
     ) -> int:
         owed = 0
         for target in decision.sinks:
-            owed += await deliveries.enqueue(
+            new = await deliveries.enqueue(
                 session,
                 sink=target.sink.name,
                 kind=target.sink.kind,
@@ -267,6 +279,11 @@ class Hub:
                 incident_id=incident_id,
                 held_until=target.held_until,
             )
+            if not new and target.held_until is None:
+                # routed again as more became known (the impact: now urgent): a notice held
+                # for quiet hours goes now
+                new = await deliveries.release(session, target.sink.name, key[:128])
+            owed += new
         if owed:
             after_commit(session, self.wake_sender)
         return owed
@@ -284,8 +301,29 @@ class Hub:
 
 
 def alerted_at(incident: Incident) -> datetime:
-    """Since when people could see the outage: a failure reported late counts from its alert."""
-    return max(incident.opened_at, incident.failed_at or incident.opened_at)
+    """Since when people could see the outage: when the bot alerted (or re-alerted) it."""
+    return incident.alerted_at or incident.opened_at
+
+
+def _stamp(incident: Incident) -> str:
+    """The outage, in sinks' keys: when it was alerted (outages open before revision 0011: the
+    failure's time, as they were keyed then)."""
+    if incident.alerted_at is None:
+        return (incident.failed_at or incident.opened_at).isoformat()
+    return incident.alerted_at.isoformat()
+
+
+def _edit_key(prefix: str, channel: str, outage: str) -> str:
+    """One Slack message per channel and outage, in the column's 64 characters (a channel id
+    too long for it is hashed)."""
+    tag = _tag(outage)
+    if len(channel) > 40:
+        channel = hashlib.sha256(channel.encode()).hexdigest()[:24]
+    return f"{prefix}{channel}:{tag}"
+
+
+def _tag(outage: str) -> str:
+    return str(int(datetime.fromisoformat(outage).timestamp()))
 
 
 def _first(

@@ -270,7 +270,7 @@ class IncidentService:
             # A new outage needs its own acknowledgement (and PagerDuty pages it anew); it may
             # escalate again.
             incident.acknowledged_by, incident.acknowledged_at = None, None
-            incident.escalated_at = None
+            incident.escalated_at, incident.alerted_at = None, now
             await session.flush()
             _log(session, incident, "reopened")
             await self.alerts.hub.incident(session, incident, "failure.opened")

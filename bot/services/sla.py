@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -208,9 +208,12 @@ class SlaService:
                     session,
                     event,
                     reached=[*channels, *by_team],
-                    late=late,
+                    # a subscriber's copy has no Acknowledge: that is the owners' to click
+                    late=messages.sla.late_notice(
+                        dag.dag_id, miss, cause=cause, links=replace(links, miss_id="")
+                    ),
                     reports_late=messages.sla.reports_late(
-                        names, dag.dag_id, miss, cause=cause, links=links
+                        names, dag.dag_id, miss, cause=cause, links=replace(links, miss_id="")
                     )
                     if names
                     else None,

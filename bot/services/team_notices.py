@@ -113,6 +113,8 @@ class TeamNotices:
             intervals=range_text,
             owners=self.hub.owners(root, owners),
             dags=tuple(runs),
+            # for `--downstream` subscriptions: what is upstream of the backfill's DAGs
+            upstream=self.hub.upstream_of(root),
             backfill_request_id=request.id,
             state=str(request.state) if kind == "backfill.ended" else None,
             actor=approver,

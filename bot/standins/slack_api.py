@@ -101,6 +101,12 @@ def _channel(state: SlackState, args: Args, *, create: bool) -> Channel:
     if wanted is None:
         raise SlackError("channel_not_found")
     found = state.channels.get(wanted)
+    if found is None and wanted.startswith("D"):
+        # the D… id Slack gave for the bot's DM with a user (kept under the user's id here)
+        found = next(
+            (state.channels[u + wanted[1:]] for u in "UW" if u + wanted[1:] in state.channels),
+            None,
+        )
     if found is None:
         by_name = [c for c in state.channels.values() if c.name == wanted.lstrip("#")]
         found = by_name[0] if by_name else None
@@ -149,11 +155,23 @@ def _post_message(s: StandInLike, a: Args) -> JsonDict:
         broadcast=a.flag("reply_broadcast"),
         attachments=attachments if isinstance(attachments, list) else None,
     )
-    return {"channel": channel.id, "ts": message.ts, "message": s.state.message_json(message)}
+    return {
+        "channel": _dm_id(channel.id),
+        "ts": message.ts,
+        "message": s.state.message_json(message),
+    }
+
+
+def _dm_id(channel: str) -> str:
+    """The id Slack answers with: a DM opened by user id is the conversation D…, not U…."""
+    return "D" + channel[1:] if channel.startswith(("U", "W")) else channel
 
 
 def _update(s: StandInLike, a: Args) -> JsonDict:
-    a.require("channel")
+    # Slack: "For direct messages, ensure that this value is a DM ID (starts with D) instead
+    # of a User ID (starts with either U or W)."
+    if a.require("channel").startswith(("U", "W")):
+        raise SlackError("channel_not_found")
     channel = _channel(s.state, a, create=False)
     try:
         message = s.state.find_message(channel.id, a.require("ts"))
@@ -164,7 +182,12 @@ def _update(s: StandInLike, a: Args) -> JsonDict:
     text, blocks = message_content(a.raw)
     s.state.update(message, text=text if "text" in a.raw else None, blocks=blocks)
     json_message = s.state.message_json(message)
-    return {"channel": channel.id, "ts": message.ts, "text": message.text, "message": json_message}
+    return {
+        "channel": _dm_id(channel.id),
+        "ts": message.ts,
+        "text": message.text,
+        "message": json_message,
+    }
 
 
 def _post_ephemeral(s: StandInLike, a: Args) -> JsonDict:

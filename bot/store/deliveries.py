@@ -47,6 +47,23 @@ async def enqueue(
     return True
 
 
+async def release(session: AsyncSession, sink: str, event_key: str) -> bool:
+    """Send a row held for quiet hours now (its event turned out urgent); False if none was."""
+    result = await session.execute(
+        update(SinkDelivery)
+        .where(
+            SinkDelivery.sink == sink,
+            SinkDelivery.event_key == event_key,
+            SinkDelivery.state == DeliveryState.PENDING,
+            SinkDelivery.held_until.is_not(None),
+        )
+        .values(held_until=None, next_attempt_at=utcnow())
+        .execution_options(synchronize_session=False)
+    )
+    assert isinstance(result, CursorResult)
+    return result.rowcount == 1
+
+
 async def sinks_told(session: AsyncSession, incident_id: str, key_prefix: str) -> list[str]:
     """The sinks owed (or sent) a row of this incident whose key starts with `key_prefix`."""
     rows = await session.scalars(

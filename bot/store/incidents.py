@@ -204,6 +204,7 @@ def opened(
         failed_at=event.event_time,
         impact=impact.to_json() if impact is not None else {},
         opened_at=now,
+        alerted_at=now,
         updated_at=now,
     )
     set_airflow(incident, event.airflow)

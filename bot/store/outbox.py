@@ -303,13 +303,21 @@ async def claim(session: AsyncSession, message: OutboxMessage, *, lease_s: float
     return result.rowcount == 1
 
 
-async def mark_sent(session: AsyncSession, message: OutboxMessage, *, ts: str | None) -> None:
-    """Record delivery; a status message's ts becomes the request's thread parent."""
+async def mark_sent(
+    session: AsyncSession, message: OutboxMessage, *, ts: str | None, channel: str | None = None
+) -> None:
+    """Record delivery; a status message's ts becomes the request's thread parent. `channel`:
+    where Slack says it posted, when that is not the row's (a DM posted to by user id is its
+    D… conversation: later edits, and the check of a click on it, need that id)."""
     now = utcnow()
+    values: dict[str, Any] = {
+        "state": OutboxState.SENT.value, "posted_ts": ts, "updated_at": now, "error": None,
+    }  # fmt: skip
+    if channel and channel != message.channel:
+        values["channel"] = channel
+        message.channel = channel
     await session.execute(
-        update(OutboxMessage)
-        .where(OutboxMessage.id == message.id)
-        .values(state=OutboxState.SENT.value, posted_ts=ts, updated_at=now, error=None)
+        update(OutboxMessage).where(OutboxMessage.id == message.id).values(**values)
     )
     if message.role == OutboxRole.STATUS and message.incident_id and ts:
         await session.execute(

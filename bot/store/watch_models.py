@@ -135,6 +135,9 @@ class Incident(Base):
     opened_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     resolved_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    alerted_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    """When the bot opened (or last reopened) this outage: its hub notices are keyed by it and
+    its escalation counts from it (a repeat failure does not move it)."""
     escalated_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     """When the outage was escalated (nobody acknowledged it in time); cleared as it reopens."""
 

@@ -33,10 +33,14 @@ def upgrade() -> None:
     op.create_index("ix_subscriptions_channel", "subscriptions", ["channel"])
     op.add_column("sink_deliveries", sa.Column("held_until", sa.DateTime(timezone=True)))
     op.add_column("incidents", sa.Column("escalated_at", sa.DateTime(timezone=True)))
+    # None for the outages open before this revision: they never escalate (no storm of pages
+    # for old outages when escalation is first configured).
+    op.add_column("incidents", sa.Column("alerted_at", sa.DateTime(timezone=True)))
 
 
 def downgrade() -> None:
     with op.batch_alter_table("incidents") as batch:
+        batch.drop_column("alerted_at")
         batch.drop_column("escalated_at")
     with op.batch_alter_table("sink_deliveries") as batch:
         batch.drop_column("held_until")

@@ -1266,3 +1266,20 @@ async def test_serve_forever_announces_its_url(capsys: pytest.CaptureFixture[str
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+
+
+async def test_a_dm_posted_to_by_user_id_answers_with_its_d_id_which_edits_take(
+    standin: SlackStandIn, client: AsyncWebClient
+) -> None:
+    # Slack opens the bot's DM for a user id, answers with the DM's D… id, and chat.update
+    # wants that id ("ensure that this value is a DM ID … instead of a User ID").
+    posted = await client.chat_postMessage(channel=REQUESTER, text="hello")
+    dm = standin.dm_of(REQUESTER)
+    assert posted["channel"] == dm
+    with pytest.raises(SlackApiError) as refused:
+        await client.chat_update(channel=REQUESTER, ts=str(posted["ts"]), text="edited")
+    assert refused.value.response["error"] == "channel_not_found"
+    edited = await client.chat_update(channel=dm, ts=str(posted["ts"]), text="edited")
+    assert edited["channel"] == dm
+    [message] = standin.state.messages(REQUESTER)
+    assert message.text == "edited"

@@ -81,6 +81,9 @@ def test_routes_pick_by_event_class_pattern_and_severity() -> None:
     assert sinks(event("sla.missed", DELIVERY), c) == []  # the pattern leaves it out
     assert sinks(event("sla.missed", DELIVERY, reports=("KPIs",)), c) == ["hook"]
     assert sinks(event("backfill.ended"), c) == ["mail"]
+    # a backfill is about every DAG it reruns: a route by pattern hears of it by any of them
+    rerun = event("backfill.ended", DagRef("food_delivery", "other.root"), dags=(ORDERS,))
+    assert sinks(rerun, c) == ["mail"]
     assert sinks(event(owners=()), c) == []  # nobody owns it: no team's rules apply
 
 
@@ -145,6 +148,7 @@ def test_quiet_hours_within_one_day_and_as_yaml_writes_them() -> None:
         ({"start": "22:00", "end": "22:00"}, "same time"),
         ({"start": "25:00", "end": "07:00"}, "not a time of day"),
         ({**BERLIN, "timezone": "Mars/Olympus"}, "not an IANA time zone"),
+        ({"start": "22:00+02:00", "end": "07:00"}, "carries an offset"),
     ):
         with pytest.raises(ConfigError, match=message):
             config({"quiet_hours": wrong})
