@@ -321,6 +321,7 @@ async def test_bad_input_is_answered_with_the_fix(bot: Bot, text: str, fix: str)
     for unwanted in ("Traceback", "<!channel>", "<!here>"):
         assert unwanted not in answer
     assert await rows(bot) == []
+    await bot.settle()  # the refusal is audited after the ack that answered it
     [refused] = await audited(bot, "command.refused")
     assert refused.detail["text"] == text
 
