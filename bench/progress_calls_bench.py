@@ -42,7 +42,6 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bot import messages
 from bot.config import Execution
 from bot.domain import progress as progress_rules
 from bot.domain.model import DagRef
@@ -50,6 +49,8 @@ from bot.domain.planner import plan_from_json
 from bot.domain.progress import Counts
 from bot.executors.backends import Finding, Progress, State, StepWork
 from bot.executors.runner import Runner
+from bot.messages.backfill import plan_preview, request_status
+from bot.messages.common import action_result
 from bot.messages.progress import status_of
 from bot.store import guards, outbox, repository
 from bot.store.db import make_engine, session_factory, upgrade
@@ -226,7 +227,7 @@ async def approved_and_running(
         row = await repository.create_request(
             session, plan=plan, requester="U0REQUEST1", channel=CHANNEL
         )
-        preview = messages.plan_preview(
+        preview = plan_preview(
             plan_from_json(plan), request_id=row.id, requester="U0REQUEST1", dry_run=False
         )
         await outbox.enqueue(
@@ -239,7 +240,7 @@ async def approved_and_running(
             session, row.id, expected={RequestState.PREVIEWED}, to=RequestState.APPROVED,
             actor="U0OWNER001",
         )  # fmt: skip
-        pointer = messages.action_result(f"Backfill {row.id} was approved.")
+        pointer = action_result(f"Backfill {row.id} was approved.")
         await outbox.enqueue(
             session,
             channel=CHANNEL,
@@ -251,7 +252,7 @@ async def approved_and_running(
         await outbox.enqueue(
             session,
             channel=CHANNEL,
-            payload=messages.request_status(status_of(approved)),
+            payload=request_status(status_of(approved)),
             role=OutboxRole.STATUS,
             request_id=row.id,
         )

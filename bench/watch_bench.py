@@ -45,7 +45,7 @@ from bot.receiver import PATH, add_receiver
 from bot.services.poller import MarquezPoller
 from bot.standins.marquez import create_app
 from bot.standins.marquez_state import MarquezState
-from bot.store import make_engine, session_factory, upgrade
+from bot.store.db import make_engine, session_factory, upgrade
 from bot.store.watch_models import RunEvent
 
 NS = "bench"

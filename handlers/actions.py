@@ -13,8 +13,9 @@ from typing import Any
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot import messages
 from bot.app_services import Services
+from bot.messages.backfill import plan_modal
+from bot.messages.common import refusal
 from bot.services.replies import Reply
 from bot.slack_ids import ActionId
 
@@ -34,7 +35,7 @@ def _clicked(body: dict[str, Any]) -> tuple[str, str, str]:
 
 async def _say_failed(respond: AsyncRespond) -> None:
     logger.exception("a button click failed")
-    payload = messages.refusal(
+    payload = refusal(
         "Something went wrong on our side; nothing was changed that you were not told about.",
         hint="Try again in a minute; the error is in the bot's log.",
     )
@@ -89,7 +90,7 @@ def register(app: AsyncApp, services: Services) -> None:
             if isinstance(plan, Reply):
                 await respond(response_type="ephemeral", replace_original=False, **plan.payload)
                 return
-            view = messages.plan_modal(plan, request_id="")
+            view = plan_modal(plan, request_id="")
             await client.views_open(trigger_id=body["trigger_id"], view=view)
         except Exception:
             await _say_failed(respond)
@@ -121,7 +122,7 @@ def register(app: AsyncApp, services: Services) -> None:
             if isinstance(plan, Reply):
                 await respond(response_type="ephemeral", replace_original=False, **plan.payload)
                 return
-            view = messages.plan_modal(plan, request_id=request_id)
+            view = plan_modal(plan, request_id=request_id)
             await client.views_open(trigger_id=body["trigger_id"], view=view)
         except Exception:
             await _say_failed(respond)

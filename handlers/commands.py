@@ -7,7 +7,6 @@ from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
 
-from bot import messages
 from bot.app_services import Services
 from bot.domain.commands import (
     CancelCommand,
@@ -20,6 +19,8 @@ from bot.domain.commands import (
     UnsubscribeCommand,
     parse_command,
 )
+from bot.messages.backfill import help_message
+from bot.messages.common import acknowledgement, refusal
 
 logger = logging.getLogger(__name__)
 BACKFILL = "/backfill"
@@ -32,14 +33,14 @@ def register(app: AsyncApp, services: Services) -> None:
         try:
             parsed = parse_command(command.get("text", ""))
         except CommandError as exc:
-            await ack(**messages.refusal(str(exc), hint=f"Type `{BACKFILL} help` for examples."))
+            await ack(**refusal(str(exc), hint=f"Type `{BACKFILL} help` for examples."))
             await services.backfills.audit_refusal(user, str(exc), command.get("text", ""))
             return
         if isinstance(parsed, HelpCommand):
-            await ack(**messages.help_message(BACKFILL))
+            await ack(**help_message(BACKFILL))
             return
         if isinstance(parsed, PlanCommand):
-            await ack(**messages.acknowledgement(f"Planning {parsed.dag} {parsed.range_text} …"))
+            await ack(**acknowledgement(f"Planning {parsed.dag} {parsed.range_text} …"))
         else:
             await ack()
         try:
@@ -64,7 +65,7 @@ def register(app: AsyncApp, services: Services) -> None:
                 )
         except Exception:
             logger.exception("/backfill %r failed", command.get("text"))
-            reply_payload = messages.refusal(
+            reply_payload = refusal(
                 "Something went wrong on our side; the error is in the bot's log.",
                 hint="Try again in a minute.",
             )

@@ -21,7 +21,8 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from bot import messages
+from bot.messages._render import channel_mention, code, sentence
+from bot.messages.common import action_result
 from bot.metrics import Metrics
 from bot.store import outbox
 from bot.store.after_commit import after_commit
@@ -238,16 +239,14 @@ class OutboxSender:
         request = await session.get(BackfillRequest, row.request_id)
         if request is None or request.requester == row.channel:
             return
-        text = messages.sentence(
+        text = sentence(
             "I could not post backfill {} ({}) in {}: I am not a member there. Invite me with "
             "`/invite @backfill-bot`, or run the command in a public channel.",
             request.id,
-            messages.code(request.root_dag),
-            messages.channel_mention(row.channel),
+            code(request.root_dag),
+            channel_mention(row.channel),
         )
-        await outbox.enqueue(
-            session, channel=request.requester, payload=messages.action_result(text)
-        )
+        await outbox.enqueue(session, channel=request.requester, payload=action_result(text))
 
     async def _thread_parent(self, row: OutboxMessage) -> tuple[str | None, bool]:
         """(ts, ready): the status message's ts, or whether to wait for it to be posted."""

@@ -8,8 +8,8 @@ from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot import messages
 from bot.domain.planner import Plan, PlanNote
+from bot.messages._render import escape_code
 from bot.store import outbox
 from bot.store.models import BackfillRequest, BackfillStep, OutboxRole
 
@@ -40,7 +40,7 @@ class ManualExecutor:
         ]
         # escape_code: a backtick or `<@U…>` in a DAG id must neither end the code span nor ping
         lines += [
-            f"{i}. `{messages.escape_code(airflow_command(step))}`"
+            f"{i}. `{escape_code(airflow_command(step))}`"
             for i, step in enumerate(request.steps, 1)
         ]
         await outbox.enqueue(

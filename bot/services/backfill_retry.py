@@ -15,9 +15,9 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from bot import messages
 from bot.domain.planner import Plan, plan_from_json
-from bot.messages.backfill import unknown_backfill
+from bot.messages.backfill import plan_preview, unknown_backfill
+from bot.messages.common import action_result, refusal
 from bot.services.access import lives_in
 from bot.services.replies import Reply
 from bot.store import guards, outbox, repository
@@ -92,9 +92,7 @@ class RetryService:
             return await self._refuse(user, exc.reason, **exc.detail)
         self.wake_sender()
         return Reply(
-            messages.action_result(
-                f"Retry plan {created} for backfill {old.id} posted for approval."
-            ),
+            action_result(f"Retry plan {created} for backfill {old.id} posted for approval."),
             changed=True,
             request_id=created,
         )
@@ -137,7 +135,7 @@ class RetryService:
                 detail={"retry": row.id, "dags": dags},
                 at=self.clock(),
             )
-            preview = messages.plan_preview(
+            preview = plan_preview(
                 plan, request_id=row.id, requester=user, dry_run=False, retry_of=old.id
             )
             await outbox.enqueue(
@@ -158,7 +156,7 @@ class RetryService:
                 detail={"reason": reason, **detail},
                 at=self.clock(),
             )
-        return Reply(messages.refusal(reason))
+        return Reply(refusal(reason))
 
     async def _not_found(
         self,
@@ -184,7 +182,7 @@ class RetryService:
                 request_id=elsewhere.id if elsewhere else None,
                 at=self.clock(),
             )
-        return Reply(messages.refusal(answer))
+        return Reply(refusal(answer))
 
     async def _load(self, request_id: str) -> BackfillRequest | None:
         async with self.sessions() as session:

@@ -15,7 +15,6 @@ from typing import Any, Literal
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from bot import messages
 from bot.clients.marquez import MarquezError, MarquezUnavailable
 from bot.config import BotConfig
 from bot.domain.commands import PlanCommand
@@ -23,7 +22,9 @@ from bot.domain.errors import PlanningError
 from bot.domain.model import DagRef
 from bot.domain.planner import Plan, PlanNote, PlanStep, plan_from_json
 from bot.executors.base import Executor
-from bot.messages import plural
+from bot.messages._render import code, plural, sentence, user_mention
+from bot.messages.backfill import denied, plan_preview, request_status, status_list
+from bot.messages.common import action_result, refusal
 from bot.messages.progress import status_of
 from bot.services.access import (
     GroupDirectory,
@@ -88,7 +89,7 @@ class BackfillService:
             await repository.add_audit(
                 session, actor=user, action=action, detail={"reason": reason, **detail}
             )
-        return Reply(messages.refusal(reason))
+        return Reply(refusal(reason))
 
     async def audit_refusal(self, user: str, reason: str, text: str) -> None:
         """Record a command refused before any planning (malformed text)."""
@@ -129,7 +130,7 @@ class BackfillService:
                 await repository.add_audit(
                     session, actor=user, action="request.dry_run", detail=plan.to_json()
                 )
-            return Reply(messages.plan_preview(plan, request_id="", requester=user, dry_run=True))
+            return Reply(plan_preview(plan, request_id="", requester=user, dry_run=True))
         options = {"only": command.only, "exclude": list(command.exclude), "dry_run": False}
         awaiting = await self._awaiting(plan, [])
         async with self.sessions.begin() as session:
@@ -138,7 +139,7 @@ class BackfillService:
             )
             row.thread_ts, row.incident_id = thread_ts, incident_id
             await session.flush()
-            preview = messages.plan_preview(
+            preview = plan_preview(
                 plan, request_id=row.id, requester=user, dry_run=False, awaiting=awaiting
             )
             await outbox.enqueue(
@@ -150,7 +151,7 @@ class BackfillService:
             )
         self.wake_sender()
         return Reply(
-            messages.action_result(f"Plan {row.id} posted for approval."),
+            action_result(f"Plan {row.id} posted for approval."),
             changed=True,
             request_id=row.id,
         )
@@ -196,7 +197,7 @@ class BackfillService:
             self.config, self.groups, root, requester="", user=user, also=also
         )
         if denial is not None:
-            reason = messages.denied(denial, action="approve")
+            reason = denied(denial, action="approve")
             return await self._refuse(user, APPROVE_REFUSED, reason, text=command.dag)
         plan = await self._planned(command, user=user, change=change)
         if isinstance(plan, Reply):
@@ -217,8 +218,8 @@ class BackfillService:
                 return previewed
             if second is not None:  # the clicker asked; someone else approves in the thread
                 return Reply(
-                    messages.action_result(
-                        f"{messages.denied(second, action='approve')} The plan "
+                    action_result(
+                        f"{denied(second, action='approve')} The plan "
                         f"({previewed.request_id}) is in the alert's thread for them."
                     ),
                     changed=True,
@@ -256,7 +257,7 @@ class BackfillService:
         except Exception:  # recorded as approved; the resume loop hands it off again
             logger.exception("hand-off of %s failed; it will be retried", row.id)
         return Reply(
-            messages.action_result(
+            action_result(
                 f"Approved backfill {row.id}: {plural(len(plan.steps), 'DAG')}, "
                 f"{plural(plan.run_count, 'run')}. Progress follows in the alert's thread."
             ),
@@ -332,13 +333,13 @@ class BackfillService:
         if isinstance(request, Reply):
             return request
         if request.state != RequestState.PREVIEWED:
-            return Reply(messages.action_result(self._unchanged(request)))
+            return Reply(action_result(self._unchanged(request)))
         plan = plan_from_json(request.plan)
         refused = await self._check_clicker(request, user, verb="approve", plan=plan)
         if refused is not None:
             return refused
         if plan.blocked:
-            return Reply(messages.refusal("This plan cannot run as it is; see its preview."))
+            return Reply(refusal("This plan cannot run as it is; see its preview."))
         awaiting = await self._awaiting(plan, [*request.approvers, user])
         if awaiting:
             return await self._approve_in_part(request, plan, user, awaiting)
@@ -362,13 +363,13 @@ class BackfillService:
             return await self._refuse(user, APPROVE_REFUSED, str(exc), request_id=request.id)
         except repository.InvalidTransition:
             fresh = await self._load(request_id)
-            return Reply(messages.action_result(self._unchanged(fresh or request)))
+            return Reply(action_result(self._unchanged(fresh or request)))
         self.wake_sender()
         try:
             await self.hand_off(request.id)
         except Exception:  # recorded as approved; the resume loop hands it off again
             logger.exception("hand-off of %s failed; it will be retried", request.id)
-        return Reply(messages.action_result(f"Approved backfill {request.id}."), changed=True)
+        return Reply(action_result(f"Approved backfill {request.id}."), changed=True)
 
     async def _awaiting(self, plan: Plan, approvers: Sequence[str]) -> tuple[str, ...]:
         """Teams whose approval the plan still needs (an `approve: all_owners` rule)."""
@@ -382,13 +383,11 @@ class BackfillService:
         redraw the preview naming the teams still to approve."""
         waiting = ", ".join(awaiting)
         if user in request.approvers:
-            return Reply(
-                messages.action_result(f"You approved already; still waiting for {waiting}.")
-            )
+            return Reply(action_result(f"You approved already; still waiting for {waiting}."))
         try:
             async with self.sessions.begin() as session:
                 recorded = await repository.add_approval(session, request.id, actor=user)
-                preview = messages.plan_preview(
+                preview = plan_preview(
                     plan,
                     request_id=request.id,
                     requester=request.requester,
@@ -405,10 +404,10 @@ class BackfillService:
                 )
         except repository.InvalidTransition:
             fresh = await self._load(request.id)
-            return Reply(messages.action_result(self._unchanged(fresh or request)))
+            return Reply(action_result(self._unchanged(fresh or request)))
         self.wake_sender()
         return Reply(
-            messages.action_result(
+            action_result(
                 f"Your approval of backfill {request.id} is recorded; it starts once {waiting} "
                 "approve as well."
             ),
@@ -462,7 +461,7 @@ class BackfillService:
         if isinstance(request, Reply):
             return request
         if request.state not in OPEN_STATES:
-            return Reply(messages.action_result(self._unchanged(request)))
+            return Reply(action_result(self._unchanged(request)))
         if user != request.requester:  # requesters may always withdraw their own request
             refused = await self._check_clicker(request, user, verb="cancel")
             if refused is not None:
@@ -483,10 +482,10 @@ class BackfillService:
                 await self._owe_status_update(session, cancelled)
         except repository.InvalidTransition:
             fresh = await self._load(request.id)
-            return Reply(messages.action_result(self._unchanged(fresh or request)))
+            return Reply(action_result(self._unchanged(fresh or request)))
         self.wake_sender()
         self.executor.wake()
-        return Reply(messages.action_result(f"Cancelled backfill {request.id}."), changed=True)
+        return Reply(action_result(f"Cancelled backfill {request.id}."), changed=True)
 
     async def _check_clicker(
         self,
@@ -507,20 +506,20 @@ class BackfillService:
         )
         if denial is None:
             return None
-        reason = messages.denied(denial, action=verb)
+        reason = denied(denial, action=verb)
         action = APPROVE_REFUSED if verb == "approve" else CANCEL_REFUSED
         async with self.sessions.begin() as session:
             await repository.add_audit(
                 session, actor=user, action=action, request_id=request.id, detail={"reason": reason}
             )
-        return Reply(messages.refusal(reason))
+        return Reply(refusal(reason))
 
     async def _owe_status_update(self, session: AsyncSession, request: BackfillRequest) -> None:
         """Rewrite the request's current message (preview or status) to show its state."""
         await outbox.enqueue(
             session,
             channel=request.status_channel or request.channel or "",
-            payload=messages.request_status(status_of(request)),
+            payload=request_status(status_of(request)),
             method="chat.update",
             role=OutboxRole.STATUS_UPDATE,
             request_id=request.id,
@@ -530,13 +529,13 @@ class BackfillService:
         """Shrink the preview to a pointer and post the status message that parents the
         progress thread. Replies wait for the new parent: its ts is cleared until it is posted."""
         channel = request.status_channel or request.channel or ""
-        who = messages.user_mention(request.approvers[-1]) if request.approvers else "someone"
-        pointer = messages.action_result(
-            messages.sentence(
+        who = user_mention(request.approvers[-1]) if request.approvers else "someone"
+        pointer = action_result(
+            sentence(
                 "Backfill {} of {} {}..{} was approved by {}; its status and progress follow in "
                 "the message below.",
                 request.id,
-                messages.code(request.root_dag),
+                code(request.root_dag),
                 request.start_date.isoformat(),
                 request.end_date.isoformat(),
                 who,
@@ -554,7 +553,7 @@ class BackfillService:
         await outbox.enqueue(
             session,
             channel=channel,
-            payload=messages.request_status(status_of(request)),
+            payload=request_status(status_of(request)),
             role=OutboxRole.STATUS,
             request_id=request.id,
         )
@@ -564,11 +563,11 @@ class BackfillService:
         if state == RequestState.PREVIEWED:
             return f"Backfill {request.id} is still waiting for approval."
         if request.approvers and state == RequestState.APPROVED:
-            return messages.sentence(
+            return sentence(
                 "Nothing changed: backfill {} {} by {}.",
                 request.id,
                 STATE_WORDS[state],
-                messages.user_mention(request.approvers[-1]),
+                user_mention(request.approvers[-1]),
             )
         return f"Nothing changed: backfill {request.id} {STATE_WORDS[state]}."
 
@@ -580,13 +579,13 @@ class BackfillService:
             async with self.sessions() as session:
                 recent = await repository.list_requests(session, limit=200)
             mine = [r for r in recent if self.lookup.reachable(r, user, channel, command=True)][:10]
-            return Reply(messages.status_list([status_of(r) for r in mine]))
+            return Reply(status_list([status_of(r) for r in mine]))
         request = await self.lookup.find(
             request_id, user=user, channel=channel, action="status.refused", command=True
         )
         if isinstance(request, Reply):
             return request
-        return Reply(messages.request_status(status_of(request)))
+        return Reply(request_status(status_of(request)))
 
     async def show_plan(self, request_id: str, *, user: str, channel: str) -> Plan | Reply:
         """**Show full plan**: the request's plan, for a click where the request lives."""

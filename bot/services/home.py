@@ -10,9 +10,9 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from bot import messages
 from bot.config import BotConfig
 from bot.domain.model import DagRef
+from bot.messages import home as home_messages
 from bot.messages.home import HomeBackfill, HomeIncident, HomeSlaMiss
 from bot.services.access import GroupDirectory
 from bot.store.models import BackfillRequest, RequestState, utcnow
@@ -84,7 +84,7 @@ class HomeService:
                 )
                 if self._ours(teams, m.namespace, m.dag_id)
             ]
-        return messages.home.home_view(
+        return home_messages.home_view(
             teams,
             [
                 HomeIncident(

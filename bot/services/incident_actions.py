@@ -17,7 +17,6 @@ from typing import Literal
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from bot import messages
 from bot.domain.commands import PlanCommand
 from bot.domain.errors import PlanningError
 from bot.domain.incidents import IncidentState, backfill_range, span
@@ -26,6 +25,7 @@ from bot.domain.planner import Plan
 from bot.domain.proposal import without_root
 from bot.messages import watch as watch_messages
 from bot.messages.backfill import snooze_denied
+from bot.messages.common import action_result, refusal
 from bot.services.access import may_snooze, requires_all_owners
 from bot.services.backfills import BackfillService
 from bot.services.incident_alerts import AlertOutbox
@@ -70,7 +70,7 @@ class IncidentActions:
             if isinstance(incident, Reply):
                 return incident
             if incident.acknowledged_by == user:
-                return Reply(messages.action_result("You acknowledged this incident already."))
+                return Reply(action_result("You acknowledged this incident already."))
             incident.acknowledged_by, incident.acknowledged_at = user, self.clock()
             incident.updated_at = self.clock()
             await session.flush()
@@ -79,7 +79,7 @@ class IncidentActions:
             await self.alerts.alert(session, incident)
             await self.alerts.reply(session, incident, watch_messages.acknowledged(user))
         self.wake_sender()
-        return Reply(messages.action_result("Acknowledged: the alert shows you are on it."), True)
+        return Reply(action_result("Acknowledged: the alert shows you are on it."), True)
 
     async def snooze(
         self, incident_id: str, *, user: str, hours: int, channel: str | None = None
@@ -92,9 +92,9 @@ class IncidentActions:
         async with self.sessions.begin() as session:
             incident = await store.get(session, incident_id, lock=True)
             if incident is None:
-                return Reply(messages.action_result(GONE))
+                return Reply(action_result(GONE))
             if incident.state != IncidentState.OPEN:
-                return Reply(messages.action_result("This incident is resolved already."))
+                return Reply(action_result("This incident is resolved already."))
             incident.snoozed_until = self.clock() + timedelta(hours=hours)
             incident.snoozed_by = user
             incident.updated_at = self.clock()
@@ -106,7 +106,7 @@ class IncidentActions:
             await self.alerts.alert(session, incident)
             await self.alerts.reply(session, incident, watch_messages.snoozed(user, hours))
         self.wake_sender()
-        return Reply(messages.action_result(f"Snoozed for {hours} h."), changed=True)
+        return Reply(action_result(f"Snoozed for {hours} h."), changed=True)
 
     async def unsnooze(self, incident_id: str, *, user: str, channel: str | None = None) -> Reply:
         """**Unsnooze**: new failures alert again. The same people as Snooze may."""
@@ -116,9 +116,9 @@ class IncidentActions:
         async with self.sessions.begin() as session:
             incident = await store.get(session, incident_id, lock=True)
             if incident is None:
-                return Reply(messages.action_result(GONE))
+                return Reply(action_result(GONE))
             if not self.alerts.snoozed(incident):
-                return Reply(messages.action_result("This incident is not snoozed."))
+                return Reply(action_result("This incident is not snoozed."))
             incident.snoozed_until, incident.snoozed_by = None, None
             incident.updated_at = self.clock()
             await session.flush()
@@ -126,7 +126,7 @@ class IncidentActions:
             await self.alerts.alert(session, incident)
             await self.alerts.reply(session, incident, watch_messages.unsnoozed(user))
         self.wake_sender()
-        return Reply(messages.action_result("Snooze ended: new failures alert again."), True)
+        return Reply(action_result("Snooze ended: new failures alert again."), True)
 
     async def _may_snooze(
         self,
@@ -163,7 +163,7 @@ class IncidentActions:
                 channel=channel,
                 detail={"incident_id": incident.id, "dag_id": incident.dag_id},
             )
-        return Reply(messages.refusal(reason))
+        return Reply(refusal(reason))
 
     # --- backfills ------------------------------------------------------------------------
 
@@ -185,9 +185,9 @@ class IncidentActions:
         if isinstance(incident, Reply):
             return incident
         if downstream and incident.state != IncidentState.RESOLVED:
-            return Reply(messages.action_result("The DAG has not recovered yet."))
+            return Reply(action_result("The DAG has not recovered yet."))
         if not downstream and incident.state != IncidentState.OPEN:
-            return Reply(messages.action_result("This incident is resolved already."))
+            return Reply(action_result("This incident is resolved already."))
         under_way = await self._request_under_way(incident)
         if isinstance(under_way, Reply):
             return under_way
@@ -222,9 +222,9 @@ class IncidentActions:
         try:
             plan = await self.backfills.make_plan(command)
         except PlanningError as exc:
-            return Reply(messages.refusal(str(exc)))
+            return Reply(refusal(str(exc)))
         except Exception as exc:  # Marquez down or confused: say so, not a stack trace
-            return Reply(messages.refusal(f"No plan can be made right now: {exc}"))
+            return Reply(refusal(f"No plan can be made right now: {exc}"))
         if incident.state == IncidentState.RESOLVED:
             return without_root(plan, why=_RECOVERED_NOTE)
         return plan
@@ -300,7 +300,7 @@ class IncidentActions:
             channel=channel,
             detail={"incident_id": incident.id} if incident else None,
         )
-        return Reply(messages.refusal(GONE))
+        return Reply(refusal(GONE))
 
     async def _audit(
         self, session: AsyncSession, incident: Incident, *, user: str, action: str, **detail: object
@@ -329,7 +329,7 @@ class IncidentActions:
         if request.state == RequestState.PREVIEWED:
             return request.id
         return Reply(
-            messages.action_result(
+            action_result(
                 f"Backfill {request.id} of this incident is {request.state} already; "
                 "its progress is in the alert's thread."
             )
@@ -339,7 +339,7 @@ class IncidentActions:
         start, end = span(store.runs_of(incident))
         if start is None:
             return Reply(
-                messages.refusal(
+                refusal(
                     "The failed run reported no interval, so the range to backfill is unknown.",
                     hint=f"Type /backfill {incident.dag_id} START..END with the days to redo.",
                 )

@@ -37,9 +37,9 @@ import aiohttp
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from bot import messages
 from bot.clients.marquez import MarquezClient, MarquezError
 from bot.config import Watch
+from bot.messages import ops as ops_messages
 from bot.messages.ops import describe_duration
 from bot.metrics import Metrics
 from bot.services.feed import MAX_PAGES, Batch, FeedReader
@@ -240,7 +240,7 @@ class MarquezPoller:
                 changes.update(reachable=True, updated_at=now)
                 await self._notice(
                     session,
-                    messages.ops.recovered(
+                    ops_messages.recovered(
                         now - row.updated_at, row.updated_at, row.position - self._overlap, new
                     ),
                 )
@@ -271,7 +271,7 @@ class MarquezPoller:
         async with self._sessions.begin() as session:
             if await cursors.record_failure(session, self._name, reason, now=now):
                 await self._notice(
-                    session, messages.ops.unreachable(reason, position - self._overlap)
+                    session, ops_messages.unreachable(reason, position - self._overlap)
                 )
 
     async def _notice(self, session: AsyncSession, payload: dict[str, Any]) -> None:

@@ -9,8 +9,8 @@ from contextlib import suppress
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from bot import messages
 from bot.messages.backfill import unknown_backfill
+from bot.messages.common import refusal
 from bot.services.access import lives_in, may_see
 from bot.services.replies import Reply
 from bot.services.team_notices import TeamNotices
@@ -57,7 +57,7 @@ class RequestLookup:
             return seen[0]
         if seen:
             return Reply(
-                messages.refusal(
+                refusal(
                     f"More than one backfill id starts with {given}.",
                     hint="Type more of the id (see /backfill status).",
                 )
@@ -79,7 +79,7 @@ class RequestLookup:
                 channel=channel,
                 request_id=elsewhere.id if elsewhere else None,
             )
-        return Reply(messages.refusal(answer))
+        return Reply(refusal(answer))
 
     def reachable(
         self, request: BackfillRequest, user: str, channel: str, *, command: bool

@@ -15,12 +15,13 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from bot import messages
 from bot.config import BotConfig
 from bot.domain.errors import PlanningError
 from bot.domain.model import DagRef, Interval
 from bot.domain.routing import HubEvent, severity_of
 from bot.domain.sla import Miss, RunFacts, misses
+from bot.messages import sla as sla_messages
+from bot.messages.common import action_result
 from bot.messages.watch import interval_words
 from bot.metrics import Metrics
 from bot.services.backfills import PlannerFactory
@@ -176,17 +177,17 @@ class SlaService:
                 )
                 session.add(row)
                 await session.flush()
-                links = messages.sla.NoticeLinks(
+                links = sla_messages.NoticeLinks(
                     miss_id=str(row.id),
                     airflow_url=self.links.airflow_dag(dag),
                     marquez_url=self.links.marquez_job(dag) if self.links.marquez_web_url else None,
                 )
-                late = messages.sla.late_notice(dag.dag_id, miss, cause=cause, links=links)
+                late = sla_messages.late_notice(dag.dag_id, miss, cause=cause, links=links)
                 for channel in dict.fromkeys(channels):
                     await outbox.enqueue(session, channel=channel, payload=late)
                     self.metrics.notice_owed(session, "sla_notice")
                 for channel, names in by_team.items():
-                    payload = messages.sla.reports_late(
+                    payload = sla_messages.reports_late(
                         names, dag.dag_id, miss, cause=cause, links=links
                     )
                     await outbox.enqueue(session, channel=channel, payload=payload)
@@ -209,10 +210,10 @@ class SlaService:
                     event,
                     reached=[*channels, *by_team],
                     # a subscriber's copy has no Acknowledge: that is the owners' to click
-                    late=messages.sla.late_notice(
+                    late=sla_messages.late_notice(
                         dag.dag_id, miss, cause=cause, links=replace(links, miss_id="")
                     ),
-                    reports_late=messages.sla.reports_late(
+                    reports_late=sla_messages.reports_late(
                         names, dag.dag_id, miss, cause=cause, links=replace(links, miss_id="")
                     )
                     if names
@@ -227,7 +228,7 @@ class SlaService:
     ) -> Reply:
         """**Acknowledge** on an SLA notice: recorded (audited), and the clicked notice edited
         to say who is on it."""
-        unknown = Reply(messages.action_result("This SLA notice is not one the bot knows."))
+        unknown = Reply(action_result("This SLA notice is not one the bot knows."))
         async with self.sessions.begin() as session:
             row = None
             if miss_id.isdigit() and len(miss_id) < 19:  # an integer column
@@ -247,12 +248,12 @@ class SlaService:
                 session, actor=user, action="sla.acknowledged", detail={"miss": row.id}
             )
             if channel and ts:
-                payload = {**messages.sla.acknowledged(message, user), "ts": ts}
+                payload = {**sla_messages.acknowledged(message, user), "ts": ts}
                 await outbox.enqueue(
                     session, channel=channel, payload=payload, method="chat.update"
                 )
         self.wake_sender()
-        return Reply(messages.action_result("Acknowledged: the notice shows you are on it."), True)
+        return Reply(action_result("Acknowledged: the notice shows you are on it."), True)
 
 
 def _names_miss(payload: dict[str, Any], miss_id: str) -> bool:

@@ -22,10 +22,10 @@ from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from bot import messages
 from bot.config import BotConfig
 from bot.domain.commands import SubscribeCommand
 from bot.messages import subscriptions as words
+from bot.messages.common import action_result, refusal
 from bot.messages.subscriptions import SubscriptionLine
 from bot.services.access import GroupDirectory, is_direct_message, may_subscribe
 from bot.services.replies import Reply
@@ -98,7 +98,7 @@ class SubscriptionService:
                 SUBSCRIBE_REFUSED, user, channel, command.pattern, _why(denial.teams),
                 Refused.NOT_ALLOWED, detail,
             )  # fmt: skip
-            return Reply(messages.refusal(words.not_allowed(denial), hint=words.NOT_ALLOWED_HINT))
+            return Reply(refusal(words.not_allowed(denial), hint=words.NOT_ALLOWED_HINT))
         async with self.sessions.begin() as session:
             same = await store.find_same(
                 session,
@@ -116,7 +116,7 @@ class SubscriptionService:
                     reason=f"{self.limit} subscriptions already", given_id=command.pattern,
                     channel=channel, detail=detail,
                 )  # fmt: skip
-                return Reply(messages.refusal(reason))
+                return Reply(refusal(reason))
             row = await store.add(
                 session,
                 channel=where,
@@ -163,9 +163,9 @@ class SubscriptionService:
             await self._refused(
                 UNSUBSCRIBE_REFUSED, user, channel, subscription_id, reason, refused, {}
             )
-            return Reply(messages.refusal(words.unknown_subscription(subscription_id, dm=dm)))
+            return Reply(refusal(words.unknown_subscription(subscription_id, dm=dm)))
         if removed[0] is not None:
-            return Reply(messages.action_result(words.already_removed(found.id, removed[1])))
+            return Reply(action_result(words.already_removed(found.id, removed[1])))
         if not dm and found.created_by != user:
             denial = await may_subscribe(
                 self.config, self.groups, found.pattern, user=user, channel=channel
@@ -177,10 +177,10 @@ class SubscriptionService:
                     {"pattern": found.pattern},
                 )  # fmt: skip
                 reason = words.not_allowed_to_remove(denial, found.id)
-                return Reply(messages.refusal(reason, hint=words.REMOVE_HINT))
+                return Reply(refusal(reason, hint=words.REMOVE_HINT))
         async with self.sessions.begin() as session:
             if not await store.remove(session, found.id, by=user, at=self.clock()):
-                return Reply(messages.action_result(words.already_removed(found.id, None)))
+                return Reply(action_result(words.already_removed(found.id, None)))
             await repository.add_audit(
                 session,
                 actor=user,

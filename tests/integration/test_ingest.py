@@ -27,7 +27,7 @@ from bot.services.ingest import (
 )
 from bot.standins.food_delivery import food_delivery_events
 from bot.store import incidents as incident_store
-from bot.store import make_engine, session_factory, upgrade
+from bot.store.db import make_engine, session_factory, upgrade
 from bot.store.watch_models import EventSource, Incident, RunEvent
 from pipeline.food_delivery.lineage import history_events
 

@@ -16,16 +16,8 @@ from sqlalchemy import Connection, insert, inspect, select, text
 from sqlalchemy.exc import IntegrityError
 
 from bot.domain.impact import ImpactSnapshot, ImpactStatus
-from bot.store import (
-    BackfillRequest,
-    BackfillStep,
-    Base,
-    async_url,
-    downgrade,
-    make_engine,
-    sync_url,
-    upgrade,
-)
+from bot.store.db import async_url, downgrade, make_engine, sync_url, upgrade
+from bot.store.models import BackfillRequest, BackfillStep, Base
 
 T = TypeVar("T")
 

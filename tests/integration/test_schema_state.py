@@ -9,7 +9,7 @@ from pathlib import Path
 
 from sqlalchemy import create_engine
 
-from bot.store import downgrade, make_engine, sync_url, upgrade
+from bot.store.db import downgrade, make_engine, sync_url, upgrade
 from bot.store.schema_state import (
     head_revisions,
     migrations_location,

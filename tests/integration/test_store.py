@@ -12,9 +12,9 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from bot.store import (
-    BackfillRequest,
-    BackfillStep,
+from bot.store.db import make_engine, session_factory, upgrade
+from bot.store.models import BackfillRequest, BackfillStep
+from bot.store.repository import (
     InvalidTransition,
     RequestNotFound,
     StepNotFound,
@@ -23,12 +23,9 @@ from bot.store import (
     get_request,
     list_audit,
     list_requests,
-    make_engine,
-    session_factory,
     set_status_message,
     transition_request,
     transition_step,
-    upgrade,
 )
 
 Sessions = async_sessionmaker[AsyncSession]

@@ -15,10 +15,28 @@ from golden_support import Case, assert_golden, elements, mrkdwn_texts
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bot import messages
 from bot.domain.model import DagRef, DateRange, Interval
 from bot.domain.planner import Plan, PlanStep
-from bot.messages import RequestStatus, StepStatus
+from bot.messages._render import (
+    channel_mention,
+    clip,
+    code,
+    escape_mrkdwn,
+    join_clipped,
+    sentence,
+    user_mention,
+)
+from bot.messages.backfill import (
+    RequestStatus,
+    StepStatus,
+    denied,
+    help_message,
+    plan_modal,
+    plan_preview,
+    request_status,
+    status_list,
+)
+from bot.messages.common import acknowledgement, action_result, refusal
 from bot.services.access import Denial, DenialKind
 from bot.slack_ids import ActionId, BlockId, ViewCallbackId
 from bot.slack_limits import check_message, check_view
@@ -100,7 +118,7 @@ WEIRD = make_plan(
 
 
 def preview(plan: Plan, **options: Any) -> dict[str, Any]:
-    return messages.plan_preview(
+    return plan_preview(
         plan, request_id=REQUEST, requester="U0REQUESTER", **{"dry_run": False, **options}
     )
 
@@ -129,53 +147,45 @@ CASES: dict[str, Case] = {
             replace(make_plan(3), lineage_as_of=datetime(2021, 6, 7, 9, 30, tzinfo=UTC))
         ),
     ),
-    "plan_modal_short": Case(MODAL, lambda: messages.plan_modal(make_plan(3), request_id=REQUEST)),
-    "plan_modal_300": Case(MODAL, lambda: messages.plan_modal(make_plan(299), request_id=REQUEST)),
-    "plan_modal_escaping": Case(MODAL, lambda: messages.plan_modal(WEIRD, request_id=REQUEST)),
+    "plan_modal_short": Case(MODAL, lambda: plan_modal(make_plan(3), request_id=REQUEST)),
+    "plan_modal_300": Case(MODAL, lambda: plan_modal(make_plan(299), request_id=REQUEST)),
+    "plan_modal_escaping": Case(MODAL, lambda: plan_modal(WEIRD, request_id=REQUEST)),
     **{
-        f"request_status_{state}": Case(
-            STATUS, lambda s=state: messages.request_status(make_status(s))
-        )
+        f"request_status_{state}": Case(STATUS, lambda s=state: request_status(make_status(s)))
         for state in RequestState
     },
-    "request_status_long": Case(
-        STATUS, lambda: messages.request_status(make_status("running", 59, at=30))
-    ),
-    "status_list_empty": Case(LIST, lambda: messages.status_list([])),
-    "status_list": Case(LIST, lambda: messages.status_list([make_status(s) for s in RequestState])),
+    "request_status_long": Case(STATUS, lambda: request_status(make_status("running", 59, at=30))),
+    "status_list_empty": Case(LIST, lambda: status_list([])),
+    "status_list": Case(LIST, lambda: status_list([make_status(s) for s in RequestState])),
     "status_list_long": Case(
         LIST,
-        lambda: messages.status_list(
+        lambda: status_list(
             [replace(make_status("succeeded"), request_id=f"{i:032x}") for i in range(25)]
         ),
     ),
-    "refusal": Case(
-        NOTICE, lambda: messages.refusal("Unknown DAG etl_ordrs in namespace example.")
-    ),
+    "refusal": Case(NOTICE, lambda: refusal("Unknown DAG etl_ordrs in namespace example.")),
     "refusal_hint": Case(
         NOTICE,
-        lambda: messages.refusal(
+        lambda: refusal(
             "Unknown DAG <etl_ordrs> & co.",
-            hint=messages.sentence(
+            hint=sentence(
                 "Did you mean {}? Ask {}.",
-                messages.code("example.etl_orders"),
-                messages.user_mention("U0OWNER"),
+                code("example.etl_orders"),
+                user_mention("U0OWNER"),
             ),
         ),
     ),
     "refusal_not_allowed_to_cancel": Case(
-        NOTICE, lambda: messages.refusal(messages.denied(NOT_ALLOWED, action="cancel"))
+        NOTICE, lambda: refusal(denied(NOT_ALLOWED, action="cancel"))
     ),
-    "help": Case("backfill/help.json.j2", lambda: messages.help_message()),
+    "help": Case("backfill/help.json.j2", lambda: help_message()),
     "action_result": Case(
         NOTICE,
-        lambda: messages.action_result(
-            messages.sentence("Already approved by {}.", messages.user_mention("U0APPROVER"))
-        ),
+        lambda: action_result(sentence("Already approved by {}.", user_mention("U0APPROVER"))),
     ),
     "acknowledgement": Case(
         NOTICE,
-        lambda: messages.acknowledgement("Planning example.etl_orders 2021-06-04..2021-06-06 …"),
+        lambda: acknowledgement("Planning example.etl_orders 2021-06-04..2021-06-06 …"),
     ),
 }
 
@@ -245,7 +255,7 @@ def test_every_action_id_comes_from_the_enum() -> None:
 
 def test_modal_lists_all_300_steps_within_100_blocks() -> None:
     plan = make_plan(299)
-    view = messages.plan_modal(plan, request_id=REQUEST)
+    view = plan_modal(plan, request_id=REQUEST)
     body = json.dumps(view)
     assert all(f"`{s.dag.dag_id}`" in body for s in plan.steps)
     assert len(view["blocks"]) <= 100
@@ -255,7 +265,7 @@ def test_modal_lists_all_300_steps_within_100_blocks() -> None:
 
 def test_modal_too_big_even_packed_ends_with_and_n_more() -> None:
     plan = make_plan(1999, name=lambda i: f"{i:04d}_" + "&" * 140)
-    view = messages.plan_modal(plan, request_id=REQUEST)
+    view = plan_modal(plan, request_id=REQUEST)
     check_view(view)
     shown = sum(text.count("\n*") + 1 for text in mrkdwn_texts(view)[1:-1])
     more = mrkdwn_texts(view)[-1]
@@ -290,9 +300,9 @@ def test_values_are_escaped_for_mrkdwn_and_kept_raw_in_plain_text() -> None:
 def test_a_plain_sentence_is_shown_as_written(text: str, expected: str) -> None:
     """A service's sentence carries DAG ids and what people typed: nothing in it is live."""
     for payload in (
-        messages.action_result(text),
-        messages.refusal(text, hint=text),
-        messages.acknowledgement(text),
+        action_result(text),
+        refusal(text, hint=text),
+        acknowledgement(text),
     ):
         assert payload["blocks"][0]["text"]["text"].endswith(expected)
         assert payload["text"].endswith(expected)
@@ -300,49 +310,49 @@ def test_a_plain_sentence_is_shown_as_written(text: str, expected: str) -> None:
 
 def test_a_composed_sentence_keeps_only_the_mentions_the_bot_built() -> None:
     dag = "etl`<!channel> <@U0EVIL>`x"
-    said = messages.sentence(
+    said = sentence(
         "Backfill {} of {} was approved by {} in {} & {}.",
         "<!here>",
-        messages.code(dag),
-        messages.user_mention("U0APPROVER"),
-        messages.channel_mention("C0ORDERS"),
-        messages.user_mention("U0X> <!channel"),
+        code(dag),
+        user_mention("U0APPROVER"),
+        channel_mention("C0ORDERS"),
+        user_mention("U0X> <!channel"),
     )
     assert said == (
         "Backfill &lt;!here&gt; of `etlˋ&lt;!channel&gt; &lt;@U0EVIL&gt;ˋx` was approved by "
         "<@U0APPROVER> in <#C0ORDERS> &amp; &lt;@U0X&gt; &lt;!channel&gt;."
     )
-    assert messages.action_result(said)["text"] == f":information_source: {said}"
-    long = messages.sentence("{} " * 400, *[messages.user_mention("U0APPROVER")] * 400)
-    text = messages.refusal(long)["text"]
+    assert action_result(said)["text"] == f":information_source: {said}"
+    long = sentence("{} " * 400, *[user_mention("U0APPROVER")] * 400)
+    text = refusal(long)["text"]
     assert text.endswith("…")
     assert text[:-1].rstrip().endswith("<@U0APPROVER>")  # cut between mentions, not in one
     assert len(text) <= 3000
 
 
 def test_refusal_escapes_and_shows_the_hint() -> None:
-    payload = messages.refusal("DAG <x> & y is unknown", hint="Try <z>")
+    payload = refusal("DAG <x> & y is unknown", hint="Try <z>")
     assert payload["text"] == ":no_entry: DAG &lt;x&gt; &amp; y is unknown"
     assert mrkdwn_texts(payload) == [payload["text"], ":bulb: Try &lt;z&gt;"]
-    assert len(messages.refusal("no")["blocks"]) == 1
+    assert len(refusal("no")["blocks"]) == 1
 
 
 def test_clip_and_join_count_escaped_characters() -> None:
-    assert messages.clip("a&b", 5) == "a…"
-    assert messages.clip("abc", 3) == "abc"
-    joined = messages.join_clipped([f"dag_{i}&" for i in range(100)], 100)
-    assert len(messages.escape_mrkdwn(joined)) <= 100
+    assert clip("a&b", 5) == "a…"
+    assert clip("abc", 3) == "abc"
+    joined = join_clipped([f"dag_{i}&" for i in range(100)], 100)
+    assert len(escape_mrkdwn(joined)) <= 100
     assert joined.endswith(f"and {100 - joined.count(',') - 1} more")
 
 
 def test_status_cancel_button_only_while_cancellable() -> None:
-    running = messages.request_status(make_status("running"))
+    running = request_status(make_status("running"))
     assert [(e["action_id"], e["value"]) for e in elements(running)] == [(ActionId.CANCEL, REQUEST)]
-    assert not list(elements(messages.request_status(make_status("succeeded"))))
+    assert not list(elements(request_status(make_status("succeeded"))))
 
 
 def test_long_status_shows_the_failure_and_what_comes_next() -> None:
-    payload = messages.request_status(make_status("failed", 59, at=30))
+    payload = request_status(make_status("failed", 59, at=30))
     rows = [t for t in mrkdwn_texts(payload) if t.startswith(":")][1:]
     assert rows[0].startswith(":red_circle: *31.*")
     assert rows[-1].startswith(":white_circle: *42.*")
@@ -351,7 +361,7 @@ def test_long_status_shows_the_failure_and_what_comes_next() -> None:
 
 
 def test_empty_status_list() -> None:
-    payload = messages.status_list([])
+    payload = status_list([])
     assert payload["text"] == "No backfills yet."
     assert mrkdwn_texts(payload) == ["No backfills yet."]
 
@@ -384,22 +394,22 @@ def plans(draw: st.DrawFn) -> Plan:
 def test_any_names_stay_within_slack_limits(
     plan: Plan, who: str, dry_run: bool, states: list[str]
 ) -> None:
-    check_message(messages.plan_preview(plan, request_id=who, requester=who, dry_run=dry_run))
-    check_view(messages.plan_modal(plan, request_id=who))
+    check_message(plan_preview(plan, request_id=who, requester=who, dry_run=dry_run))
+    check_view(plan_modal(plan, request_id=who))
     status = RequestStatus(
         who, plan.root.dag_id, who, who, who, (who,) * 15,
         tuple(StepStatus(s.dag.dag_id, x, 3) for s, x in zip(plan.steps, states, strict=False)),
         True,
     )  # fmt: skip
-    check_message(messages.request_status(status))
-    check_message(messages.status_list([status] * 30))
-    check_message(messages.refusal(who * 20, hint=who * 20))
-    check_message(messages.help_message(who))
+    check_message(request_status(status))
+    check_message(status_list([status] * 30))
+    check_message(refusal(who * 20, hint=who * 20))
+    check_message(help_message(who))
 
 
 @pytest.mark.parametrize("kind", list(DenialKind))
 def test_a_cancel_refusal_is_its_own_sentence(kind: DenialKind) -> None:
-    text = messages.denied(Denial(kind, "example.etl_orders", ("orders",)), action="cancel")
+    text = denied(Denial(kind, "example.etl_orders", ("orders",)), action="cancel")
     assert "cancel" in text
     assert "cancelr" not in text
     assert "Approve" not in text
@@ -407,15 +417,15 @@ def test_a_cancel_refusal_is_its_own_sentence(kind: DenialKind) -> None:
 
 
 def test_approval_refusals_name_the_dag_and_who_may_approve() -> None:
-    assert messages.denied(NOT_ALLOWED, action="approve") == (
+    assert denied(NOT_ALLOWED, action="approve") == (
         "You may not approve backfills of example.etl_orders: only members of its owning teams "
         "(orders, finance) or the configured approvers may. Ask one of them to click Approve."
     )
-    assert messages.denied(NOT_ALLOWED, action="cancel").endswith(
+    assert denied(NOT_ALLOWED, action="cancel").endswith(
         "only the requester, members of its owning teams (orders, finance) or the configured "
         "approvers may. Ask one of them to click Cancel."
     )
     second = Denial(DenialKind.SECOND_PERSON, "example.etl_orders")
-    assert "second person" in messages.denied(second, action="approve")
+    assert "second person" in denied(second, action="approve")
     nobody = Denial(DenialKind.NO_ONE, "example.etl_orders")
-    assert messages.denied(nobody, action="approve").startswith("No team owns example.etl_orders")
+    assert denied(nobody, action="approve").startswith("No team owns example.etl_orders")

@@ -33,20 +33,17 @@ from bot.domain.sla import Miss
 from bot.messages import (
     _render,
     backfill,
-    channel_mention,
-    code,
     common,
     home,
     hub_slack,
     ops,
     progress,
-    sentence,
     sla,
     subscriptions,
     teams,
-    user_mention,
     watch,
 )
+from bot.messages._render import channel_mention, code, sentence, user_mention
 from bot.render import environment
 from bot.services.access import Denial, DenialKind
 from bot.slack_limits import BUTTON_URL, CONFIRM_TEXT

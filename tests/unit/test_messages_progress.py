@@ -11,11 +11,11 @@ from datetime import UTC, date, datetime, timedelta
 import pytest
 from golden_support import Case, assert_golden, check, elements, mrkdwn_texts
 
-from bot import messages
 from bot.domain.model import DagRef, DateRange, Interval
 from bot.domain.planner import Plan, PlanStep
 from bot.domain.progress import Counts
 from bot.messages import progress
+from bot.messages.backfill import plan_preview, request_status
 from bot.slack_ids import ActionId
 from bot.store.models import BackfillRequest, BackfillStep
 
@@ -140,7 +140,7 @@ REQUEST_ID = "5f0c1e0a9d2b4c7e8f1a2b3c4d5e6f70"
 def preview(
     *, awaiting: tuple[str, ...] = (), retry_of: str = "", dry_run: bool = False
 ) -> dict[str, object]:
-    return messages.plan_preview(
+    return plan_preview(
         PLAN,
         request_id=REQUEST_ID,
         requester="U0REQUESTER",
@@ -160,7 +160,7 @@ CASES: dict[str, Case] = {
     ),
     "request_status_awaiting": Case(
         STATUS,
-        lambda: messages.request_status(progress.status_of(previewed(), awaiting=TEAMS)),
+        lambda: request_status(progress.status_of(previewed(), awaiting=TEAMS)),
     ),
     "plan_preview_awaiting": Case(PREVIEW, lambda: preview(awaiting=TEAMS)),
     "plan_preview_retry": Case(PREVIEW, lambda: preview(retry_of="0123456789abcdef" * 2)),
@@ -276,7 +276,7 @@ def test_awaited_teams_are_named_and_escaped() -> None:
     teams = ("<!channel>", "a&b", *(f"team{i}" for i in range(10)))
     for payload in (
         preview(awaiting=teams),
-        messages.request_status(progress.status_of(previewed(), awaiting=teams)),
+        request_status(progress.status_of(previewed(), awaiting=teams)),
     ):
         line = next(t for t in mrkdwn_texts(payload) if "Waiting for approval from" in t)
         assert "*&lt;!channel&gt;*, *a&amp;b*" in line

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from bot.domain.impact import DagImpact, ImpactSnapshot, ImpactStatus, ReportImpact
 from bot.domain.proposal import Proposal
-from bot.messages import channel_mention, sentence, user_mention, watch
+from bot.messages import watch
+from bot.messages._render import channel_mention, sentence, user_mention
 from bot.slack_ids import ActionId
 
 ALERT, REPLY = "watch/incident_alert.json.j2", "watch/incident_reply.json.j2"
