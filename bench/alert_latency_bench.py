@@ -48,11 +48,11 @@ from index_bench import events as synthetic_events
 
 from bot.app import build_services, create_bolt_app, create_web_app, slack_client
 from bot.config import parse_config
+from bot.core.db import upgrade
 from bot.settings import load_settings
 from bot.standins.marquez import running_standin
 from bot.standins.slack import running_slack_standin
 from bot.standins.slack_state import Message
-from bot.store.db import upgrade
 
 CHANNEL = "C0ORDERS01"
 CONFIG = {

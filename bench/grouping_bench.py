@@ -42,13 +42,13 @@ from alert_latency_bench import Failure, downstream_of, fail_event
 from bot.app import build_services, create_bolt_app, create_web_app, slack_client
 from bot.app_services import Services
 from bot.config import parse_config
+from bot.core.db import upgrade
 from bot.settings import load_settings
 from bot.standins.marquez import running_standin
 from bot.standins.slack import running_slack_standin
 from bot.standins.slack_state import Message, SlackState
 from bot.store import incidents as incident_store
 from bot.store import outbox
-from bot.store.db import upgrade
 from bot.store.models import OutboxMessage, OutboxRole, OutboxState
 
 CHANNEL = "C0ORDERS01"

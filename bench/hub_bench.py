@@ -13,7 +13,7 @@ import time
 from datetime import UTC, datetime
 
 from bot.config import parse_config
-from bot.domain.model import DagRef
+from bot.core.model import DagRef
 from bot.domain.routing import HubEvent, Subscription, route
 
 

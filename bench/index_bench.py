@@ -30,16 +30,16 @@ from planner_bench import RANGE, daily, random_layers
 
 from bot.clients.marquez import MarquezClient
 from bot.config import BotConfig, IndexSettings
+from bot.core.db import make_engine, session_factory, upgrade
+from bot.core.model import DagRef, DatasetRef
 from bot.domain.dag_graph import DagLineage, JobLineage
 from bot.domain.lineage import affected_dags
-from bot.domain.model import DagRef, DatasetRef
 from bot.domain.planner import make_plan
 from bot.services.index_planner import IndexPlanner
 from bot.services.lineage_index import LineageIndex
 from bot.services.planning import PlanRequest
 from bot.services.reconcile import Reconciler
 from bot.standins.marquez import running_standin
-from bot.store.db import make_engine, session_factory, upgrade
 
 
 class Counting(MarquezClient):

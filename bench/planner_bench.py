@@ -24,8 +24,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bot.core.model import DagRef, DateRange
 from bot.domain.lineage import build_lineage
-from bot.domain.model import DagRef, DateRange
 from bot.domain.planner import make_plan
 from bot.domain.schedule import PeriodicSchedule, Schedule
 from bot.standins.synthetic import JobSpec, lineage_nodes

@@ -43,8 +43,9 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bot.config import Execution
+from bot.core.db import make_engine, session_factory, upgrade
+from bot.core.model import DagRef
 from bot.domain import progress as progress_rules
-from bot.domain.model import DagRef
 from bot.domain.planner import plan_from_json
 from bot.domain.progress import Counts
 from bot.executors.backends import Finding, Progress, State, StepWork
@@ -53,7 +54,6 @@ from bot.messages.backfill import plan_preview, request_status
 from bot.messages.common import action_result
 from bot.messages.progress import status_of
 from bot.store import guards, outbox, repository
-from bot.store.db import make_engine, session_factory, upgrade
 from bot.store.models import BackfillRequest, OutboxMessage, OutboxRole, RequestState
 
 NS = "bench"

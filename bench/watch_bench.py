@@ -41,11 +41,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bot.clients.marquez import MarquezClient
 from bot.config import Watch
+from bot.core.db import make_engine, session_factory, upgrade
 from bot.receiver import PATH, add_receiver
 from bot.services.poller import MarquezPoller
 from bot.standins.marquez import create_app
 from bot.standins.marquez_state import MarquezState
-from bot.store.db import make_engine, session_factory, upgrade
 from bot.store.watch_models import RunEvent
 
 NS = "bench"

@@ -22,23 +22,27 @@ from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from yarl import URL
 
+import bot.schema  # noqa: F401  (every table registered before a session is made)
 import handlers.actions
 import handlers.commands
 import handlers.home
 from bot.app_services import Services
-from bot.clients.http import DEFAULT_RETRY
 from bot.clients.marquez import MarquezClient, RetryPolicy
 from bot.clients.sink_sender import SinkSender
 from bot.clients.slack_calls import counted
 from bot.clients.slack_sender import OutboxSender
 from bot.config import BotConfig
+from bot.core.db import make_engine, session_factory, upgrade
+from bot.core.http import DEFAULT_RETRY
+from bot.core.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from bot.core.metrics import Metrics
+from bot.core.urls import display_url
+from bot.core.worker import Worker
 from bot.executors.airflow import AirflowBackend
 from bot.executors.backends import Backend
 from bot.executors.manual import ManualExecutor
 from bot.executors.runner import Runner
 from bot.executors.spark import SparkBackend
-from bot.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
-from bot.metrics import Metrics
 from bot.readiness import CHECK_TIMEOUT_S, Readiness
 from bot.receiver import add_receiver
 from bot.services.access import SlackGroups
@@ -60,10 +64,7 @@ from bot.services.subscriptions import SubscriptionService
 from bot.services.team_notices import TeamNotices
 from bot.settings import Settings
 from bot.slack_http import SlackEvents
-from bot.store.db import make_engine, session_factory, upgrade
 from bot.store.models import BackfillRequest
-from bot.urls import display_url
-from bot.worker import Worker
 
 logger = logging.getLogger(__name__)
 RESUME_EVERY_S = 30.0

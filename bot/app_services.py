@@ -10,8 +10,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from bot.clients.sink_sender import SinkSender
 from bot.clients.slack_sender import OutboxSender
 from bot.config import BotConfig
+from bot.core.metrics import Metrics
 from bot.executors.runner import Runner
-from bot.metrics import Metrics
 from bot.readiness import Readiness
 from bot.services.backfill_retry import RetryService
 from bot.services.backfills import BackfillService

@@ -17,13 +17,14 @@ from collections.abc import Sequence
 from importlib import metadata
 from typing import NoReturn
 
+import bot.schema  # noqa: F401  (every table registered before a session is made)
 from bot import doctor, events_cli
 from bot.clients.marquez import MarquezClient, MarquezError, MarquezUnavailable
 from bot.config import BotConfig, ConfigError, load_config
+from bot.core.logs import configure
 from bot.domain.errors import PlanningError
 from bot.domain.planner import PlanError
 from bot.domain.ranges import RangeError
-from bot.logs import configure
 from bot.render import render_impact_text, render_plan_text
 from bot.services.catalog import AmbiguousDag, TaskNotDag, UnknownDag
 from bot.services.planning import Planner, PlanRequest
@@ -229,7 +230,7 @@ def _run(args: argparse.Namespace) -> str | None:
         return None
     settings = _settings(args)
     if args.command == "db":
-        from bot.store.db import describe_url, upgrade
+        from bot.core.db import describe_url, upgrade
 
         upgrade(settings.database_url)
         return f"Database at {describe_url(settings.database_url)} is at the latest migration."
@@ -336,7 +337,7 @@ def _listen_error(settings: Settings, exc: OSError) -> str:
 def _fail(message: str, code: int) -> NoReturn:
     database = os.environ.get("DATABASE_URL")
     if database:  # whatever raised it, the error line never shows the database password
-        from bot.store.db import redact
+        from bot.core.db import redact
 
         message = redact(message, database)
     print(f"backfill-bot: error: {message}", file=sys.stderr)
@@ -372,7 +373,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     except Exception as exc:  # the promise is one clear line, never a traceback
         if args.debug:
             traceback.print_exc()
-        from bot.store.db import DatabaseError
+        from bot.core.db import DatabaseError
 
         if isinstance(exc, DatabaseError):  # one line, naming the database without its password
             _fail(str(exc), 1)

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from bot.config_hub import Escalation, QuietHours, Route
 from bot.config_sinks import HubSettings, PagerDutySink, Sink, expand_references
-from bot.domain.model import DagRef, DatasetRef
+from bot.core.model import DagRef, DatasetRef
 
 _DURATION = re.compile(r"^\s*(?:(?P<d>\d+)d)?\s*(?:(?P<h>\d+)h)?\s*(?:(?P<m>\d+)m)?\s*$")
 

@@ -26,6 +26,7 @@ from bot import resource_dir
 from bot.app import build_services, create_bolt_app, create_web_app, is_slack_listener, slack_client
 from bot.app_services import Services
 from bot.config import BotConfig, load_config
+from bot.core.db import describe_url
 from bot.demo_world import DemoClock, DemoWorld, seed_workspace
 from bot.settings import DEFAULT_DATABASE_URL, Settings
 from bot.standins.airflow import running_airflow_standin
@@ -33,7 +34,6 @@ from bot.standins.airflow_dags import FOOD_DELIVERY_DAGS, food_delivery_history
 from bot.standins.marquez import running_standin
 from bot.standins.slack import SlackStandIn, running_slack_standin
 from bot.store import execution, repository
-from bot.store.db import describe_url
 from bot.store.models import RequestState
 
 EXAMPLE_CONFIG = resource_dir("bot.examples") / "bot-config.yml"

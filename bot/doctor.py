@@ -17,6 +17,8 @@ import sys
 from collections.abc import Awaitable, Mapping
 from typing import TextIO
 
+from bot.core.db import redact
+from bot.core.logs import escaped
 from bot.doctor_checks import (
     Result,
     Row,
@@ -28,9 +30,7 @@ from bot.doctor_checks import (
 )
 from bot.doctor_sinks import sink_rows
 from bot.doctor_slack import slack_rows
-from bot.logs import escaped
 from bot.settings import Settings
-from bot.store.db import redact
 
 __all__ = ["EXIT_PROBLEMS", "Result", "Row", "add_parser", "check", "main", "render"]
 

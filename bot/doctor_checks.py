@@ -21,14 +21,14 @@ from bot.clients.marquez import (
     MarquezRequestError,
 )
 from bot.config import BotConfig, ConfigError, load_config
-from bot.domain.model import DagRef
+from bot.core.db import DatabaseError, make_engine, reported, sync_url
+from bot.core.model import DagRef
+from bot.core.schema_state import SchemaState, migrations_location, read_schema_state
+from bot.core.urls import display_url
 from bot.executors.airflow import AirflowBackend
 from bot.executors.backends import Finding
 from bot.services.catalog import Catalog, load_catalog
 from bot.settings import Settings
-from bot.store.db import DatabaseError, make_engine, reported, sync_url
-from bot.store.schema_state import SchemaState, migrations_location, read_schema_state
-from bot.urls import display_url
 
 LISTED = 10  # names a row lists before "… and N more"
 CONFIG_FIX = "fix BOT_CONFIG (see the BOT_CONFIG section of README.md)"

@@ -30,12 +30,12 @@ from bot.clients.sink_sender import REMOVED_SINK_WAIT_S
 from bot.clients.sinks import public_url, redact, url_secrets
 from bot.config import BotConfig
 from bot.config_sinks import EmailSink, PagerDutySink, Sink, TeamsSink, WebhookSink
+from bot.core.db import DatabaseError, make_engine, reported
+from bot.core.schema_state import read_schema_state
+from bot.core.tables import utcnow
 from bot.doctor_checks import Result, Row, listed, missing_sqlite_file
 from bot.settings import Settings
-from bot.store.db import DatabaseError, make_engine, reported
 from bot.store.hub_models import DeliveryState, SinkDelivery, SinkHealth
-from bot.store.models import utcnow
-from bot.store.schema_state import read_schema_state
 
 __all__ = ["sink_rows"]
 

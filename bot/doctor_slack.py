@@ -21,9 +21,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.app import slack_client  # the client `serve` uses: same URL, timeout and retries
 from bot.config import BotConfig
+from bot.core.urls import display_url
 from bot.doctor_checks import Result, Row, listed
 from bot.settings import Settings
-from bot.urls import display_url
 
 SCOPE_USES: Mapping[str, str] = {
     "commands": "the /backfill command",

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import argparse
 
+from bot.core.db import make_engine, session_factory, upgrade
 from bot.store import set_aside
-from bot.store.db import make_engine, session_factory, upgrade
 
 SHOWN = 100  # rows `events list` prints
 

@@ -1,5 +1,5 @@
 """`GET /readyz`: whether this process can do its job now. The database answers, its schema is
-the one the code expects (`bot/store/schema_state.py`, shared with `backfill-bot doctor`), Slack
+the one the code expects (`bot/core/schema_state.py`, shared with `backfill-bot doctor`), Slack
 accepts the bot token (`auth.test`), Marquez answers and, in Socket Mode, the WebSocket to Slack
 is up. The checks run at once, each bounded by `timeout_s`, so a probe never hangs on a dead
 dependency; each failed check says what failed.
@@ -24,10 +24,10 @@ from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bot.clients.http import describe, truncate
 from bot.clients.marquez import MarquezClient
-from bot.store.db import describe_error
-from bot.store.schema_state import read_schema_state
+from bot.core.db import describe_error
+from bot.core.http import describe, truncate
+from bot.core.schema_state import read_schema_state
 
 __all__ = ["CHECK_TIMEOUT_S", "RESULT_TTL_S", "SLACK_OK_TTL_S", "Readiness"]
 

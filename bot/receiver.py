@@ -21,7 +21,7 @@ from aiohttp import web
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from bot.metrics import Metrics
+from bot.core.metrics import Metrics
 from bot.services.ingest import InvalidEvent, ParsedEvent, parse_run_event, store_events
 from bot.store.watch_models import EventSource
 

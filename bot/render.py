@@ -10,7 +10,7 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from bot import resource_dir
-from bot.domain.model import Interval
+from bot.core.model import Interval
 from bot.domain.planner import Plan
 from bot.services.planning import Impact
 

@@ -12,8 +12,8 @@ from typing import Literal
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from bot.logs import LogFormat
-from bot.urls import display_url
+from bot.core.logs import LogFormat
+from bot.core.urls import display_url
 
 DEFAULT_DATABASE_URL = "sqlite:///./var/backfill-bot.db"
 
@@ -161,7 +161,7 @@ class Settings(BaseSettings):
         # Messages show the URL through describe_url only: it may carry a password.
         from sqlalchemy.engine import make_url
 
-        from bot.store.db import describe_url
+        from bot.core.db import describe_url
 
         supported = ("sqlite:", "sqlite+aiosqlite:", "postgres://", "postgresql")
         if not value.startswith(supported):

@@ -22,7 +22,7 @@ from slack_bolt.async_app import AsyncApp
 from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError
 
-from bot.clients.http import describe
+from bot.core.http import describe
 from bot.slack_http import EVENT_RETRY_S, ReplayCache
 
 logger = logging.getLogger(__name__)

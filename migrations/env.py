@@ -1,6 +1,6 @@
 """Alembic environment: migrate the database named by the Config, or by DATABASE_URL from the CLI.
 
-`bot.store.db.upgrade(url)` passes the URL in the Config. Only the `alembic` command line (which
+`bot.core.db.upgrade(url)` passes the URL in the Config. Only the `alembic` command line (which
 sets `cmd_opts`) falls back to the DATABASE_URL environment variable, so the app never migrates a
 database other than the one it was given.
 """
@@ -15,11 +15,12 @@ from alembic import context
 from alembic.autogenerate.api import AutogenContext
 from sqlalchemy import create_engine, pool
 
-from bot.store.db import ensure_sqlite_directory, reported, sync_url
-from bot.store.models import Base, UTCDateTime
+from bot.core.db import ensure_sqlite_directory, reported, sync_url
+from bot.core.tables import UTCDateTime
+from bot.schema import metadata
 
 config = context.config
-target_metadata = Base.metadata
+target_metadata = metadata
 run_from_cli = config.cmd_opts is not None
 
 if run_from_cli and config.config_file_name is not None:
@@ -42,7 +43,7 @@ def database_url() -> str:
     if not url:
         raise RuntimeError(
             "no database to migrate: set DATABASE_URL (e.g. sqlite:///./var/backfill-bot.db) "
-            "for the alembic CLI, or call bot.store.db.upgrade(url)"
+            "for the alembic CLI, or call bot.core.db.upgrade(url)"
         )
     return sync_url(url)
 

@@ -17,6 +17,7 @@ from typing import Any
 import psycopg
 import pytest
 
+import bot.schema  # noqa: F401  (every table registered, as in the running bot)
 from bot.standins.marquez import StandInServer, running_standin
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

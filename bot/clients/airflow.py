@@ -40,7 +40,7 @@ from bot.clients.airflow_models import (
     Parser,
     error_detail,
 )
-from bot.clients.http import RetryPolicy
+from bot.core.http import RetryPolicy
 
 __all__ = [
     "REPROCESS_BEHAVIORS",

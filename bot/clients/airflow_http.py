@@ -1,6 +1,6 @@
 """The HTTP transport shared by the Airflow 2 and Airflow 3 clients (`bot.clients.airflow`).
 
-Retries (`send_with_retries` in `bot.clients.http`) follow `RetryPolicy` with jittered backoff.
+Retries (`send_with_retries` in `bot.core.http`) follow `RetryPolicy` with jittered backoff.
 A request that may not have reached Airflow (connection refused, DNS) is always retried; one
 that may have been processed (timeout or disconnect after sending, 5xx) only when the call is
 safe to repeat: re-sending a backfill or a dag-run trigger could start it twice, so those report
@@ -35,7 +35,7 @@ from bot.clients.airflow_models import (
     Parser,
     error_detail,
 )
-from bot.clients.http import (
+from bot.core.http import (
     DEFAULT_RETRY,
     ONCE_ONLY,
     SAFE_TO_REPEAT,
@@ -50,7 +50,7 @@ from bot.clients.http import (
     send_with_retries,
     truncate,
 )
-from bot.urls import display_url
+from bot.core.urls import display_url
 
 logger = logging.getLogger("bot.clients.airflow")
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.clients.http import error_message, truncate
+from bot.core.http import error_message, truncate
 
 __all__ = [
     "AirflowAuthError",

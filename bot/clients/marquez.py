@@ -17,7 +17,7 @@ from urllib.parse import quote
 import aiohttp
 from yarl import URL
 
-from bot.clients.http import (
+from bot.core.http import (
     DEFAULT_RETRY,
     SAFE_TO_REPEAT,
     USER_AGENT,
@@ -34,8 +34,8 @@ from bot.clients.http import (
     send_with_retries,
     truncate,
 )
+from bot.core.urls import display_url
 from bot.domain.errors import PlanningError
-from bot.urls import display_url
 
 __all__ = [
     "RUN_STATES",

@@ -32,15 +32,15 @@ from bot.clients.teams import TeamsClient
 from bot.clients.webhook import WebhookClient
 from bot.config import BotConfig
 from bot.config_sinks import EmailSink, PagerDutySink, Sink, TeamsSink
+from bot.core.after_commit import after_commit
+from bot.core.metrics import Metrics
+from bot.core.tables import utcnow
+from bot.core.worker import Worker
 from bot.messages import ops as ops_messages
 from bot.messages.hub_digest import DIGEST_KINDS, MAX_DIGEST_ROWS, digest_body
-from bot.metrics import Metrics
 from bot.store import deliveries
-from bot.store.after_commit import after_commit
 from bot.store.hub_models import SinkDelivery
-from bot.store.models import utcnow
 from bot.store.outbox import enqueue as owe_slack
-from bot.worker import Worker
 
 logger = logging.getLogger(__name__)
 # A claimed row is another process's to take again only after this: longer than any one send

@@ -33,7 +33,7 @@ from typing import Any, Protocol, runtime_checkable
 import aiohttp
 from yarl import URL
 
-from bot.clients.http import SessionOwner, describe, error_message
+from bot.core.http import SessionOwner, describe, error_message
 
 MAX_RETRY_AFTER_S = 3600.0
 MAX_REASON = 200

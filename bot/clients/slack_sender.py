@@ -21,13 +21,14 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from bot.core.after_commit import after_commit
+from bot.core.metrics import Metrics
+from bot.core.tables import utcnow
+from bot.core.worker import Worker
 from bot.messages._render import channel_mention, code, sentence
 from bot.messages.common import action_result
-from bot.metrics import Metrics
 from bot.store import outbox
-from bot.store.after_commit import after_commit
-from bot.store.models import BackfillRequest, OutboxMessage, OutboxRole, OutboxState, utcnow
-from bot.worker import Worker
+from bot.store.models import BackfillRequest, OutboxMessage, OutboxRole, OutboxState
 
 logger = logging.getLogger(__name__)
 

@@ -33,7 +33,6 @@ from typing import Any, Literal
 
 from yarl import URL
 
-from bot.clients.http import USER_AGENT
 from bot.clients.sinks import (
     MISCONFIGURED_RETRY_S,
     OneShotClient,
@@ -45,6 +44,7 @@ from bot.clients.sinks import (
     scrubbed,
     url_secrets,
 )
+from bot.core.http import USER_AGENT
 
 __all__ = ["MAX_MESSAGE_BYTES", "TeamsClient", "escape_markdown", "message_size", "teams_message"]
 

@@ -31,8 +31,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bot.clients.http import USER_AGENT
 from bot.clients.sinks import OneShotClient, Outcome, classify, public_url, scrubbed, url_secrets
+from bot.core.http import USER_AGENT
 
 __all__ = [
     "DELIVERY_HEADER",

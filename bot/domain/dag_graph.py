@@ -18,8 +18,8 @@ from operator import attrgetter
 
 import networkx as nx
 
+from bot.core.model import DagRef, DatasetRef
 from bot.domain.dag_walk import RankedView, Walk
-from bot.domain.model import DagRef, DatasetRef
 
 JobKey = tuple[str, str]  # (namespace, job name), as Marquez names the job
 

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from itertools import compress
 from operator import ne
 
-from bot.domain.model import DagRef
+from bot.core.model import DagRef
 
 Walk = tuple[
     tuple[DagRef, ...], tuple[int, ...], tuple[tuple[DagRef, ...], ...], tuple[tuple[int, ...], ...]

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+from bot.core.time_bounds import plus
 from bot.domain.producers import AirflowRef
-from bot.domain.time_bounds import plus
 
 FAILED_EVENTS = frozenset({"FAIL", "ABORT"})
 GROUP_SLACK = timedelta(days=7)

@@ -16,9 +16,9 @@ from typing import Any
 
 import networkx as nx
 
+from bot.core.model import DagRef, DatasetRef
 from bot.domain.errors import PlanningError
 from bot.domain.gc_pause import without_cyclic_gc
-from bot.domain.model import DagRef, DatasetRef
 from bot.domain.producers import dag_from_facets
 
 

@@ -16,10 +16,10 @@ from functools import partial
 from itertools import repeat
 from typing import Any, NamedTuple, cast
 
+from bot.core.model import DagRef, DateRange, Interval, iso, merge_intervals
 from bot.domain.errors import PlanningError
 from bot.domain.gc_pause import without_cyclic_gc
 from bot.domain.lineage import Affected, affected_dags, descendants
-from bot.domain.model import DagRef, DateRange, Interval, iso, merge_intervals
 from bot.domain.schedule import Schedule, Unscheduled
 
 

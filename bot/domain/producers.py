@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.domain.time_bounds import in_bounds
+from bot.core.time_bounds import in_bounds
 
 __all__ = [
     "AIRFLOW_ID_MAX",

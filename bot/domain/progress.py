@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from bot.domain.model import Interval
+from bot.core.model import Interval
 
 PENDING, SUBMITTED, RUNNING = "pending", "submitted", "running"
 SUCCEEDED, FAILED, SKIPPED, CANCELLED = "succeeded", "failed", "skipped", "cancelled"

@@ -26,7 +26,7 @@ from zoneinfo import ZoneInfo
 from bot.config import BotConfig, Team, matches
 from bot.config_hub import EventClass, QuietHours, Severity, severity_rank
 from bot.config_sinks import PagerDutySink, Sink
-from bot.domain.model import DagRef
+from bot.core.model import DagRef
 
 __all__ = [
     "Decision",

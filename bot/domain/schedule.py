@@ -17,8 +17,8 @@ from typing import Any, Protocol
 
 from croniter import croniter
 
+from bot.core.model import Interval, merge_intervals
 from bot.domain.errors import PlanningError
-from bot.domain.model import Interval, merge_intervals
 
 MAX_INTERVALS = 10_000
 

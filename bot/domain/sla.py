@@ -16,8 +16,8 @@ from itertools import pairwise
 from statistics import median
 from typing import Literal
 
-from bot.domain.model import Interval
-from bot.domain.time_bounds import plus
+from bot.core.model import Interval
+from bot.core.time_bounds import plus
 
 MIN_SAMPLES = 5  # successful runs needed before a learned deadline is trusted
 MIN_MARGIN = timedelta(minutes=15)

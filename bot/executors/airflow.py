@@ -22,7 +22,7 @@ from bot.clients.airflow import (
     connect_airflow,
 )
 from bot.config import AirflowExecution
-from bot.domain.model import DagRef
+from bot.core.model import DagRef
 from bot.executors.airflow2 import Airflow2Steps
 from bot.executors.airflow3 import Airflow3Steps
 from bot.executors.backends import Finding, Progress, State, StepRejected, StepWork

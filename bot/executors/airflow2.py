@@ -31,7 +31,7 @@ from typing import Any
 
 from bot.clients.airflow import Airflow2Client, AirflowConflict, AirflowNotFound, DagRunInfo
 from bot.config import AirflowExecution
-from bot.domain.model import Interval, iso
+from bot.core.model import Interval, iso
 from bot.domain.progress import Counts
 from bot.executors.airflow3 import ready
 from bot.executors.backends import Progress, State, StepWork

@@ -23,7 +23,7 @@ from bot.clients.airflow import (
     BackfillInfo,
 )
 from bot.config import AirflowExecution
-from bot.domain.model import DagRef, Interval, iso
+from bot.core.model import DagRef, Interval, iso
 from bot.domain.progress import Counts, contiguous
 from bot.executors.backends import Busy, Progress, State, StepRejected, StepWork
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from bot.domain.model import DagRef, Interval
+from bot.core.model import DagRef, Interval
 from bot.domain.progress import Counts
 
 State = dict[str, Any]

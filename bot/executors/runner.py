@@ -26,7 +26,10 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.config import Execution
-from bot.domain.model import DagRef
+from bot.core.metrics import Metrics
+from bot.core.model import DagRef
+from bot.core.tables import utcnow
+from bot.core.worker import Worker
 from bot.domain.planner import Plan, PlanNote, interval_from_json
 from bot.domain.progress import (
     ACTIVE,
@@ -40,17 +43,8 @@ from bot.domain.progress import (
 from bot.executors.backends import Backend, Busy, Progress, StepRejected, StepWork
 from bot.executors.submit_retry import SubmitRetry, span
 from bot.messages import progress as progress_messages
-from bot.metrics import Metrics
 from bot.store import execution, outbox, repository
-from bot.store.models import (
-    BackfillRequest,
-    BackfillStep,
-    OutboxRole,
-    RequestState,
-    StepState,
-    utcnow,
-)
-from bot.worker import Worker
+from bot.store.models import BackfillRequest, BackfillStep, OutboxRole, RequestState, StepState
 
 logger = logging.getLogger(__name__)
 EndHook = Callable[[AsyncSession, BackfillRequest], Coroutine[Any, Any, None]]

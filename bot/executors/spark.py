@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from bot.domain.model import DagRef, Interval, iso
+from bot.core.model import DagRef, Interval, iso
 from bot.domain.progress import Counts
 from bot.executors.backends import Finding, Progress, State, StepWork
 

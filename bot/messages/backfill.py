@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import UTC
 from typing import Any, Literal
 
-from bot.domain.model import Interval
+from bot.core.model import Interval
 from bot.domain.planner import Plan, PlanStep
 from bot.domain.progress import Counts
 from bot.messages._render import (

@@ -15,7 +15,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.config import BotConfig, matches
-from bot.domain.model import DagRef
+from bot.core.model import DagRef
 
 if TYPE_CHECKING:
     from bot.store.models import BackfillRequest

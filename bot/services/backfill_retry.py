@@ -15,14 +15,15 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from bot.core.audit import Refused, add_audit, add_refusal
+from bot.core.tables import utcnow
 from bot.domain.planner import Plan, plan_from_json
 from bot.messages.backfill import plan_preview, unknown_backfill
 from bot.messages.common import action_result, refusal
 from bot.services.access import lives_in
 from bot.services.replies import Reply
 from bot.store import guards, outbox, repository
-from bot.store.models import BackfillRequest, OutboxRole, RequestState, StepState, utcnow
-from bot.store.repository import Refused
+from bot.store.models import BackfillRequest, OutboxRole, RequestState, StepState
 
 
 def retry_plan(plan: Plan, dag_ids: Collection[str]) -> Plan:
@@ -127,7 +128,7 @@ class RetryService:
                 thread_ts=old.thread_ts or old.status_message_ts,
                 incident_id=old.incident_id,
             )
-            await repository.add_audit(
+            await add_audit(
                 session,
                 actor=user,
                 action="request.retry",
@@ -149,7 +150,7 @@ class RetryService:
 
     async def _refuse(self, user: str, reason: str, **detail: Any) -> Reply:
         async with self.sessions.begin() as session:
-            await repository.add_audit(
+            await add_audit(
                 session,
                 actor=user,
                 action="retry.refused",
@@ -171,7 +172,7 @@ class RetryService:
         if elsewhere is not None:
             reason = f"not clicked where it lives ({elsewhere.status_channel or elsewhere.channel})"
         async with self.sessions.begin() as session:
-            await repository.add_refusal(
+            await add_refusal(
                 session,
                 actor=user,
                 action="retry.refused",

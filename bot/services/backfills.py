@@ -17,9 +17,10 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.clients.marquez import MarquezError, MarquezUnavailable
 from bot.config import BotConfig
+from bot.core.audit import add_audit
+from bot.core.model import DagRef
 from bot.domain.commands import PlanCommand
 from bot.domain.errors import PlanningError
-from bot.domain.model import DagRef
 from bot.domain.planner import Plan, PlanNote, PlanStep, plan_from_json
 from bot.executors.base import Executor
 from bot.messages._render import code, plural, sentence, user_mention
@@ -86,15 +87,13 @@ class BackfillService:
 
     async def _refuse(self, user: str, action: str, reason: str, **detail: Any) -> Reply:
         async with self.sessions.begin() as session:
-            await repository.add_audit(
-                session, actor=user, action=action, detail={"reason": reason, **detail}
-            )
+            await add_audit(session, actor=user, action=action, detail={"reason": reason, **detail})
         return Reply(refusal(reason))
 
     async def audit_refusal(self, user: str, reason: str, text: str) -> None:
         """Record a command refused before any planning (malformed text)."""
         async with self.sessions.begin() as session:
-            await repository.add_audit(
+            await add_audit(
                 session,
                 actor=user,
                 action="command.refused",
@@ -127,7 +126,7 @@ class BackfillService:
             return plan
         if command.dry_run:
             async with self.sessions.begin() as session:
-                await repository.add_audit(
+                await add_audit(
                     session, actor=user, action="request.dry_run", detail=plan.to_json()
                 )
             return Reply(plan_preview(plan, request_id="", requester=user, dry_run=True))
@@ -425,7 +424,7 @@ class BackfillService:
                 return False
             request = await repository.get_request(session, request_id)
             await self.executor.start(session, request)
-            await repository.add_audit(
+            await add_audit(
                 session,
                 actor="system",
                 action=guards.HANDED_OFF,
@@ -509,7 +508,7 @@ class BackfillService:
         reason = denied(denial, action=verb)
         action = APPROVE_REFUSED if verb == "approve" else CANCEL_REFUSED
         async with self.sessions.begin() as session:
-            await repository.add_audit(
+            await add_audit(
                 session, actor=user, action=action, request_id=request.id, detail={"reason": reason}
             )
         return Reply(refusal(reason))

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.clients.marquez import MarquezClient
+from bot.core.model import DagRef
 from bot.domain.errors import PlanningError
 from bot.domain.lineage import dag_of, facet_owners, job_key, top_dag
-from bot.domain.model import DagRef
 
 
 class UnknownDag(PlanningError, LookupError):

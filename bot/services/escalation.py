@@ -14,12 +14,12 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.config import BotConfig
 from bot.config_hub import Escalation
+from bot.core.after_commit import log_after_commit
+from bot.core.model import DagRef
 from bot.domain.incidents import IncidentState, snoozed
-from bot.domain.model import DagRef
 from bot.domain.routing import escalation_due
 from bot.services.hub import Hub, alerted_at
 from bot.store import incidents as store
-from bot.store.after_commit import log_after_commit
 from bot.store.watch_models import Incident
 
 logger = logging.getLogger(__name__)

@@ -11,11 +11,12 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.config import BotConfig
-from bot.domain.model import DagRef
+from bot.core.model import DagRef
+from bot.core.tables import utcnow
 from bot.messages import home as home_messages
 from bot.messages.home import HomeBackfill, HomeIncident, HomeSlaMiss
 from bot.services.access import GroupDirectory
-from bot.store.models import BackfillRequest, RequestState, utcnow
+from bot.store.models import BackfillRequest, RequestState
 from bot.store.watch_models import Incident, IncidentState, SlaMiss
 
 RECENT = timedelta(days=7)

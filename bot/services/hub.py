@@ -16,7 +16,9 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.config import BotConfig
-from bot.domain.model import DagRef
+from bot.core.after_commit import after_commit, log_after_commit
+from bot.core.model import DagRef
+from bot.core.tables import utcnow
 from bot.domain.routing import (
     Decision,
     HubEvent,
@@ -32,8 +34,7 @@ from bot.messages.hub_slack import FailureNotice, NoticeState, failure_notice
 from bot.store import deliveries, outbox
 from bot.store import incidents as store
 from bot.store import subscriptions as subscription_store
-from bot.store.after_commit import after_commit, log_after_commit
-from bot.store.models import OutboxMessage, utcnow
+from bot.store.models import OutboxMessage
 from bot.store.watch_models import Incident
 
 logger = logging.getLogger(__name__)

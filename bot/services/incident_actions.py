@@ -17,10 +17,12 @@ from typing import Literal
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from bot.core.audit import Refused, add_audit, add_refusal
+from bot.core.model import DagRef
+from bot.core.tables import utcnow
 from bot.domain.commands import PlanCommand
 from bot.domain.errors import PlanningError
 from bot.domain.incidents import IncidentState, backfill_range, span
-from bot.domain.model import DagRef
 from bot.domain.planner import Plan
 from bot.domain.proposal import without_root
 from bot.messages import watch as watch_messages
@@ -32,8 +34,7 @@ from bot.services.incident_alerts import AlertOutbox
 from bot.services.replies import Reply
 from bot.store import incidents as store
 from bot.store import repository
-from bot.store.models import RequestState, utcnow
-from bot.store.repository import Refused
+from bot.store.models import RequestState
 from bot.store.watch_models import Incident
 
 OPEN_REQUEST = {RequestState.PREVIEWED, RequestState.APPROVED, RequestState.RUNNING}
@@ -153,7 +154,7 @@ class IncidentActions:
             return None
         reason = snooze_denied(denial, unsnooze=verb == "unsnooze")
         async with self.sessions.begin() as session:
-            await repository.add_refusal(
+            await add_refusal(
                 session,
                 actor=user,
                 action=f"incident.{verb}.refused",
@@ -290,7 +291,7 @@ class IncidentActions:
         incident = await store.get(session, incident_id, lock=lock)
         if incident is not None and (channel is None or incident.channel == channel):
             return incident
-        await repository.add_refusal(
+        await add_refusal(
             session,
             actor=user,
             action=f"incident.{verb}.refused",
@@ -306,7 +307,7 @@ class IncidentActions:
         self, session: AsyncSession, incident: Incident, *, user: str, action: str, **detail: object
     ) -> None:
         """An audit row for a click on the alert (the incident's id is in its detail)."""
-        await repository.add_audit(
+        await add_audit(
             session,
             actor=user,
             action=action,

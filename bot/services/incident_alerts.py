@@ -13,12 +13,12 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.config import BotConfig
+from bot.core.metrics import Metrics
+from bot.core.model import DagRef
 from bot.domain.impact import ImpactSnapshot
 from bot.domain.incidents import IncidentState, snoozed
-from bot.domain.model import DagRef
 from bot.domain.proposal import Proposal, propose
 from bot.messages import watch as watch_messages
-from bot.metrics import Metrics
 from bot.services.hub import Hub
 from bot.services.links import AirflowUi, Links
 from bot.store import incidents as store

@@ -20,6 +20,10 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.config import BotConfig
+from bot.core.after_commit import log_after_commit
+from bot.core.metrics import Metrics
+from bot.core.tables import utcnow
+from bot.core.worker import Worker
 from bot.domain.errors import PlanningError
 from bot.domain.impact import ImpactSnapshot
 from bot.domain.incidents import (
@@ -34,7 +38,6 @@ from bot.domain.incidents import (
 )
 from bot.messages import ops as ops_messages
 from bot.messages import watch as watch_messages
-from bot.metrics import Metrics
 from bot.services.backfills import PlannerFactory
 from bot.services.escalation import Escalations
 from bot.services.hub import Hub
@@ -42,10 +45,7 @@ from bot.services.incident_alerts import AlertOutbox, outage_words
 from bot.services.links import AirflowUi
 from bot.store import incidents as store
 from bot.store import outbox, set_aside
-from bot.store.after_commit import log_after_commit
-from bot.store.models import utcnow
 from bot.store.watch_models import Incident, RunEvent
-from bot.worker import Worker
 
 logger = logging.getLogger(__name__)
 

@@ -21,8 +21,9 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.clients.marquez import MarquezClient, MarquezNotFound, job_node_id
 from bot.config import BotConfig
+from bot.core.model import DagRef, DatasetRef
+from bot.core.tables import utcnow
 from bot.domain.lineage import affected_dags, dag_of, job_io
-from bot.domain.model import DagRef, DatasetRef
 from bot.domain.planner import Plan, check_size, make_plan, resolve_exclusions
 from bot.domain.ranges import parse_range
 from bot.domain.schedule import CronSchedule, Schedule
@@ -30,7 +31,6 @@ from bot.services.catalog import UnknownDag
 from bot.services.lineage_index import Freshness, LineageIndex
 from bot.services.planning import Impact, PlanRequest
 from bot.store.lineage_index import JobFacts, RunFacts, apply_jobs, upsert_runs
-from bot.store.models import utcnow
 
 SEARCH_LIMIT = 100
 READY_TIMEOUT_S = 120.0

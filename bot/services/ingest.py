@@ -24,7 +24,7 @@ from typing import Any, NoReturn, TypeVar
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from bot.domain import time_bounds
+from bot.core import time_bounds
 from bot.domain.events import DatasetName, ParsedEvent
 from bot.domain.producers import (
     Owner,

@@ -20,9 +20,9 @@ from typing import Any
 from sqlalchemy import func, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from bot.core.model import DagRef, DatasetRef, Interval
 from bot.domain.dag_graph import DagGraph, DagLineage, JobLineage
 from bot.domain.lineage import top_dag
-from bot.domain.model import DagRef, DatasetRef, Interval
 from bot.domain.schedule import Schedule, Unscheduled, schedule_from_intervals
 from bot.services.catalog import resolve_among
 from bot.store.lineage_index import read_state

@@ -11,8 +11,8 @@ from datetime import datetime
 from urllib.parse import quote
 
 from bot.config import BotConfig
+from bot.core.model import DagRef
 from bot.domain import airflow_links
-from bot.domain.model import DagRef
 
 
 @dataclass(frozen=True)

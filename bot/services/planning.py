@@ -13,6 +13,7 @@ import networkx as nx
 
 from bot.clients.marquez import MarquezClient, MarquezNotFound, job_node_id
 from bot.config import BotConfig, Report
+from bot.core.model import DagRef, DatasetRef
 from bot.domain.impact import DagImpact, ImpactSnapshot, ImpactStatus, ReportImpact
 from bot.domain.lineage import (
     Affected,
@@ -21,7 +22,6 @@ from bot.domain.lineage import (
     catalog_nodes,
     settled_jobs,
 )
-from bot.domain.model import DagRef, DatasetRef
 from bot.domain.planner import Plan, check_size, make_plan, resolve_exclusions
 from bot.domain.ranges import parse_range
 from bot.domain.schedule import CronSchedule, Schedule, Unscheduled, schedule_from_runs

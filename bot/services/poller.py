@@ -39,14 +39,14 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.clients.marquez import MarquezClient, MarquezError
 from bot.config import Watch
+from bot.core.metrics import Metrics
+from bot.core.tables import utcnow
 from bot.messages import ops as ops_messages
 from bot.messages.ops import describe_duration
-from bot.metrics import Metrics
 from bot.services.feed import MAX_PAGES, Batch, FeedReader
 from bot.services.ingest import ParsedEvent, store_events
 from bot.services.late_sweep import LateSweep, SweepRun, store_late
 from bot.store import cursors
-from bot.store.models import utcnow
 from bot.store.outbox import enqueue
 from bot.store.watch_models import EventSource
 

@@ -9,6 +9,7 @@ from contextlib import suppress
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from bot.core.audit import Refused, add_refusal
 from bot.messages.backfill import unknown_backfill
 from bot.messages.common import refusal
 from bot.services.access import lives_in, may_see
@@ -16,7 +17,6 @@ from bot.services.replies import Reply
 from bot.services.team_notices import TeamNotices
 from bot.store import repository
 from bot.store.models import BackfillRequest, RequestState
-from bot.store.repository import Refused
 
 PREFIX_MATCHES = 50
 """Requests a short id is looked up among (those the asker may see are kept)."""
@@ -69,7 +69,7 @@ class RequestLookup:
             homes = ", ".join(sorted({str(r.status_channel or r.channel) for r in found}))
             reason = f"not reachable from {channel or 'no channel'}: lives in {homes}"
         async with self.sessions.begin() as session:
-            await repository.add_refusal(
+            await add_refusal(
                 session,
                 actor=user,
                 action=action,

@@ -16,22 +16,22 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.config import BotConfig
+from bot.core.audit import Refused, add_audit, add_refusal
+from bot.core.metrics import Metrics
+from bot.core.model import DagRef, Interval
+from bot.core.tables import utcnow
 from bot.domain.errors import PlanningError
-from bot.domain.model import DagRef, Interval
 from bot.domain.routing import HubEvent, severity_of
 from bot.domain.sla import Miss, RunFacts, misses
 from bot.messages import sla as sla_messages
 from bot.messages.common import action_result
 from bot.messages.watch import interval_words
-from bot.metrics import Metrics
 from bot.services.backfills import PlannerFactory
 from bot.services.hub import Hub
 from bot.services.links import Links
 from bot.services.replies import Reply
 from bot.slack_ids import ActionId
-from bot.store import incidents, outbox, repository, run_events, sla_misses
-from bot.store.models import utcnow
-from bot.store.repository import Refused
+from bot.store import incidents, outbox, run_events, sla_misses
 from bot.store.watch_models import RunEvent, SlaMiss
 
 logger = logging.getLogger(__name__)
@@ -238,15 +238,13 @@ class SlaService:
             posted = await outbox.posted_payload(session, channel, ts) if row else None
             if row is None or posted is None or not _names_miss(posted, miss_id):
                 refused = Refused.UNKNOWN_ID if row is None else Refused.WRONG_CHANNEL
-                await repository.add_refusal(
+                await add_refusal(
                     session, actor=user, action="sla.acknowledge.refused", refused=refused,
                     reason="no such SLA notice in this channel", given_id=miss_id, channel=channel,
                 )  # fmt: skip
                 return unknown
             row.acknowledged_by, row.acknowledged_at = user, self.clock()
-            await repository.add_audit(
-                session, actor=user, action="sla.acknowledged", detail={"miss": row.id}
-            )
+            await add_audit(session, actor=user, action="sla.acknowledged", detail={"miss": row.id})
             if channel and ts:
                 payload = {**sla_messages.acknowledged(message, user), "ts": ts}
                 await outbox.enqueue(

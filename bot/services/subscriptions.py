@@ -23,18 +23,17 @@ from datetime import datetime
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.config import BotConfig
+from bot.core.after_commit import log_after_commit
+from bot.core.audit import Refused, add_audit, add_refusal
+from bot.core.tables import utcnow
 from bot.domain.commands import SubscribeCommand
 from bot.messages import subscriptions as words
 from bot.messages.common import action_result, refusal
 from bot.messages.subscriptions import SubscriptionLine
 from bot.services.access import GroupDirectory, is_direct_message, may_subscribe
 from bot.services.replies import Reply
-from bot.store import repository
 from bot.store import subscriptions as store
-from bot.store.after_commit import log_after_commit
 from bot.store.hub_models import Subscription
-from bot.store.models import utcnow
-from bot.store.repository import Refused
 
 logger = logging.getLogger(__name__)
 
@@ -111,7 +110,7 @@ class SubscriptionService:
                 return Reply(words.subscribed(line_of(same), dm=dm, existing=True))
             if await store.count_active(session, where) >= self.limit:
                 reason = words.too_many(self.limit, dm=dm)
-                await repository.add_refusal(
+                await add_refusal(
                     session, actor=user, action=SUBSCRIBE_REFUSED, refused=Refused.NOT_ALLOWED,
                     reason=f"{self.limit} subscriptions already", given_id=command.pattern,
                     channel=channel, detail=detail,
@@ -126,7 +125,7 @@ class SubscriptionService:
                 created_by=user,
                 at=self.clock(),
             )
-            await repository.add_audit(
+            await add_audit(
                 session,
                 actor=user,
                 action=ADDED,
@@ -181,7 +180,7 @@ class SubscriptionService:
         async with self.sessions.begin() as session:
             if not await store.remove(session, found.id, by=user, at=self.clock()):
                 return Reply(action_result(words.already_removed(found.id, None)))
-            await repository.add_audit(
+            await add_audit(
                 session,
                 actor=user,
                 action=REMOVED,
@@ -205,7 +204,7 @@ class SubscriptionService:
         detail: dict[str, object],
     ) -> None:
         async with self.sessions.begin() as session:
-            await repository.add_refusal(
+            await add_refusal(
                 session, actor=user, action=action, refused=refused, reason=reason,
                 given_id=given, channel=channel, detail=detail,
             )  # fmt: skip

@@ -12,13 +12,14 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.config import BotConfig
-from bot.domain.model import DagRef
+from bot.core.metrics import Metrics
+from bot.core.model import DagRef
+from bot.core.tables import utcnow
 from bot.domain.routing import HubEvent, HubKind
 from bot.messages import teams as team_messages
-from bot.metrics import Metrics
 from bot.services.hub import Hub
 from bot.store import outbox
-from bot.store.models import BackfillRequest, utcnow
+from bot.store.models import BackfillRequest
 
 EndHook = Callable[[AsyncSession, BackfillRequest], Coroutine[Any, Any, None]]
 

@@ -12,8 +12,8 @@ from sqlalchemy import ColumnElement, CursorResult, and_, func, or_, select, upd
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
+from bot.core.tables import utcnow
 from bot.store.hub_models import DeliveryState, SinkDelivery, SinkHealth
-from bot.store.models import utcnow
 
 REPORT_AFTER = 3  # failed attempts in a row before a sink is told to be failing
 

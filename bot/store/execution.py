@@ -15,9 +15,10 @@ from typing import Any
 from sqlalchemy import and_, or_, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot.domain.model import Interval
+from bot.core.model import Interval
+from bot.core.tables import utcnow
 from bot.domain.planner import interval_from_json
-from bot.store.models import BackfillRequest, BackfillStep, RequestState, StepState, utcnow
+from bot.store.models import BackfillRequest, BackfillStep, RequestState, StepState
 
 _MESSAGE = 1000
 

@@ -18,7 +18,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-from bot.store.models import Base, UTCDateTime, _one_of, utcnow
+from bot.core.tables import Base, UTCDateTime, one_of, utcnow
 
 
 class DeliveryState(StrEnum):
@@ -53,7 +53,7 @@ class SinkDelivery(Base):
     with the sink's other held rows."""
 
     __table_args__ = (
-        CheckConstraint(_one_of("state", DeliveryState), name="state"),
+        CheckConstraint(one_of("state", DeliveryState), name="state"),
         UniqueConstraint("sink", "event_key"),
         Index("ix_sink_deliveries_state_next_attempt_at", "state", "next_attempt_at"),
     )

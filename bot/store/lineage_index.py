@@ -22,9 +22,9 @@ from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot.domain.model import DagRef, DatasetRef
+from bot.core.model import DagRef, DatasetRef
+from bot.core.tables import utcnow
 from bot.store.lineage_models import LineageDataset, LineageIo, LineageJob, LineageRun, LineageState
-from bot.store.models import utcnow
 
 if TYPE_CHECKING:
     from bot.services.ingest import ParsedEvent

@@ -25,7 +25,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-from bot.store.models import Base, UTCDateTime, utcnow
+from bot.core.tables import Base, UTCDateTime, utcnow
 
 
 class LineageState(Base):

@@ -1,15 +1,12 @@
-"""What the bot owes before it acts: backfill requests, their steps, and the audit log.
+"""What the bot owes before it acts on a backfill: requests, their steps, and the outbox.
 
-Portable types only (the same models run on SQLite and PostgreSQL). Ids are UUID4 hex strings made
-in Python, datetimes are UTC-aware on the way in and out, states are short strings guarded by CHECK
-constraints, and every constraint has a stable name through the MetaData naming convention.
+Tables on the shared base (`bot.core.tables`): ids, UTC datetimes and named constraints.
 """
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterable, Mapping
-from datetime import UTC, date, datetime
+from collections.abc import Mapping
+from datetime import date, datetime
 from enum import StrEnum
 from typing import Any
 
@@ -17,25 +14,15 @@ from sqlalchemy import (
     JSON,
     CheckConstraint,
     Date,
-    DateTime,
-    Dialect,
     ForeignKey,
     Index,
     Integer,
-    MetaData,
     String,
     UniqueConstraint,
 )
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
-from sqlalchemy.types import TypeDecorator
+from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-NAMING_CONVENTION: dict[str, str] = {
-    "ix": "ix_%(column_0_label)s",
-    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
-    "ck": "ck_%(table_name)s_%(constraint_name)s",
-    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
-    "pk": "pk_%(table_name)s",
-}
+from bot.core.tables import Base, UTCDateTime, new_id, one_of, utcnow
 
 
 class RequestState(StrEnum):
@@ -85,51 +72,6 @@ STEP_TRANSITIONS: Mapping[str, frozenset[str]] = {
 """Allowed step moves: state → the states it may move to. States not listed are final."""
 
 
-def new_id() -> str:
-    """A fresh row id: a UUID4 as 32 hex characters."""
-    return uuid.uuid4().hex
-
-
-def utcnow() -> datetime:
-    """The current time, UTC-aware."""
-    return datetime.now(UTC)
-
-
-class UTCDateTime(TypeDecorator[datetime]):
-    """`DateTime(timezone=True)` that only accepts aware datetimes and always returns UTC ones.
-
-    SQLite keeps no offset, so values are stored as UTC wall time and tagged UTC on the way out.
-    """
-
-    impl = DateTime(timezone=True)
-    cache_ok = True
-
-    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        if value.tzinfo is None or value.utcoffset() is None:
-            raise ValueError(f"naive datetime {value!r}: the store keeps UTC-aware datetimes only")
-        utc = value.astimezone(UTC)
-        return utc.replace(tzinfo=None) if dialect.name == "sqlite" else utc
-
-    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        if value.tzinfo is None:
-            return value.replace(tzinfo=UTC)
-        return value.astimezone(UTC)
-
-
-def _one_of(column: str, values: Iterable[str]) -> str:
-    return f"{column} IN ({', '.join(repr(str(v)) for v in values)})"
-
-
-class Base(DeclarativeBase):
-    """Declarative base whose MetaData names constraints the same way on every backend."""
-
-    metadata = MetaData(naming_convention=NAMING_CONVENTION)
-
-
 class BackfillRequest(Base):
     """One `/backfill` ask: who asked, the plan shown to them, and where it stands."""
 
@@ -175,7 +117,7 @@ class BackfillRequest(Base):
     )
 
     __table_args__ = (
-        CheckConstraint(_one_of("state", RequestState), name="state"),
+        CheckConstraint(one_of("state", RequestState), name="state"),
         Index("ix_backfill_requests_state_created_at", "state", "created_at"),
         Index("ix_backfill_requests_requester_created_at", "requester", "created_at"),
         Index("ix_backfill_requests_created_at", "created_at"),
@@ -212,28 +154,8 @@ class BackfillStep(Base):
     request: Mapped[BackfillRequest] = relationship(back_populates="steps")
 
     __table_args__ = (
-        CheckConstraint(_one_of("state", StepState), name="state"),
+        CheckConstraint(one_of("state", StepState), name="state"),
         UniqueConstraint("request_id", "position"),
-    )
-
-
-class AuditEntry(Base):
-    """Who did what to which request, and when. Kept when the request is deleted."""
-
-    __tablename__ = "audit_log"
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
-    actor: Mapped[str] = mapped_column(String(64))
-    action: Mapped[str] = mapped_column(String(64))
-    request_id: Mapped[str | None] = mapped_column(
-        String(32), ForeignKey("backfill_requests.id", ondelete="SET NULL")
-    )
-    detail: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-
-    __table_args__ = (
-        Index("ix_audit_log_request_id_at", "request_id", "at"),
-        Index("ix_audit_log_at", "at"),
     )
 
 
@@ -285,9 +207,9 @@ class OutboxMessage(Base):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
     __table_args__ = (
-        CheckConstraint(_one_of("state", OutboxState), name="state"),
-        CheckConstraint(_one_of("role", OutboxRole), name="role"),
-        CheckConstraint(_one_of("method", OUTBOX_METHODS), name="method"),
+        CheckConstraint(one_of("state", OutboxState), name="state"),
+        CheckConstraint(one_of("role", OutboxRole), name="role"),
+        CheckConstraint(one_of("method", OUTBOX_METHODS), name="method"),
         Index("ix_outbox_state_next_attempt_at", "state", "next_attempt_at"),
         Index("ix_outbox_request_id", "request_id"),
         Index("ix_outbox_incident_id", "incident_id"),

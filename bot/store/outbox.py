@@ -11,13 +11,8 @@ from typing import Any
 from sqlalchemy import ColumnElement, CursorResult, and_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot.store.models import (
-    BackfillRequest,
-    OutboxMessage,
-    OutboxRole,
-    OutboxState,
-    utcnow,
-)
+from bot.core.tables import utcnow
+from bot.store.models import BackfillRequest, OutboxMessage, OutboxRole, OutboxState
 from bot.store.watch_models import Incident
 
 

@@ -22,8 +22,8 @@ from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bot.core.tables import utcnow
 from bot.domain.events import ParsedEvent
-from bot.store.models import utcnow
 from bot.store.watch_models import EventSource, RunEvent
 
 __all__ = ["dag_events_since", "keys_between", "store_events"]

@@ -9,7 +9,7 @@ from datetime import timedelta
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot.domain.model import DagRef
+from bot.core.model import DagRef
 from bot.domain.proposal import HISTORY_RUNS, durations
 from bot.store.lineage_models import LineageRun
 from bot.store.watch_models import RunEvent

@@ -6,7 +6,7 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot.domain.model import DagRef
+from bot.core.model import DagRef
 from bot.store.watch_models import SlaMiss
 
 

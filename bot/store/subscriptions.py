@@ -12,9 +12,9 @@ from sqlalchemy import CursorResult, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.config_hub import EVENT_CLASSES, EventClass
+from bot.core.tables import utcnow
 from bot.domain.routing import Subscription as Routed
 from bot.store.hub_models import Subscription
-from bot.store.models import utcnow
 
 _ID_TRIES = 20
 

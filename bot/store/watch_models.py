@@ -10,8 +10,8 @@ from typing import Any
 from sqlalchemy import JSON, CheckConstraint, ForeignKey, Index, Integer, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
+from bot.core.tables import Base, UTCDateTime, new_id, one_of, utcnow
 from bot.domain.incidents import IncidentState as IncidentState  # re-exported for the store's users
-from bot.store.models import Base, UTCDateTime, _one_of, new_id, utcnow
 
 
 class EventSource(StrEnum):
@@ -60,7 +60,7 @@ class RunEvent(Base):
 
     __table_args__ = (
         UniqueConstraint("run_id", "event_type", "event_time"),
-        CheckConstraint(_one_of("source", EventSource), name="source"),
+        CheckConstraint(one_of("source", EventSource), name="source"),
         Index("ix_run_events_processed_at_id", "processed_at", "id"),
         Index("ix_run_events_dag_id_nominal_start", "dag_id", "nominal_start"),
         Index("ix_run_events_event_time", "event_time"),
@@ -143,7 +143,7 @@ class Incident(Base):
 
     __table_args__ = (
         UniqueConstraint("namespace", "dag_id", "interval_key"),
-        CheckConstraint(_one_of("state", IncidentState), name="state"),
+        CheckConstraint(one_of("state", IncidentState), name="state"),
         Index("ix_incidents_state_opened_at", "state", "opened_at"),
     )
 

@@ -19,7 +19,7 @@ from harness import RealAirflow
 
 from bot.clients.airflow import Airflow2Client
 from bot.config import AirflowExecution
-from bot.domain.model import DagRef, Interval
+from bot.core.model import DagRef, Interval
 from bot.executors.airflow import AirflowBackend
 from bot.executors.backends import Progress, StepWork
 

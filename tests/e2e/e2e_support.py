@@ -15,10 +15,10 @@ from aiohttp import web
 from bot.app import build_services, create_bolt_app, create_web_app, slack_client
 from bot.app_services import Services
 from bot.config import BotConfig
+from bot.core.db import upgrade
 from bot.settings import load_settings
 from bot.standins.marquez import StandInServer
 from bot.standins.slack import SlackStandIn, running_slack_standin
-from bot.store.db import upgrade
 
 T = TypeVar("T")
 OWNER = "U0ORDERS01"

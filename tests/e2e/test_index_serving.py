@@ -8,11 +8,11 @@ from pathlib import Path
 
 from bot.app import build_services, slack_client
 from bot.config import parse_config
+from bot.core.db import upgrade
 from bot.services.index_planner import IndexPlanner
 from bot.services.planning import Planner, PlanRequest
 from bot.settings import load_settings
 from bot.standins.marquez import StandInServer
-from bot.store.db import upgrade
 
 REQUEST = PlanRequest("example.etl_orders", "2021-06-04..2021-06-06")
 

@@ -22,7 +22,7 @@ import pytest
 from e2e_support import CHANNEL, Bot, eventually
 from story_support import post_events, run_event
 
-from bot import logs
+from bot.core import logs
 from bot.standins.marquez import StandInServer
 from bot.standins.slack import running_slack_standin
 

@@ -28,12 +28,13 @@ from story_support import (
 )
 
 from bot.config import BotConfig, parse_config
+from bot.core.tables import utcnow
 from bot.slack_ids import ActionId
 from bot.standins.airflow import running_airflow_standin
 from bot.standins.airflow_dags import FOOD_DELIVERY_DAGS, food_delivery_history
 from bot.standins.marquez import StandInServer, start_standin
 from bot.store import outbox
-from bot.store.models import OutboxMessage, utcnow
+from bot.store.models import OutboxMessage
 
 LATER = {"text": "later"}
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]

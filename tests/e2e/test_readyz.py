@@ -20,9 +20,9 @@ from e2e_support import Bot, eventually, running_bot
 from sqlalchemy.engine import make_url
 
 from bot.config import BotConfig, parse_config
+from bot.core.db import downgrade, sync_url, upgrade
+from bot.core.schema_state import head_revisions
 from bot.standins.marquez import StandInServer, start_standin
-from bot.store.db import downgrade, sync_url, upgrade
-from bot.store.schema_state import head_revisions
 
 QUIET = {"watch": {"poll": False}, "index": {"enabled": False}}
 

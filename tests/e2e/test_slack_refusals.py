@@ -13,9 +13,10 @@ from e2e_support import CHANNEL, OWNER, REQUESTER, Bot, buttons, eventually, run
 from sqlalchemy import func, select
 
 from bot.config import parse_config
+from bot.core.audit import AuditEntry
 from bot.slack_ids import ActionId
 from bot.standins.marquez import StandInServer
-from bot.store.models import AuditEntry, BackfillRequest
+from bot.store.models import BackfillRequest
 
 
 def answers_for(bot: Bot, user: str) -> list[str]:

@@ -18,9 +18,9 @@ from sqlalchemy import select
 from story_support import DAYS, alerts, incident, post_events, run_event
 
 from bot.config import parse_config
+from bot.core.audit import AuditEntry
 from bot.slack_ids import ActionId
 from bot.standins.marquez import StandInServer
-from bot.store.models import AuditEntry
 
 ELSEWHERE = "C0ELSEWHER"
 DM = "D0REQUEST1"

@@ -18,9 +18,9 @@ from slack_sdk.errors import SlackApiError
 from sqlalchemy import select
 
 from bot.config import parse_config
+from bot.core.audit import AuditEntry
 from bot.standins.marquez import StandInServer
 from bot.store.hub_models import Subscription
-from bot.store.models import AuditEntry
 
 ELSEWHERE = "C0ELSEWHER"
 PLATFORM = "U0PLATFRM1"

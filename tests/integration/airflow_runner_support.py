@@ -13,13 +13,14 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.clients.airflow import RetryPolicy
 from bot.config import AirflowExecution, Execution
+from bot.core.db import make_engine, session_factory, upgrade
+from bot.core.tables import utcnow
 from bot.executors.airflow import AirflowBackend
 from bot.executors.runner import Runner
 from bot.executors.submit_retry import SubmitRetry
 from bot.standins.airflow import AirflowStandin
 from bot.store import repository
-from bot.store.db import make_engine, session_factory, upgrade
-from bot.store.models import BackfillRequest, utcnow
+from bot.store.models import BackfillRequest
 
 ROOT, CHILD = "example.etl_orders", "example.etl_customers"  # both daily in the stand-in
 DAY = {"start": "2021-06-04T00:00:00Z", "end": "2021-06-05T00:00:00Z"}

@@ -26,7 +26,7 @@ from airflow_runner_support import (
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.config import AirflowExecution, ConfigError, parse_config
-from bot.domain.model import DagRef
+from bot.core.model import DagRef
 from bot.domain.planner import interval_from_json
 from bot.domain.progress import Counts
 from bot.executors.backends import StepWork

@@ -15,7 +15,9 @@ from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.config import Execution, parse_config
-from bot.domain.model import DagRef
+from bot.core.audit import AuditEntry
+from bot.core.db import make_engine, session_factory, upgrade
+from bot.core.model import DagRef
 from bot.domain.progress import Counts
 from bot.executors.backends import Finding, Progress, State, StepWork
 from bot.executors.runner import Runner
@@ -24,8 +26,7 @@ from bot.services.backfill_retry import RetryService
 from bot.services.backfills import BackfillService
 from bot.slack_ids import ActionId
 from bot.store import repository
-from bot.store.db import make_engine, session_factory, upgrade
-from bot.store.models import AuditEntry, BackfillRequest, OutboxMessage, OutboxRole, RequestState
+from bot.store.models import BackfillRequest, OutboxMessage, OutboxRole, RequestState
 
 OWNER, REQUESTER, RETRIER = "U0OWNER001", "U0REQ00001", "U0RETRY001"
 CHANNEL = "C0BACKFILL"

@@ -15,13 +15,14 @@ from sqlalchemy import func, select
 
 from bot.app import build_services, create_web_app
 from bot.config import parse_config
+from bot.core.audit import AuditEntry
+from bot.core.db import make_engine, session_factory, upgrade
 from bot.executors.manual import ManualExecutor
 from bot.services.backfills import BackfillService
 from bot.services.planning import Planner
 from bot.settings import load_settings
 from bot.store import repository
-from bot.store.db import make_engine, session_factory, upgrade
-from bot.store.models import AuditEntry, OutboxMessage, RequestState
+from bot.store.models import OutboxMessage, RequestState
 
 PLAN = {
     "dag_id": "example.etl_orders",

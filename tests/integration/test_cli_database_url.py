@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import pytest
 from sqlalchemy.engine import make_url
 
-from bot.store.db import describe_url, redact
+from bot.core.db import describe_url, redact
 
 PASSWORD = "Hunter2-s3cret"
 

@@ -21,11 +21,11 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from bot import doctor
+from bot.core.db import downgrade, sync_url, upgrade
 from bot.settings import Settings, load_settings
 from bot.standins.airflow import FOOD_DELIVERY_DAGS, AirflowStandin, running_airflow_standin
 from bot.standins.marquez import StandInServer
 from bot.standins.slack import SlackStandIn, running_slack_standin
-from bot.store.db import downgrade, sync_url, upgrade
 
 CHANNELS = {"C0ORDERS01": "orders", "C0LOGIST01": "logistics", "C0ANALYT01": "analytics"}
 CONFIG = """

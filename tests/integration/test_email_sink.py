@@ -14,7 +14,7 @@ from smtp_support import PASSWORD, USER, smtp_server
 
 from bot.clients.email import EmailClient
 from bot.config_sinks import EmailSink
-from bot.domain.model import DagRef
+from bot.core.model import DagRef
 from bot.domain.routing import HubEvent
 from bot.messages.hub import email_body
 

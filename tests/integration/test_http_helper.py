@@ -1,4 +1,4 @@
-"""bot.clients.http's retry loop and offset paging, through real HTTP to tiny local servers.
+"""bot.core.http's retry loop and offset paging, through real HTTP to tiny local servers.
 
 The Marquez and Airflow clients both send through `send_with_retries` and page through
 `offset_pages`; their own tests check what they add (auth, URLs, typed errors). These pin the
@@ -22,7 +22,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from yarl import URL
 
-from bot.clients.http import (
+from bot.core.http import (
     ONCE_ONLY,
     SAFE_TO_REPEAT,
     Answer,

@@ -15,6 +15,7 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from bot.core.db import make_engine, session_factory, upgrade
 from bot.domain.incidents import on_failure
 from bot.domain.producers import AirflowRef
 from bot.services.ingest import (
@@ -27,7 +28,6 @@ from bot.services.ingest import (
 )
 from bot.standins.food_delivery import food_delivery_events
 from bot.store import incidents as incident_store
-from bot.store.db import make_engine, session_factory, upgrade
 from bot.store.watch_models import EventSource, Incident, RunEvent
 from pipeline.food_delivery.lineage import history_events
 

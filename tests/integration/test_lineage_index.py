@@ -14,7 +14,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.clients.marquez import MarquezClient
 from bot.config import BotConfig, IndexSettings
-from bot.domain.model import DagRef
+from bot.core.db import make_engine, session_factory, upgrade
+from bot.core.model import DagRef
 from bot.domain.planner import Plan
 from bot.services.index_planner import IndexPlanner
 from bot.services.ingest import ParsedEvent
@@ -22,7 +23,6 @@ from bot.services.lineage_index import LineageIndex
 from bot.services.planning import Planner, PlanRequest
 from bot.services.reconcile import Reconciler
 from bot.standins.marquez import StandInServer
-from bot.store.db import make_engine, session_factory, upgrade
 from bot.store.lineage_index import record_events
 
 FD = "food_delivery"

@@ -15,9 +15,9 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.clients.slack_sender import OutboxSender
+from bot.core.db import make_engine, session_factory, upgrade
 from bot.standins.slack import SlackStandIn, running_slack_standin
 from bot.store import guards, outbox, repository
-from bot.store.db import make_engine, session_factory, upgrade
 from bot.store.models import BackfillRequest, OutboxRole
 
 CHANNEL = "C0THREADS1"

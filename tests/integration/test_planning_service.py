@@ -13,7 +13,7 @@ import aiohttp
 
 from bot.clients.marquez import MarquezClient
 from bot.config import BotConfig
-from bot.domain.model import DagRef
+from bot.core.model import DagRef
 from bot.services.catalog import Catalog
 from bot.services.planning import Planner, PlanRequest
 from bot.standins.marquez import StandInServer, running_standin

@@ -25,10 +25,10 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.clients.marquez import MarquezClient, RetryPolicy
 from bot.config import Watch
+from bot.core.db import make_engine, session_factory, upgrade
 from bot.services.poller import MarquezPoller, describe_duration
 from bot.standins.food_delivery import food_delivery_events
 from bot.standins.marquez import StandInServer
-from bot.store.db import make_engine, session_factory, upgrade
 from bot.store.models import OutboxMessage
 from bot.store.watch_models import RunEvent, WatchCursor
 

@@ -23,9 +23,9 @@ from aiohttp.test_utils import TestServer
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from bot.core.db import make_engine, session_factory, upgrade
 from bot.receiver import MAX_BODY_BYTES, PATH, add_receiver
 from bot.standins.food_delivery import food_delivery_events
-from bot.store.db import make_engine, session_factory, upgrade
 from bot.store.watch_models import RunEvent
 from pipeline.food_delivery.lineage import history_events
 

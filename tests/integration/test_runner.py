@@ -12,13 +12,14 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.config import Execution
-from bot.domain.model import DagRef
+from bot.core.db import make_engine, session_factory, upgrade
+from bot.core.model import DagRef
+from bot.core.tables import utcnow
 from bot.domain.progress import Counts
 from bot.executors.backends import Busy, Finding, Progress, State, StepRejected, StepWork
 from bot.executors.runner import Runner
 from bot.store import repository
-from bot.store.db import make_engine, session_factory, upgrade
-from bot.store.models import BackfillRequest, RequestState, utcnow
+from bot.store.models import BackfillRequest, RequestState
 
 DAY = {"start": "2021-06-04T00:00:00Z", "end": "2021-06-05T00:00:00Z"}
 PLAN = {

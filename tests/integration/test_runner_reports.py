@@ -16,12 +16,12 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.config import Execution
-from bot.domain.model import DagRef
+from bot.core.db import make_engine, session_factory, upgrade
+from bot.core.model import DagRef
 from bot.domain.progress import Counts, report_gap
 from bot.executors.backends import Finding, Progress, State, StepWork
 from bot.executors.runner import Runner
 from bot.store import repository
-from bot.store.db import make_engine, session_factory, upgrade
 from bot.store.models import BackfillRequest, OutboxMessage, OutboxRole, RequestState
 
 T0 = datetime(2021, 6, 7, 9, 0, tzinfo=UTC)

@@ -1,4 +1,4 @@
-"""`bot.store.schema_state`, which `GET /readyz` and `backfill-bot doctor` both ask whether a
+"""`bot.core.schema_state`, which `GET /readyz` and `backfill-bot doctor` both ask whether a
 database is at the head of the migrations the bot ships, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
@@ -9,13 +9,8 @@ from pathlib import Path
 
 from sqlalchemy import create_engine
 
-from bot.store.db import downgrade, make_engine, sync_url, upgrade
-from bot.store.schema_state import (
-    head_revisions,
-    migrations_location,
-    read_schema_state,
-    schema_of,
-)
+from bot.core.db import downgrade, make_engine, sync_url, upgrade
+from bot.core.schema_state import head_revisions, migrations_location, read_schema_state, schema_of
 
 VERSIONS = Path(__file__).resolve().parents[2] / "migrations" / "versions"
 

@@ -21,15 +21,15 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from bot.clients.sink_sender import SinkSender
 from bot.config import BotConfig, parse_config
-from bot.domain.model import DagRef
+from bot.core.db import make_engine, session_factory, upgrade
+from bot.core.metrics import Metrics
+from bot.core.model import DagRef
 from bot.domain.routing import HubEvent, HubKind
 from bot.messages.hub import body_for
 from bot.messages.hub_digest import digest_body
-from bot.metrics import Metrics
 from bot.standins.teams import TeamsStandin, running_teams_standin
 from bot.standins.webhook_receiver import WebhookReceiver, running_webhook_receiver
 from bot.store import deliveries
-from bot.store.db import make_engine, session_factory, upgrade
 from bot.store.hub_models import SinkDelivery
 from bot.store.watch_models import Incident
 

@@ -14,10 +14,11 @@ from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy import select
 
 from bot.clients.slack_sender import OutboxSender
+from bot.core.db import make_engine, session_factory, upgrade
+from bot.core.tables import utcnow
 from bot.standins.slack import SlackStandIn, running_slack_standin
 from bot.store import guards, outbox, repository
-from bot.store.db import make_engine, session_factory, upgrade
-from bot.store.models import OutboxMessage, OutboxRole, utcnow
+from bot.store.models import OutboxMessage, OutboxRole
 
 CHANNEL = "C0BURST001"
 PLAN = {

@@ -12,7 +12,8 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from bot.store.db import make_engine, session_factory, upgrade
+from bot.core.audit import list_audit
+from bot.core.db import make_engine, session_factory, upgrade
 from bot.store.models import BackfillRequest, BackfillStep
 from bot.store.repository import (
     InvalidTransition,
@@ -21,7 +22,6 @@ from bot.store.repository import (
     create_request,
     delete_request,
     get_request,
-    list_audit,
     list_requests,
     set_status_message,
     transition_request,

@@ -19,8 +19,8 @@ from spark_support import (
     snapshot,
 )
 
+from bot.core.model import DagRef
 from bot.domain.lineage import build_lineage
-from bot.domain.model import DagRef
 from pipeline.food_delivery.catalog import TABLES, midnight
 from pipeline.food_delivery.jobs import PipelineSettings, run_interval
 from pipeline.food_delivery.warehouse import existing_partitions, partition_dir

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from bot.config import ConfigError, load_config, parse_config
-from bot.domain.model import DagRef, DatasetRef
+from bot.core.model import DagRef, DatasetRef
 
 EXAMPLE = """
 teams:

@@ -13,7 +13,7 @@ import yaml
 
 from bot.config import BotConfig, ConfigError, parse_config
 from bot.config_sinks import PagerDutySink
-from bot.domain.model import DagRef
+from bot.core.model import DagRef
 from bot.domain.routing import HubEvent, route
 from bot.messages.hub import body_for, dedup_key
 

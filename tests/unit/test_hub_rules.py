@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from bot.config import BotConfig, ConfigError, parse_config
-from bot.domain.model import DagRef
+from bot.core.model import DagRef
 from bot.domain.routing import (
     HubEvent,
     Subscription,

@@ -4,6 +4,7 @@ from datetime import date
 
 import pytest
 
+from bot.core.model import DagRef, DatasetRef, DateRange
 from bot.domain.lineage import (
     LineageCycleError,
     affected_dags,
@@ -11,7 +12,6 @@ from bot.domain.lineage import (
     facet_owners,
     settled_jobs,
 )
-from bot.domain.model import DagRef, DatasetRef, DateRange
 from bot.domain.planner import PlanError, make_plan, resolve_exclusions
 from bot.standins.synthetic import JobSpec, lineage_nodes
 

@@ -15,7 +15,7 @@ from golden_support import Case, assert_golden, elements, mrkdwn_texts
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bot.domain.model import DagRef, DateRange, Interval
+from bot.core.model import DagRef, DateRange, Interval
 from bot.domain.planner import Plan, PlanStep
 from bot.messages._render import (
     channel_mention,

@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 from golden_support import Case, assert_golden, check, elements, slack_templates
 
+from bot.core.model import DagRef, DateRange, Interval
 from bot.domain.impact import DagImpact, ImpactSnapshot, ImpactStatus, ReportImpact
-from bot.domain.model import DagRef, DateRange, Interval
 from bot.domain.planner import Plan, PlanNote, PlanStep
 from bot.domain.progress import Counts
 from bot.domain.proposal import Proposal

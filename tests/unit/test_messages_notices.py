@@ -10,7 +10,7 @@ from golden_support import Case, assert_golden, check, mrkdwn_texts
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bot.domain.model import Interval
+from bot.core.model import Interval
 from bot.domain.sla import Miss
 from bot.messages import home, ops, sla, teams
 from bot.messages.home import HomeBackfill, HomeIncident, HomeSlaMiss

@@ -11,7 +11,7 @@ from datetime import UTC, date, datetime, timedelta
 import pytest
 from golden_support import Case, assert_golden, check, elements, mrkdwn_texts
 
-from bot.domain.model import DagRef, DateRange, Interval
+from bot.core.model import DagRef, DateRange, Interval
 from bot.domain.planner import Plan, PlanStep
 from bot.domain.progress import Counts
 from bot.messages import progress

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bot.core.model import DagRef, DateRange, merge_intervals
 from bot.domain.lineage import build_lineage
-from bot.domain.model import DagRef, DateRange, merge_intervals
 from bot.domain.planner import PlanError, make_plan, plan_from_json
 from bot.domain.schedule import PeriodicSchedule, Schedule
 from bot.standins.synthetic import JobSpec, lineage_nodes

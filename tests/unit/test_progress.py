@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from bot.domain.model import Interval
+from bot.core.model import Interval
 from bot.domain.progress import (
     MAX_REPORT_GAP,
     Counts,

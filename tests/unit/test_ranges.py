@@ -4,7 +4,7 @@ from datetime import UTC, date, datetime
 
 import pytest
 
-from bot.domain.model import DateRange, Interval
+from bot.core.model import DateRange, Interval
 from bot.domain.ranges import RangeError, parse_range
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from bot.domain.model import DateRange, Interval
+from bot.core.model import DateRange, Interval
 from bot.domain.schedule import (
     CronSchedule,
     HistorySchedule,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from bot.domain.model import Interval
+from bot.core.model import Interval
 from bot.domain.sla import RunFacts, expected_intervals, learned_delay, misses
 
 DAY = timedelta(days=1)

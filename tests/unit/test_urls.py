@@ -1,11 +1,11 @@
-"""`bot.urls.display_url`: how MARQUEZ_URL, AIRFLOW_URL and SLACK_API_URL may be shown."""
+"""`bot.core.urls.display_url`: how MARQUEZ_URL, AIRFLOW_URL and SLACK_API_URL may be shown."""
 
 from __future__ import annotations
 
 import pytest
 from yarl import URL
 
-from bot.urls import display_url
+from bot.core.urls import display_url
 
 
 @pytest.mark.parametrize(

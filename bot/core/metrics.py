@@ -32,10 +32,11 @@ from bot.clients.marquez import (
     MarquezRequestError,
     MarquezUnavailable,
 )
+from bot.core.after_commit import after_commit
+from bot.core.tables import utcnow
 from bot.services.ingest import EVENT_TYPES
 from bot.store import figures
-from bot.store.after_commit import after_commit
-from bot.store.models import OutboxMessage, OutboxRole, RequestState, StepState, utcnow
+from bot.store.models import OutboxMessage, OutboxRole, RequestState, StepState
 
 __all__ = ["CONTENT_TYPE", "Metrics", "NoticeKind", "PostedKind", "posted_kind"]
 

@@ -39,9 +39,9 @@ class SchemaState:
 
 
 def migrations_location() -> Path:
-    """Where the migrations are, as `bot.store.db` finds them for `upgrade` (asked at call time:
+    """Where the migrations are, as `bot.core.db` finds them for `upgrade` (asked at call time:
     db.py owns that decision, a value or a function)."""
-    from bot.store import db
+    from bot.core import db
 
     location = db.MIGRATIONS_DIR
     return Path(location() if callable(location) else location)

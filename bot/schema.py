@@ -1,0 +1,18 @@
+"""Every table of the bot in one MetaData, for Alembic (`migrations/env.py`) and the schema
+checks. Each capability declares its tables on `bot.core.tables.Base`; importing this module
+registers them all, so a foreign key by table name always finds its table."""
+
+from __future__ import annotations
+
+from bot.core import audit  # noqa: F401  (the audit log)
+from bot.core.tables import Base
+from bot.store import (
+    hub_models,  # noqa: F401  (the hub's sinks and subscriptions)
+    lineage_models,  # noqa: F401  (the lineage index)
+    models,  # noqa: F401  (backfill requests and steps, the outbox)
+    watch_models,  # noqa: F401  (run events, cursors, incidents, SLA misses)
+)
+
+metadata = Base.metadata
+
+__all__ = ["Base", "metadata"]
