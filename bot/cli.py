@@ -20,7 +20,8 @@ from typing import NoReturn
 import bot.schema  # noqa: F401  (every table registered before a session is made)
 from bot import doctor, events_cli
 from bot.clients.marquez import MarquezClient, MarquezError, MarquezUnavailable
-from bot.config import BotConfig, ConfigError, load_config
+from bot.config import BotConfig, load_config
+from bot.config.base import ConfigError
 from bot.core.logs import configure
 from bot.domain.errors import PlanningError
 from bot.domain.planner import PlanError

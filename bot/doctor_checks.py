@@ -20,7 +20,8 @@ from bot.clients.marquez import (
     MarquezError,
     MarquezRequestError,
 )
-from bot.config import BotConfig, ConfigError, load_config
+from bot.config import BotConfig, load_config
+from bot.config.base import ConfigError
 from bot.core.db import DatabaseError, make_engine, reported, sync_url
 from bot.core.model import DagRef
 from bot.core.schema_state import SchemaState, migrations_location, read_schema_state

@@ -29,7 +29,7 @@ from bot.clients.email import log_in, tls_context
 from bot.clients.sink_sender import REMOVED_SINK_WAIT_S
 from bot.clients.sinks import public_url, redact, url_secrets
 from bot.config import BotConfig
-from bot.config_sinks import EmailSink, PagerDutySink, Sink, TeamsSink, WebhookSink
+from bot.config.sinks import EmailSink, PagerDutySink, Sink, TeamsSink, WebhookSink
 from bot.core.db import DatabaseError, make_engine, reported
 from bot.core.schema_state import read_schema_state
 from bot.core.tables import utcnow

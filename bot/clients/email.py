@@ -24,7 +24,7 @@ from email.utils import formatdate
 from typing import Any
 
 from bot.clients.sinks import MISCONFIGURED_RETRY_S, Outcome, clean, redact
-from bot.config_sinks import EmailSink
+from bot.config.sinks import EmailSink
 
 __all__ = ["EmailClient", "build_message"]
 

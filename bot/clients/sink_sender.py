@@ -31,7 +31,7 @@ from bot.clients.sinks import Outcome, SinkClient
 from bot.clients.teams import TeamsClient
 from bot.clients.webhook import WebhookClient
 from bot.config import BotConfig
-from bot.config_sinks import EmailSink, PagerDutySink, Sink, TeamsSink
+from bot.config.sinks import EmailSink, PagerDutySink, Sink, TeamsSink
 from bot.core.after_commit import after_commit
 from bot.core.metrics import Metrics
 from bot.core.tables import utcnow

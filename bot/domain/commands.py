@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from bot.config_hub import EVENT_CLASSES, EventClass
+from bot.config.hub import EVENT_CLASSES, EventClass
 
 USAGE = "/backfill DAG START..END [--only] [--exclude DAG[,DAG]] [--namespace NS] [--dry-run]"
 SUBSCRIBE_USAGE = (

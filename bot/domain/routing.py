@@ -23,9 +23,10 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Literal
 from zoneinfo import ZoneInfo
 
-from bot.config import BotConfig, Team, matches
-from bot.config_hub import EventClass, QuietHours, Severity, severity_rank
-from bot.config_sinks import PagerDutySink, Sink
+from bot.config import BotConfig, Team
+from bot.config.base import matches
+from bot.config.hub import EventClass, QuietHours, Severity, severity_rank
+from bot.config.sinks import PagerDutySink, Sink
 from bot.core.model import DagRef
 
 __all__ = [

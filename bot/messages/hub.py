@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from bot.clients.pagerduty import pagerduty_event
 from bot.clients.teams import teams_message
-from bot.config_sinks import EmailSink, PagerDutySink, Sink, TeamsSink
+from bot.config.sinks import EmailSink, PagerDutySink, Sink, TeamsSink
 from bot.domain.routing import HubEvent
 
 WEBHOOK_VERSION = "1"

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Protocol
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.config import BotConfig, matches
+from bot.config import BotConfig
+from bot.config.base import matches
 from bot.core.model import DagRef
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ from datetime import datetime
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.config import BotConfig
-from bot.config_hub import Escalation
+from bot.config.hub import Escalation
 from bot.core.after_commit import log_after_commit
 from bot.core.model import DagRef
 from bot.domain.incidents import IncidentState, snoozed

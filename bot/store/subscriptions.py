@@ -11,7 +11,7 @@ from datetime import datetime
 from sqlalchemy import CursorResult, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot.config_hub import EVENT_CLASSES, EventClass
+from bot.config.hub import EVENT_CLASSES, EventClass
 from bot.core.tables import utcnow
 from bot.domain.routing import Subscription as Routed
 from bot.store.hub_models import Subscription

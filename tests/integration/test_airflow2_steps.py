@@ -25,7 +25,8 @@ from airflow_runner_support import (
 )
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from bot.config import AirflowExecution, ConfigError, parse_config
+from bot.config import AirflowExecution, parse_config
+from bot.config.base import ConfigError
 from bot.core.model import DagRef
 from bot.domain.planner import interval_from_json
 from bot.domain.progress import Counts

@@ -13,7 +13,7 @@ from typing import Any
 from smtp_support import PASSWORD, USER, smtp_server
 
 from bot.clients.email import EmailClient
-from bot.config_sinks import EmailSink
+from bot.config.sinks import EmailSink
 from bot.core.model import DagRef
 from bot.domain.routing import HubEvent
 from bot.messages.hub import email_body

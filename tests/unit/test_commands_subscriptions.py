@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.config_hub import EVENT_CLASSES
+from bot.config.hub import EVENT_CLASSES
 from bot.domain.commands import (
     PATTERN_CHARS,
     CommandError,

@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.config import ConfigError, load_config, parse_config
+from bot.config import load_config, parse_config
+from bot.config.base import ConfigError
 from bot.core.model import DagRef, DatasetRef
 
 EXAMPLE = """

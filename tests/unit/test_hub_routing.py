@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 import yaml
 
-from bot.config import BotConfig, ConfigError, parse_config
-from bot.config_sinks import PagerDutySink
+from bot.config import BotConfig, parse_config
+from bot.config.base import ConfigError
+from bot.config.sinks import PagerDutySink
 from bot.core.model import DagRef
 from bot.domain.routing import HubEvent, route
 from bot.messages.hub import body_for, dedup_key

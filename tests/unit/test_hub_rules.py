@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from bot.config import BotConfig, ConfigError, parse_config
+from bot.config import BotConfig, parse_config
+from bot.config.base import ConfigError
 from bot.core.model import DagRef
 from bot.domain.routing import (
     HubEvent,

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from golden_support import Case, assert_golden, check, mrkdwn_texts
 
-from bot.config_hub import EVENT_CLASSES
+from bot.config.hub import EVENT_CLASSES
 from bot.domain.commands import PATTERN_CHARS
 from bot.messages import common
 from bot.messages import subscriptions as words

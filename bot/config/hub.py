@@ -9,7 +9,9 @@ from datetime import time, timedelta
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
+
+from bot.config.base import Strict, parse_duration
 
 __all__ = [
     "SEVERITIES",
@@ -36,11 +38,7 @@ def severity_rank(severity: Severity) -> int:
     return SEVERITIES.index(severity)
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Route(_Strict):
+class Route(Strict):
     """Events of the team's DAGs matching `dags` (`NS::GLOB` or `GLOB`) and at least `severity`
     go to the sinks named in `to`."""
 
@@ -70,7 +68,7 @@ def _clock_time(value: Any) -> time:
     raise ValueError(f"'{value}' is not a time of day; write e.g. \"22:00\"")
 
 
-class QuietHours(_Strict):
+class QuietHours(Strict):
     """From `start` to `end` (local to `timezone`; past midnight when `end` is earlier), the
     team's e-mail, webhook and Teams notices are held and sent as one digest per sink when they
     end. PagerDuty pages are never held (PagerDuty's own schedules decide who is woken), and
@@ -102,7 +100,7 @@ class QuietHours(_Strict):
         return self
 
 
-class Escalation(_Strict):
+class Escalation(Strict):
     """An alert of the team's nobody acknowledged (or resolved) `after` it opened goes to
     `sinks` and is posted in `channel`: once per outage."""
 
@@ -113,8 +111,6 @@ class Escalation(_Strict):
     @field_validator("after", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> timedelta:
-        from bot.config import parse_duration  # the one duration syntax of BOT_CONFIG
-
         return parse_duration(value)
 
     @model_validator(mode="after")

@@ -1,63 +1,27 @@
 """The BOT_CONFIG YAML file: teams, ownership, approvers, reports, schedules, SLA rules, limits.
 
-Patterns are shell-style globs (`fnmatch`) over DAG ids, or over dataset names for reports.
-A pattern may be prefixed with a namespace and a colon-free separator `NS::` to restrict it to
-one Marquez namespace (namespaces may themselves contain `:` and `/`, hence the double colon).
+Its parts: `base` (the error, DAG patterns, durations), `hub` (routes, quiet hours, escalation)
+and `sinks` (where notices go besides Slack); this module is the file as a whole.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
-from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 import yaml
 from croniter import croniter
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
-from bot.config_hub import Escalation, QuietHours, Route
-from bot.config_sinks import HubSettings, PagerDutySink, Sink, expand_references
+from bot.config.base import ConfigError, Duration, Strict, matches, parse_duration
+from bot.config.hub import Escalation, QuietHours, Route
+from bot.config.sinks import HubSettings, PagerDutySink, Sink, expand_references
 from bot.core.model import DagRef, DatasetRef
 
-_DURATION = re.compile(r"^\s*(?:(?P<d>\d+)d)?\s*(?:(?P<h>\d+)h)?\s*(?:(?P<m>\d+)m)?\s*$")
 
-
-class ConfigError(ValueError):
-    """BOT_CONFIG could not be read or is invalid; the message names the file and the field."""
-
-
-def matches(pattern: str, namespace: str, name: str) -> bool:
-    """Whether `NS::GLOB` or `GLOB` matches a (namespace, name) pair."""
-    if "::" in pattern:
-        ns_pattern, _, name_pattern = pattern.partition("::")
-        return fnmatchcase(namespace, ns_pattern) and fnmatchcase(name, name_pattern)
-    return fnmatchcase(name, pattern)
-
-
-def parse_duration(value: Any) -> timedelta:
-    """`90m`, `2h`, `1d 6h`, or a number of seconds."""
-    if isinstance(value, timedelta):
-        return value
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return timedelta(seconds=value)
-    match = _DURATION.match(str(value)) if isinstance(value, str) and value.strip() else None
-    if match is None or not any(match.groupdict().values()):
-        raise ValueError(f"'{value}' is not a duration; write e.g. 30m, 2h or 1d 6h")
-    parts = {k: int(v) for k, v in match.groupdict().items() if v}
-    return timedelta(days=parts.get("d", 0), hours=parts.get("h", 0), minutes=parts.get("m", 0))
-
-
-Duration = Annotated[timedelta, Field(json_schema_extra={"format": "duration"})]
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Team(_Strict):
+class Team(Strict):
     """A team: who is in it (Slack user and user-group ids) and where it hears from the bot."""
 
     name: str = Field(min_length=1)
@@ -80,7 +44,7 @@ class Team(_Strict):
         return tuple(dict.fromkeys(names))
 
 
-class Ownership(_Strict):
+class Ownership(Strict):
     """Which DAGs a team owns; `second_approver` means the requester cannot approve alone;
     `approve: all_owners` means a backfill of a matching DAG also needs one approval from each
     team owning a DAG it reruns downstream (a global approver's approval counts for all)."""
@@ -91,14 +55,14 @@ class Ownership(_Strict):
     approve: Literal["any_owner", "all_owners"] = "any_owner"
 
 
-class Approvers(_Strict):
+class Approvers(Strict):
     """People and groups who may approve any backfill, whoever owns the DAG."""
 
     users: tuple[str, ...] = ()
     user_groups: tuple[str, ...] = ()
 
 
-class Report(_Strict):
+class Report(Strict):
     """A report (dashboard, export) declared by the datasets it reads."""
 
     name: str = Field(min_length=1)
@@ -107,7 +71,7 @@ class Report(_Strict):
     datasets: tuple[str, ...] = Field(min_length=1)
 
 
-class ScheduleRule(_Strict):
+class ScheduleRule(Strict):
     """An explicit cron schedule (or Airflow preset such as `@daily`) for matching DAGs."""
 
     pattern: str = Field(min_length=1)
@@ -121,7 +85,7 @@ class ScheduleRule(_Strict):
         return value
 
 
-class SlaRule(_Strict):
+class SlaRule(Strict):
     """A DAG run is late when it has not succeeded `deadline` after its data interval ends
     (`deadline: 6h` on a daily DAG: done by 06:00 UTC the next day), or when it has been running
     longer than `max_duration`."""
@@ -143,12 +107,12 @@ class SlaRule(_Strict):
         return self
 
 
-class Limits(_Strict):
+class Limits(Strict):
     max_range_days: int = Field(default=92, ge=1, le=3660)
     max_plan_dags: int = Field(default=500, ge=1)
 
 
-class AirflowExecution(_Strict):
+class AirflowExecution(Strict):
     """How approved steps are submitted to Airflow."""
 
     # "completed" reruns every interval asked for, even those that already succeeded: a backfill
@@ -173,7 +137,7 @@ class AirflowExecution(_Strict):
         )
 
 
-class SparkExecution(_Strict):
+class SparkExecution(Strict):
     """The local executor: the example pipeline's PySpark jobs on one shared session."""
 
     warehouse: Path = Path("var/warehouse")
@@ -183,7 +147,7 @@ class SparkExecution(_Strict):
     """More settings of the pipeline (e.g. `orders_per_day` of the example's generator)."""
 
 
-class Execution(_Strict):
+class Execution(Strict):
     max_parallel_steps: int = Field(default=4, ge=1, le=64)
     poll_interval_s: float = Field(default=5.0, gt=0, le=600)
     progress_update_s: float = Field(default=5.0, ge=0, le=600)
@@ -197,7 +161,7 @@ MAX_LATE_BUCKETS = 288
 """Buckets the late-event sweep keeps at most (24 h of 5-minute buckets)."""
 
 
-class Watch(_Strict):
+class Watch(Strict):
     """The watcher: where run events come from and where alerts go."""
 
     poll: bool = True
@@ -245,7 +209,7 @@ class Watch(_Strict):
         return self
 
 
-class IndexSettings(_Strict):
+class IndexSettings(Strict):
     """The local lineage index `serve` plans from (the CLI always reads Marquez directly)."""
 
     enabled: bool = True
@@ -262,7 +226,7 @@ class IndexSettings(_Strict):
     """Jobs per `GET /api/v1/jobs` page while reconciling."""
 
 
-class BotConfig(_Strict):
+class BotConfig(Strict):
     """The whole BOT_CONFIG file. Every section is optional; an empty file is valid."""
 
     teams: tuple[Team, ...] = ()
