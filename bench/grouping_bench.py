@@ -44,12 +44,12 @@ from bot.app_services import Services
 from bot.config import parse_config
 from bot.core.db import upgrade
 from bot.settings import load_settings
+from bot.slack.store import outbox
+from bot.slack.store.models import OutboxMessage, OutboxRole, OutboxState
 from bot.standins.marquez import running_standin
 from bot.standins.slack import running_slack_standin
 from bot.standins.slack_state import Message, SlackState
 from bot.store import incidents as incident_store
-from bot.store import outbox
-from bot.store.models import OutboxMessage, OutboxRole, OutboxState
 
 CHANNEL = "C0ORDERS01"
 ROOT = "example.etl_orders"

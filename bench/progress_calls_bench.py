@@ -51,10 +51,12 @@ from bot.domain.progress import Counts
 from bot.executors.backends import Finding, Progress, State, StepWork
 from bot.executors.runner import Runner
 from bot.messages.backfill import plan_preview, request_status
-from bot.messages.common import action_result
 from bot.messages.progress import status_of
-from bot.store import guards, outbox, repository
-from bot.store.models import BackfillRequest, OutboxMessage, OutboxRole, RequestState
+from bot.slack.messages.common import action_result
+from bot.slack.store import outbox
+from bot.slack.store.models import OutboxMessage, OutboxRole
+from bot.store import guards, repository
+from bot.store.models import BackfillRequest, RequestState
 
 NS = "bench"
 CHANNEL = "C0BENCH001"

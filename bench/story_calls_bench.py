@@ -39,7 +39,7 @@ from story_support import (  # noqa: E402
     story_config,
 )
 
-from bot.slack_ids import ActionId  # noqa: E402
+from bot.slack.rules.ids import ActionId  # noqa: E402
 from bot.standins.marquez import running_standin  # noqa: E402
 
 TARGET = 15

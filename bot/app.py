@@ -29,8 +29,6 @@ import handlers.home
 from bot.app_services import Services
 from bot.clients.marquez import MarquezClient, RetryPolicy
 from bot.clients.sink_sender import SinkSender
-from bot.clients.slack_calls import counted
-from bot.clients.slack_sender import OutboxSender
 from bot.config import BotConfig
 from bot.core.db import make_engine, session_factory, upgrade
 from bot.core.http import DEFAULT_RETRY
@@ -63,7 +61,9 @@ from bot.services.sla import SlaService
 from bot.services.subscriptions import SubscriptionService
 from bot.services.team_notices import TeamNotices
 from bot.settings import Settings
-from bot.slack_http import SlackEvents
+from bot.slack.service.calls import counted
+from bot.slack.service.http import SlackEvents
+from bot.slack.service.sender import OutboxSender
 from bot.store.models import BackfillRequest
 
 logger = logging.getLogger(__name__)

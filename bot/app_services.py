@@ -8,7 +8,6 @@ from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from bot.clients.sink_sender import SinkSender
-from bot.clients.slack_sender import OutboxSender
 from bot.config import BotConfig
 from bot.core.metrics import Metrics
 from bot.executors.runner import Runner
@@ -23,6 +22,7 @@ from bot.services.reconcile import Reconciler
 from bot.services.sla import SlaService
 from bot.services.subscriptions import SubscriptionService
 from bot.settings import Settings
+from bot.slack.service.sender import OutboxSender
 
 
 @dataclass

@@ -22,11 +22,11 @@ from typing import Any, TypeVar
 from aiohttp import web
 from pydantic import SecretStr
 
-from bot import resource_dir
 from bot.app import build_services, create_bolt_app, create_web_app, is_slack_listener, slack_client
 from bot.app_services import Services
 from bot.config import BotConfig, load_config
 from bot.core.db import describe_url
+from bot.core.resources import resource_dir
 from bot.demo_world import DemoClock, DemoWorld, seed_workspace
 from bot.settings import DEFAULT_DATABASE_URL, Settings
 from bot.standins.airflow import running_airflow_standin

@@ -16,7 +16,7 @@ from datetime import date
 from bot.config import BotConfig
 from bot.demo import Demo, demo_config, running_demo
 from bot.settings import Settings
-from bot.slack_ids import ActionId
+from bot.slack.rules.ids import ActionId
 from bot.standins.slack_state import Message, find_button
 from bot.standins.slack_transcript import transcript
 

@@ -1,55 +1,13 @@
-"""One Jinja2 environment for every message the bot renders; view models keep logic out of
-templates. Slack Block Kit templates join this module with the Slack surface."""
+"""The CLI's text for `plan` and `impact` (templates/cli/): view models, then the templates."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, time
-from functools import cache
 from typing import Any
 
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
-
-from bot import resource_dir
-from bot.core.model import Interval
+from bot.core.templates import environment
 from bot.domain.planner import Plan
 from bot.services.planning import Impact
-
-TEMPLATES = resource_dir("bot.templates")  # the repository's templates/, as installed
-
-
-@cache
-def environment() -> Environment:
-    env = Environment(
-        loader=FileSystemLoader(TEMPLATES),
-        undefined=StrictUndefined,
-        autoescape=False,  # text templates; Block Kit templates escape through |tojson
-        extensions=["jinja2.ext.do"],  # templates gather Block Kit elements into lists
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    return env
-
-
-def _moment(value: datetime) -> str:
-    value = value.astimezone(UTC)
-    if value.time() == time.min:
-        return value.date().isoformat()
-    return value.strftime("%Y-%m-%d %H:%M")
-
-
-def describe_interval(interval: Interval) -> str:
-    return f"{_moment(interval.start)} → {_moment(interval.end)}"
-
-
-def describe_intervals(intervals: tuple[Interval, ...], *, limit: int = 3) -> str:
-    """Short human text: every interval when few, else the span and the count."""
-    if not intervals:
-        return "nothing to rerun"
-    if len(intervals) <= limit:
-        return ", ".join(describe_interval(i) for i in intervals)
-    span = Interval(intervals[0].start, intervals[-1].end)
-    return f"{len(intervals)} runs over {describe_interval(span)}"
+from bot.slack.messages.render import describe_intervals
 
 
 def plan_view(plan: Plan) -> dict[str, Any]:

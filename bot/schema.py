@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from bot.core import audit  # noqa: F401  (the audit log)
 from bot.core.tables import Base
+from bot.slack.store import models as slack_models  # noqa: F401  (the outbox)
 from bot.store import (
     hub_models,  # noqa: F401  (the hub's sinks and subscriptions)
     lineage_models,  # noqa: F401  (the lineage index)
-    models,  # noqa: F401  (backfill requests and steps, the outbox)
+    models,  # noqa: F401  (backfill requests and steps)
     watch_models,  # noqa: F401  (run events, cursors, incidents, SLA misses)
 )
 

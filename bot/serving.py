@@ -8,10 +8,10 @@ import asyncio
 from aiohttp import web
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
-from bot import socket_mode
 from bot.app import SetupError, build_services, create_bolt_app, create_web_app, slack_client
 from bot.config import BotConfig
 from bot.settings import Settings
+from bot.slack.service import socket_mode
 
 __all__ = ["CannotListen", "SetupError", "serve"]
 

@@ -15,9 +15,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.app_services import Services
 from bot.messages.backfill import plan_modal
-from bot.messages.common import refusal
-from bot.services.replies import Reply
-from bot.slack_ids import ActionId
+from bot.slack.messages.common import refusal
+from bot.slack.messages.reply import Reply
+from bot.slack.rules.ids import ActionId
 
 logger = logging.getLogger(__name__)
 Listener = Callable[[AsyncAck, dict[str, Any], AsyncRespond], Coroutine[Any, Any, None]]

@@ -8,7 +8,9 @@ from typing import Any
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
 
 from bot.app_services import Services
-from bot.domain.commands import (
+from bot.messages.backfill import help_message
+from bot.slack.messages.common import acknowledgement, refusal
+from bot.slack.rules.commands import (
     CancelCommand,
     CommandError,
     HelpCommand,
@@ -19,8 +21,6 @@ from bot.domain.commands import (
     UnsubscribeCommand,
     parse_command,
 )
-from bot.messages.backfill import help_message
-from bot.messages.common import acknowledgement, refusal
 
 logger = logging.getLogger(__name__)
 BACKFILL = "/backfill"

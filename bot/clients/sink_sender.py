@@ -38,9 +38,9 @@ from bot.core.tables import utcnow
 from bot.core.worker import Worker
 from bot.messages import ops as ops_messages
 from bot.messages.hub_digest import DIGEST_KINDS, MAX_DIGEST_ROWS, digest_body
+from bot.slack.store.outbox import enqueue as owe_slack
 from bot.store import deliveries
 from bot.store.hub_models import SinkDelivery
-from bot.store.outbox import enqueue as owe_slack
 
 logger = logging.getLogger(__name__)
 # A claimed row is another process's to take again only after this: longer than any one send

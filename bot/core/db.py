@@ -23,7 +23,7 @@ from sqlalchemy.ext.asyncio import (
 )
 from sqlalchemy.pool import ConnectionPoolEntry
 
-from bot import resource_dir
+from bot.core.resources import resource_dir
 
 MIGRATIONS_DIR = resource_dir("bot.migrations")  # the repository's migrations/, as installed
 

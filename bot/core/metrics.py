@@ -35,8 +35,9 @@ from bot.clients.marquez import (
 from bot.core.after_commit import after_commit
 from bot.core.tables import utcnow
 from bot.services.ingest import EVENT_TYPES
+from bot.slack.store.models import OutboxMessage, OutboxRole
 from bot.store import figures
-from bot.store.models import OutboxMessage, OutboxRole, RequestState, StepState
+from bot.store.models import RequestState, StepState
 
 __all__ = ["CONTENT_TYPE", "Metrics", "NoticeKind", "PostedKind", "posted_kind"]
 

@@ -9,9 +9,10 @@ from datetime import datetime
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.domain.planner import Plan, PlanNote
-from bot.messages._render import escape_code
-from bot.store import outbox
-from bot.store.models import BackfillRequest, BackfillStep, OutboxRole
+from bot.slack.messages.render import escape_code
+from bot.slack.store import outbox
+from bot.slack.store.models import OutboxRole
+from bot.store.models import BackfillRequest, BackfillStep
 
 
 def _day(text: str) -> str:

@@ -43,8 +43,10 @@ from bot.domain.progress import (
 from bot.executors.backends import Backend, Busy, Progress, StepRejected, StepWork
 from bot.executors.submit_retry import SubmitRetry, span
 from bot.messages import progress as progress_messages
-from bot.store import execution, outbox, repository
-from bot.store.models import BackfillRequest, BackfillStep, OutboxRole, RequestState, StepState
+from bot.slack.store import outbox
+from bot.slack.store.models import OutboxRole
+from bot.store import execution, repository
+from bot.store.models import BackfillRequest, BackfillStep, RequestState, StepState
 
 logger = logging.getLogger(__name__)
 EndHook = Callable[[AsyncSession, BackfillRequest], Coroutine[Any, Any, None]]

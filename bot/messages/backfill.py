@@ -12,19 +12,19 @@ from typing import Any, Literal
 from bot.core.model import Interval
 from bot.domain.planner import Plan, PlanStep
 from bot.domain.progress import Counts
-from bot.messages._render import (
+from bot.services.access import Denial, DenialKind
+from bot.slack.messages.render import (
     LIST,
     NAME,
     clip,
+    describe_intervals,
     join_clipped,
     macros,
     pack,
     plural,
     render,
 )
-from bot.render import describe_intervals
-from bot.services.access import Denial, DenialKind
-from bot.slack_limits import MESSAGE_BLOCKS, SECTION_TEXT, VIEW_BLOCKS
+from bot.slack.rules.limits import MESSAGE_BLOCKS, SECTION_TEXT, VIEW_BLOCKS
 from bot.store.models import RequestState, StepState
 
 STATUS_ROWS = 20  # requests in /backfill status

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any, TypeVar
 
-from bot.messages._render import LIST, NAME, clip, plural, render
+from bot.slack.messages.render import LIST, NAME, clip, plural, render
 
 ROWS = 15  # per section; Slack allows 100 blocks in a Home view
 

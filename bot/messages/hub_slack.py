@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from bot.messages._render import NAME, clip, render
+from bot.slack.messages.render import NAME, clip, render
 
 _ERROR = 600  # characters of the error a notice quotes (the alert has the rest)
 _REPORTS = 10

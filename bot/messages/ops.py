@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from bot.messages._render import SENTENCE, clip, plural, render
+from bot.slack.messages.render import SENTENCE, clip, plural, render
 
 _FACT = 500
 _SINK = 80  # a sink's name as BOT_CONFIG spells it (at most 63 characters there)

@@ -17,9 +17,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bot.domain.progress import Counts, duration_text
-from bot.messages._render import NAME, clip, clip_mrkdwn, link, macros, pack, plural, render
 from bot.messages.backfill import REQUEST_LOOK, STEP_LOOK, RequestStatus, StepStatus, request_status
-from bot.slack_limits import MESSAGE_BLOCKS, SECTION_TEXT
+from bot.slack.messages.render import NAME, clip, clip_mrkdwn, link, macros, pack, plural, render
+from bot.slack.rules.limits import MESSAGE_BLOCKS, SECTION_TEXT
 from bot.store.models import BackfillRequest, BackfillStep, RequestState, StepState
 
 OPEN_STATES = {RequestState.PREVIEWED, RequestState.APPROVED, RequestState.RUNNING}

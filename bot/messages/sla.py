@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.domain.sla import Miss
-from bot.messages._render import NAME, clip, defuse, render, sentence, user_mention, web_url
 from bot.messages.watch import interval_words
-from bot.slack_ids import ActionId
+from bot.slack.messages.render import NAME, clip, defuse, render, sentence, user_mention, web_url
+from bot.slack.rules.ids import ActionId
 
 _REPORTS = 20  # reports named in one notice before "and N more"
 _REPORT_NAME = 100  # each of them, so that 20 fit one section

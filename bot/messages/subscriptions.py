@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.messages._render import NAME, Mrkdwn, clip, code, render, sentence, user_mention
 from bot.services.access import Denial, DenialKind
+from bot.slack.messages.render import NAME, Mrkdwn, clip, code, render, sentence, user_mention
 
 LIST_BATCH = 8
 """Subscriptions per section of the list: 8 of the longest rows stay within a section's 3000."""

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from bot.messages._render import NAME, clip, link, plural, render
 from bot.messages.backfill import REQUEST_LOOK
+from bot.slack.messages.render import NAME, clip, link, plural, render
 from bot.store.models import RequestState
 
 _ROWS = 15  # DAGs named in one notice before "and N more"

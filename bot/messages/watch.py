@@ -15,7 +15,7 @@ from typing import Any
 from bot.domain.impact import ImpactSnapshot, ImpactStatus
 from bot.domain.progress import duration_text
 from bot.domain.proposal import Proposal
-from bot.messages._render import (
+from bot.slack.messages.render import (
     LIST,
     NAME,
     SENTENCE,

@@ -19,11 +19,13 @@ from bot.core.audit import Refused, add_audit, add_refusal
 from bot.core.tables import utcnow
 from bot.domain.planner import Plan, plan_from_json
 from bot.messages.backfill import plan_preview, unknown_backfill
-from bot.messages.common import action_result, refusal
 from bot.services.access import lives_in
-from bot.services.replies import Reply
-from bot.store import guards, outbox, repository
-from bot.store.models import BackfillRequest, OutboxRole, RequestState, StepState
+from bot.slack.messages.common import action_result, refusal
+from bot.slack.messages.reply import Reply
+from bot.slack.store import outbox
+from bot.slack.store.models import OutboxRole
+from bot.store import guards, repository
+from bot.store.models import BackfillRequest, RequestState, StepState
 
 
 def retry_plan(plan: Plan, dag_ids: Collection[str]) -> Plan:

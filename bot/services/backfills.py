@@ -19,13 +19,10 @@ from bot.clients.marquez import MarquezError, MarquezUnavailable
 from bot.config import BotConfig
 from bot.core.audit import add_audit
 from bot.core.model import DagRef
-from bot.domain.commands import PlanCommand
 from bot.domain.errors import PlanningError
 from bot.domain.planner import Plan, PlanNote, PlanStep, plan_from_json
 from bot.executors.base import Executor
-from bot.messages._render import code, plural, sentence, user_mention
 from bot.messages.backfill import denied, plan_preview, request_status, status_list
-from bot.messages.common import action_result, refusal
 from bot.messages.progress import status_of
 from bot.services.access import (
     GroupDirectory,
@@ -34,11 +31,16 @@ from bot.services.access import (
     still_to_approve,
 )
 from bot.services.planning import PlanRequest, PlanSource
-from bot.services.replies import Reply
 from bot.services.request_lookup import RequestLookup
 from bot.services.team_notices import TeamNotices
-from bot.store import execution, guards, outbox, repository
-from bot.store.models import BackfillRequest, OutboxRole, RequestState
+from bot.slack.messages.common import action_result, refusal
+from bot.slack.messages.render import code, plural, sentence, user_mention
+from bot.slack.messages.reply import Reply
+from bot.slack.rules.commands import PlanCommand
+from bot.slack.store import outbox
+from bot.slack.store.models import OutboxRole
+from bot.store import execution, guards, repository
+from bot.store.models import BackfillRequest, RequestState
 
 logger = logging.getLogger(__name__)
 

@@ -31,10 +31,11 @@ from bot.domain.routing import (
 from bot.messages import hub as hub_messages
 from bot.messages import watch as watch_messages
 from bot.messages.hub_slack import FailureNotice, NoticeState, failure_notice
-from bot.store import deliveries, outbox
+from bot.slack.store import outbox
+from bot.slack.store.models import OutboxMessage
+from bot.store import deliveries
 from bot.store import incidents as store
 from bot.store import subscriptions as subscription_store
-from bot.store.models import OutboxMessage
 from bot.store.watch_models import Incident
 
 logger = logging.getLogger(__name__)

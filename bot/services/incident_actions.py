@@ -20,18 +20,18 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from bot.core.audit import Refused, add_audit, add_refusal
 from bot.core.model import DagRef
 from bot.core.tables import utcnow
-from bot.domain.commands import PlanCommand
 from bot.domain.errors import PlanningError
 from bot.domain.incidents import IncidentState, backfill_range, span
 from bot.domain.planner import Plan
 from bot.domain.proposal import without_root
 from bot.messages import watch as watch_messages
 from bot.messages.backfill import snooze_denied
-from bot.messages.common import action_result, refusal
 from bot.services.access import may_snooze, requires_all_owners
 from bot.services.backfills import BackfillService
 from bot.services.incident_alerts import AlertOutbox
-from bot.services.replies import Reply
+from bot.slack.messages.common import action_result, refusal
+from bot.slack.messages.reply import Reply
+from bot.slack.rules.commands import PlanCommand
 from bot.store import incidents as store
 from bot.store import repository
 from bot.store.models import RequestState

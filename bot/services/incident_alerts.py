@@ -21,9 +21,11 @@ from bot.domain.proposal import Proposal, propose
 from bot.messages import watch as watch_messages
 from bot.services.hub import Hub
 from bot.services.links import AirflowUi, Links
+from bot.slack.store import outbox
+from bot.slack.store.models import OutboxRole
 from bot.store import incidents as store
-from bot.store import outbox, repository, run_history
-from bot.store.models import BackfillRequest, OutboxRole, RequestState
+from bot.store import repository, run_history
+from bot.store.models import BackfillRequest, RequestState
 from bot.store.watch_models import Incident
 
 logger = logging.getLogger(__name__)

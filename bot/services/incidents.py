@@ -43,8 +43,9 @@ from bot.services.escalation import Escalations
 from bot.services.hub import Hub
 from bot.services.incident_alerts import AlertOutbox, outage_words
 from bot.services.links import AirflowUi
+from bot.slack.store import outbox
 from bot.store import incidents as store
-from bot.store import outbox, set_aside
+from bot.store import set_aside
 from bot.store.watch_models import Incident, RunEvent
 
 logger = logging.getLogger(__name__)

@@ -46,8 +46,8 @@ from bot.messages.ops import describe_duration
 from bot.services.feed import MAX_PAGES, Batch, FeedReader
 from bot.services.ingest import ParsedEvent, store_events
 from bot.services.late_sweep import LateSweep, SweepRun, store_late
+from bot.slack.store.outbox import enqueue
 from bot.store import cursors
-from bot.store.outbox import enqueue
 from bot.store.watch_models import EventSource
 
 __all__ = [

@@ -11,10 +11,10 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.core.audit import Refused, add_refusal
 from bot.messages.backfill import unknown_backfill
-from bot.messages.common import refusal
 from bot.services.access import lives_in, may_see
-from bot.services.replies import Reply
 from bot.services.team_notices import TeamNotices
+from bot.slack.messages.common import refusal
+from bot.slack.messages.reply import Reply
 from bot.store import repository
 from bot.store.models import BackfillRequest, RequestState
 

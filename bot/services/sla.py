@@ -24,14 +24,15 @@ from bot.domain.errors import PlanningError
 from bot.domain.routing import HubEvent, severity_of
 from bot.domain.sla import Miss, RunFacts, misses
 from bot.messages import sla as sla_messages
-from bot.messages.common import action_result
 from bot.messages.watch import interval_words
 from bot.services.backfills import PlannerFactory
 from bot.services.hub import Hub
 from bot.services.links import Links
-from bot.services.replies import Reply
-from bot.slack_ids import ActionId
-from bot.store import incidents, outbox, run_events, sla_misses
+from bot.slack.messages.common import action_result
+from bot.slack.messages.reply import Reply
+from bot.slack.rules.ids import ActionId
+from bot.slack.store import outbox
+from bot.store import incidents, run_events, sla_misses
 from bot.store.watch_models import RunEvent, SlaMiss
 
 logger = logging.getLogger(__name__)

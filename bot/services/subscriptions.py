@@ -26,12 +26,12 @@ from bot.config import BotConfig
 from bot.core.after_commit import log_after_commit
 from bot.core.audit import Refused, add_audit, add_refusal
 from bot.core.tables import utcnow
-from bot.domain.commands import SubscribeCommand
 from bot.messages import subscriptions as words
-from bot.messages.common import action_result, refusal
 from bot.messages.subscriptions import SubscriptionLine
 from bot.services.access import GroupDirectory, is_direct_message, may_subscribe
-from bot.services.replies import Reply
+from bot.slack.messages.common import action_result, refusal
+from bot.slack.messages.reply import Reply
+from bot.slack.rules.commands import SubscribeCommand
 from bot.store import subscriptions as store
 from bot.store.hub_models import Subscription
 

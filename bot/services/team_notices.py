@@ -18,7 +18,7 @@ from bot.core.tables import utcnow
 from bot.domain.routing import HubEvent, HubKind
 from bot.messages import teams as team_messages
 from bot.services.hub import Hub
-from bot.store import outbox
+from bot.slack.store import outbox
 from bot.store.models import BackfillRequest
 
 EndHook = Callable[[AsyncSession, BackfillRequest], Coroutine[Any, Any, None]]

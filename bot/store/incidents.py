@@ -23,7 +23,7 @@ from bot.domain.incidents import (
     with_failure,
 )
 from bot.domain.producers import AirflowRef
-from bot.store.models import OutboxMessage, OutboxRole
+from bot.slack.store.models import OutboxMessage, OutboxRole
 from bot.store.watch_models import Incident, RunEvent
 
 

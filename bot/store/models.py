@@ -1,4 +1,4 @@
-"""What the bot owes before it acts on a backfill: requests, their steps, and the outbox.
+"""What the bot owes before it acts on a backfill: requests and their steps.
 
 Tables on the shared base (`bot.core.tables`): ids, UTC datetimes and named constraints.
 """
@@ -156,61 +156,4 @@ class BackfillStep(Base):
     __table_args__ = (
         CheckConstraint(one_of("state", StepState), name="state"),
         UniqueConstraint("request_id", "position"),
-    )
-
-
-class OutboxState(StrEnum):
-    PENDING = "pending"
-    SENT = "sent"
-    FAILED = "failed"
-
-
-class OutboxRole(StrEnum):
-    """How a message relates to a request's status message (the parent of its thread)."""
-
-    PLAIN = "plain"  # a message on its own
-    STATUS = "status"  # the status message itself: its ts is recorded on the request
-    THREAD = "thread"  # a reply in the thread of the request's status message
-    STATUS_UPDATE = "status_update"  # chat.update of the request's status message
-
-
-OUTBOX_METHODS = ("chat.postMessage", "chat.update", "chat.postEphemeral")
-
-
-class OutboxMessage(Base):
-    """A Slack message the bot owes, written before it is sent (one sender delivers them)."""
-
-    __tablename__ = "outbox"
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    method: Mapped[str] = mapped_column(String(32), default="chat.postMessage")
-    role: Mapped[str] = mapped_column(String(16), default=OutboxRole.PLAIN.value)
-    channel: Mapped[str] = mapped_column(String(64))
-    user: Mapped[str | None] = mapped_column(String(64))
-    request_id: Mapped[str | None] = mapped_column(
-        String(32), ForeignKey("backfill_requests.id", ondelete="SET NULL")
-    )
-    # An incident alert plays the part of a request's status message for its own rows.
-    incident_id: Mapped[str | None] = mapped_column(
-        String(32), ForeignKey("incidents.id", ondelete="SET NULL", use_alter=True)
-    )
-    payload: Mapped[dict[str, Any]] = mapped_column(JSON)
-    state: Mapped[str] = mapped_column(String(16), default=OutboxState.PENDING.value)
-    attempts: Mapped[int] = mapped_column(Integer, default=0)
-    next_attempt_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
-    posted_ts: Mapped[str | None] = mapped_column(String(32))
-    edit_key: Mapped[str | None] = mapped_column(String(64))
-    """Rows of one parent with the same key are one message: the first posts it, later ones
-    edit it in place (e.g. the single "N failures downstream joined" reply)."""
-    error: Mapped[str | None] = mapped_column(String(500))
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
-    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
-
-    __table_args__ = (
-        CheckConstraint(one_of("state", OutboxState), name="state"),
-        CheckConstraint(one_of("role", OutboxRole), name="role"),
-        CheckConstraint(one_of("method", OUTBOX_METHODS), name="method"),
-        Index("ix_outbox_state_next_attempt_at", "state", "next_attempt_at"),
-        Index("ix_outbox_request_id", "request_id"),
-        Index("ix_outbox_incident_id", "incident_id"),
     )

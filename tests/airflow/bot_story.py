@@ -32,7 +32,7 @@ from execution_support import (
 from harness import RealAirflow
 
 from bot.clients.airflow import Airflow3Client, DagRunInfo, connect_airflow
-from bot.slack_ids import ActionId
+from bot.slack.rules.ids import ActionId
 from bot.standins.marquez import StandInServer
 from bot.store.models import BackfillRequest
 

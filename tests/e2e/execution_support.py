@@ -11,7 +11,7 @@ from typing import Any
 from e2e_support import CHANNEL, CONFIG, OWNER, REQUESTER, Bot, buttons, eventually
 
 from bot.config import BotConfig, parse_config
-from bot.slack_ids import ActionId
+from bot.slack.rules.ids import ActionId
 from bot.store import repository
 from bot.store.models import BackfillRequest
 

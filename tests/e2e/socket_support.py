@@ -12,10 +12,10 @@ from pathlib import Path
 from e2e_support import Bot, start_bot
 from execution_support import airflow_env
 
-from bot import socket_mode
 from bot.app import create_bolt_app
 from bot.config import BotConfig, load_config
 from bot.demo import EXAMPLE_CONFIG
+from bot.slack.service import socket_mode
 from bot.standins.airflow import running_airflow_standin
 from bot.standins.airflow_dags import FOOD_DELIVERY_DAGS, food_delivery_history
 from bot.standins.marquez import StandInServer

@@ -33,7 +33,7 @@ from story_support import (
     story_config,
 )
 
-from bot.slack_ids import ActionId
+from bot.slack.rules.ids import ActionId
 from bot.standins.marquez import StandInServer
 
 PLANNED_DAGS = 7  # example.etl_orders and everything downstream of it

@@ -25,7 +25,7 @@ from execution_support import (
 )
 
 from bot.config import BotConfig
-from bot.slack_ids import ActionId
+from bot.slack.rules.ids import ActionId
 from bot.standins.airflow import AirflowStandin, running_airflow_standin
 from bot.standins.airflow_dags import FOOD_DELIVERY_DAGS, food_delivery_history
 from bot.standins.airflow_state import DagRun

@@ -17,7 +17,7 @@ import yaml
 from e2e_support import CHANNEL, CONFIG, OWNER, REQUESTER, buttons, eventually
 
 from bot.core.db import make_engine, session_factory
-from bot.slack_ids import ActionId
+from bot.slack.rules.ids import ActionId
 from bot.standins.airflow import running_airflow_standin
 from bot.standins.airflow_dags import FOOD_DELIVERY_DAGS, food_delivery_history
 from bot.standins.marquez import StandInServer

@@ -26,7 +26,7 @@ from story_support import click, post_events, request_of, run_event, story_bot
 from test_home import open_home
 
 from bot.config import BotConfig, parse_config
-from bot.slack_ids import ActionId
+from bot.slack.rules.ids import ActionId
 from bot.standins.airflow import AirflowStandin
 from bot.standins.marquez import StandInServer, running_standin
 from bot.standins.slack_state import SlackState

@@ -35,7 +35,7 @@ from test_hub_sinks import ROUTING_KEY, SECRET, actions, delivered, types
 from test_sla import DAY, T0, dag_run
 
 from bot.config import BotConfig, parse_config
-from bot.slack_ids import ActionId
+from bot.slack.rules.ids import ActionId
 from bot.standins.marquez import StandInServer
 from bot.standins.pagerduty import PagerDutyStandin, running_pagerduty_standin
 from bot.standins.slack import SlackStandIn, running_slack_standin

@@ -31,7 +31,7 @@ from story_support import (
 )
 
 from bot.config import BotConfig
-from bot.slack_ids import ActionId
+from bot.slack.rules.ids import ActionId
 from bot.standins.marquez import StandInServer
 from bot.standins.pagerduty import PagerDutyStandin, running_pagerduty_standin
 from bot.standins.teams import running_teams_standin

@@ -21,7 +21,7 @@ from sqlalchemy import select
 
 from bot.config import parse_config
 from bot.services.incidents import IncidentService
-from bot.slack_ids import ActionId
+from bot.slack.rules.ids import ActionId
 from bot.standins.marquez import StandInServer
 from bot.store.models import BackfillRequest
 from bot.store.watch_models import EventSource, Incident, RunEvent

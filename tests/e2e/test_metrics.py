@@ -29,12 +29,12 @@ from story_support import (
 
 from bot.config import BotConfig, parse_config
 from bot.core.tables import utcnow
-from bot.slack_ids import ActionId
+from bot.slack.rules.ids import ActionId
+from bot.slack.store import outbox
+from bot.slack.store.models import OutboxMessage
 from bot.standins.airflow import running_airflow_standin
 from bot.standins.airflow_dags import FOOD_DELIVERY_DAGS, food_delivery_history
 from bot.standins.marquez import StandInServer, start_standin
-from bot.store import outbox
-from bot.store.models import OutboxMessage
 
 LATER = {"text": "later"}
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]

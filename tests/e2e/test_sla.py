@@ -19,7 +19,7 @@ from test_slack_scoping import forged_click, refusals
 from bot.config import parse_config
 from bot.domain.lineage import LineageCycleError
 from bot.services.sla import SlaService
-from bot.slack_ids import ActionId
+from bot.slack.rules.ids import ActionId
 from bot.standins.marquez import StandInServer
 from bot.store.watch_models import EventSource, RunEvent
 

@@ -12,7 +12,7 @@ from e2e_support import CHANNEL, OUTSIDER, OWNER, REQUESTER, Bot, buttons, event
 from sqlalchemy import func, select
 
 from bot.core.audit import AuditEntry
-from bot.slack_ids import ActionId
+from bot.slack.rules.ids import ActionId
 from bot.store.models import BackfillRequest
 
 COMMAND = "example.etl_orders 2021-06-04..2021-06-06"

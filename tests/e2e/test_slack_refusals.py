@@ -14,7 +14,7 @@ from sqlalchemy import func, select
 
 from bot.config import parse_config
 from bot.core.audit import AuditEntry
-from bot.slack_ids import ActionId
+from bot.slack.rules.ids import ActionId
 from bot.standins.marquez import StandInServer
 from bot.store.models import BackfillRequest
 

@@ -19,7 +19,7 @@ from story_support import DAYS, alerts, incident, post_events, run_event
 
 from bot.config import parse_config
 from bot.core.audit import AuditEntry
-from bot.slack_ids import ActionId
+from bot.slack.rules.ids import ActionId
 from bot.standins.marquez import StandInServer
 
 ELSEWHERE = "C0ELSEWHER"

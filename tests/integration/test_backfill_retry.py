@@ -24,9 +24,10 @@ from bot.executors.runner import Runner
 from bot.messages.progress import status_payload
 from bot.services.backfill_retry import RetryService
 from bot.services.backfills import BackfillService
-from bot.slack_ids import ActionId
+from bot.slack.rules.ids import ActionId
+from bot.slack.store.models import OutboxMessage, OutboxRole
 from bot.store import repository
-from bot.store.models import BackfillRequest, OutboxMessage, OutboxRole, RequestState
+from bot.store.models import BackfillRequest, RequestState
 
 OWNER, REQUESTER, RETRIER = "U0OWNER001", "U0REQ00001", "U0RETRY001"
 CHANNEL = "C0BACKFILL"

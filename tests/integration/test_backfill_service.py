@@ -21,8 +21,9 @@ from bot.executors.manual import ManualExecutor
 from bot.services.backfills import BackfillService
 from bot.services.planning import Planner
 from bot.settings import load_settings
+from bot.slack.store.models import OutboxMessage
 from bot.store import repository
-from bot.store.models import OutboxMessage, RequestState
+from bot.store.models import RequestState
 
 PLAN = {
     "dag_id": "example.etl_orders",

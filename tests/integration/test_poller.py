@@ -27,9 +27,9 @@ from bot.clients.marquez import MarquezClient, RetryPolicy
 from bot.config import Watch
 from bot.core.db import make_engine, session_factory, upgrade
 from bot.services.poller import MarquezPoller, describe_duration
+from bot.slack.store.models import OutboxMessage
 from bot.standins.food_delivery import food_delivery_events
 from bot.standins.marquez import StandInServer
-from bot.store.models import OutboxMessage
 from bot.store.watch_models import RunEvent, WatchCursor
 
 Sessions = async_sessionmaker[AsyncSession]

@@ -21,8 +21,9 @@ from bot.core.model import DagRef
 from bot.domain.progress import Counts, report_gap
 from bot.executors.backends import Finding, Progress, State, StepWork
 from bot.executors.runner import Runner
+from bot.slack.store.models import OutboxMessage, OutboxRole
 from bot.store import repository
-from bot.store.models import BackfillRequest, OutboxMessage, OutboxRole, RequestState
+from bot.store.models import BackfillRequest, RequestState
 
 T0 = datetime(2021, 6, 7, 9, 0, tzinfo=UTC)
 MIN = timedelta(minutes=1)

@@ -27,7 +27,7 @@ from bot.app_services import Services
 from bot.config import parse_config
 from bot.core.db import upgrade
 from bot.settings import load_settings
-from bot.slack_ids import ActionId
+from bot.slack.rules.ids import ActionId
 from bot.standins.marquez import StandInServer
 from bot.standins.slack import BotReply, SlackStandIn, running_slack_standin
 from bot.store.models import BackfillRequest
@@ -274,7 +274,7 @@ async def test_replayed_signed_backfill_creates_one_request(
     first = await bot.slack.slash_command(COMMAND, user_id=REQUESTER, channel_id=CHANNEL)
     assert first.status == 200
     recorded = bot.slack.sent_requests[-1]  # the exact signed bytes and headers Slack sent
-    with caplog.at_level(logging.WARNING, logger="bot.slack_http"):
+    with caplog.at_level(logging.WARNING, logger="bot.slack.service.http"):
         replays = await asyncio.gather(
             *(bot.send(recorded.body, recorded.headers) for _ in range(3))
         )
@@ -283,7 +283,7 @@ async def test_replayed_signed_backfill_creates_one_request(
     await bot.settle()
     assert await bot.requests() == 1
     assert len(bot.slack.state.messages(CHANNEL)) == 1
-    warnings = [r for r in caplog.records if r.name == "bot.slack_http"]
+    warnings = [r for r in caplog.records if r.name == "bot.slack.service.http"]
     assert [r.levelno for r in warnings] == [logging.WARNING] * 3
     assert all("replayed" in r.getMessage() for r in warnings)
     assert all(bot.slack.signing_secret not in r.getMessage() for r in warnings)

@@ -27,7 +27,7 @@ from execution_support import (
     thread_text,
 )
 
-from bot.slack_ids import ActionId
+from bot.slack.rules.ids import ActionId
 from bot.standins.marquez import running_standin
 from pipeline.food_delivery.jobs import PipelineSettings
 from pipeline.food_delivery.lineage import history_events

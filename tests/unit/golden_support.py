@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from bot.render import TEMPLATES, environment
-from bot.slack_limits import check_message, check_view
+from bot.core.templates import TEMPLATES, environment
+from bot.slack.rules.limits import check_message, check_view
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
 UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"

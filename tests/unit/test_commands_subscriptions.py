@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from bot.config.hub import EVENT_CLASSES
-from bot.domain.commands import (
+from bot.slack.rules.commands import (
     PATTERN_CHARS,
     CommandError,
     PlanCommand,

@@ -17,15 +17,6 @@ from hypothesis import strategies as st
 
 from bot.core.model import DagRef, DateRange, Interval
 from bot.domain.planner import Plan, PlanStep
-from bot.messages._render import (
-    channel_mention,
-    clip,
-    code,
-    escape_mrkdwn,
-    join_clipped,
-    sentence,
-    user_mention,
-)
 from bot.messages.backfill import (
     RequestStatus,
     StepStatus,
@@ -36,10 +27,19 @@ from bot.messages.backfill import (
     request_status,
     status_list,
 )
-from bot.messages.common import acknowledgement, action_result, refusal
 from bot.services.access import Denial, DenialKind
-from bot.slack_ids import ActionId, BlockId, ViewCallbackId
-from bot.slack_limits import check_message, check_view
+from bot.slack.messages.common import acknowledgement, action_result, refusal
+from bot.slack.messages.render import (
+    channel_mention,
+    clip,
+    code,
+    escape_mrkdwn,
+    join_clipped,
+    sentence,
+    user_mention,
+)
+from bot.slack.rules.ids import ActionId, BlockId, ViewCallbackId
+from bot.slack.rules.limits import check_message, check_view
 from bot.store.models import REQUEST_TRANSITIONS, RequestState, StepState
 
 RANGE = DateRange(date(2021, 6, 4), date(2021, 6, 6))

@@ -25,28 +25,18 @@ import pytest
 from golden_support import Case, assert_golden, check, elements, slack_templates
 
 from bot.core.model import DagRef, DateRange, Interval
+from bot.core.templates import environment
 from bot.domain.impact import DagImpact, ImpactSnapshot, ImpactStatus, ReportImpact
 from bot.domain.planner import Plan, PlanNote, PlanStep
 from bot.domain.progress import Counts
 from bot.domain.proposal import Proposal
 from bot.domain.sla import Miss
-from bot.messages import (
-    _render,
-    backfill,
-    common,
-    home,
-    hub_slack,
-    ops,
-    progress,
-    sla,
-    subscriptions,
-    teams,
-    watch,
-)
-from bot.messages._render import channel_mention, code, sentence, user_mention
-from bot.render import environment
+from bot.messages import backfill, home, hub_slack, ops, progress, sla, subscriptions, teams, watch
 from bot.services.access import Denial, DenialKind
-from bot.slack_limits import BUTTON_URL, CONFIRM_TEXT
+from bot.slack.messages import common
+from bot.slack.messages import render as _render
+from bot.slack.messages.render import channel_mention, code, sentence, user_mention
+from bot.slack.rules.limits import BUTTON_URL, CONFIRM_TEXT
 from bot.store.models import BackfillRequest, BackfillStep
 
 MODULES: tuple[ModuleType, ...] = (

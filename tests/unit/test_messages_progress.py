@@ -16,7 +16,7 @@ from bot.domain.planner import Plan, PlanStep
 from bot.domain.progress import Counts
 from bot.messages import progress
 from bot.messages.backfill import plan_preview, request_status
-from bot.slack_ids import ActionId
+from bot.slack.rules.ids import ActionId
 from bot.store.models import BackfillRequest, BackfillStep
 
 T0 = datetime(2021, 6, 7, 9, 0, tzinfo=UTC)

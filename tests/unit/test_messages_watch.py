@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from bot.domain.impact import DagImpact, ImpactSnapshot, ImpactStatus, ReportImpact
 from bot.domain.proposal import Proposal
 from bot.messages import watch
-from bot.messages._render import channel_mention, sentence, user_mention
-from bot.slack_ids import ActionId
+from bot.slack.messages.render import channel_mention, sentence, user_mention
+from bot.slack.rules.ids import ActionId
 
 ALERT, REPLY = "watch/incident_alert.json.j2", "watch/incident_reply.json.j2"
 INCIDENT = "0a1b2c3d4e5f60718293a4b5c6d7e8f9"

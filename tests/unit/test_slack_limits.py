@@ -1,4 +1,4 @@
-"""Slack's limits for messages and views (bot.slack_limits): every limit rejected one past it,
+"""Slack's limits for messages and views (bot.slack.rules.limits): every limit rejected one past it,
 accepted exactly at it."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from bot.slack_limits import SlackLimitError, check_message, check_view
+from bot.slack.rules.limits import SlackLimitError, check_message, check_view
 
 
 def section(text: str = "ok", **extra: Any) -> dict[str, Any]:

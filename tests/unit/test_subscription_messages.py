@@ -14,11 +14,11 @@ import pytest
 from golden_support import Case, assert_golden, check, mrkdwn_texts
 
 from bot.config.hub import EVENT_CLASSES
-from bot.domain.commands import PATTERN_CHARS
-from bot.messages import common
 from bot.messages import subscriptions as words
 from bot.messages.subscriptions import SubscriptionLine
 from bot.services.access import Denial, DenialKind
+from bot.slack.messages import common
+from bot.slack.rules.commands import PATTERN_CHARS
 
 ADDED = "common/subscription_added.json.j2"
 REMOVED = "common/subscription_removed.json.j2"

@@ -25,10 +25,11 @@ from bot.core.after_commit import after_commit
 from bot.core.metrics import Metrics
 from bot.core.tables import utcnow
 from bot.core.worker import Worker
-from bot.messages._render import channel_mention, code, sentence
-from bot.messages.common import action_result
-from bot.store import outbox
-from bot.store.models import BackfillRequest, OutboxMessage, OutboxRole, OutboxState
+from bot.slack.messages.common import action_result
+from bot.slack.messages.render import channel_mention, code, sentence
+from bot.slack.store import outbox
+from bot.slack.store.models import OutboxMessage, OutboxRole, OutboxState
+from bot.store.models import BackfillRequest
 
 logger = logging.getLogger(__name__)
 

@@ -25,12 +25,14 @@ import json
 import logging
 import re
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, time
 from typing import Any
 from urllib.parse import quote
 
-from bot.render import environment
-from bot.slack_ids import ActionId, BlockId, ViewCallbackId
-from bot.slack_limits import BUTTON_URL, check_message, check_view
+from bot.core.model import Interval
+from bot.core.templates import environment
+from bot.slack.rules.ids import ActionId, BlockId, ViewCallbackId
+from bot.slack.rules.limits import BUTTON_URL, check_message, check_view
 
 logger = logging.getLogger(__name__)
 
@@ -306,3 +308,24 @@ def render(template: str, view: Mapping[str, Any]) -> dict[str, Any]:
     else:
         check_message(payload)
     return payload
+
+
+def _moment(value: datetime) -> str:
+    value = value.astimezone(UTC)
+    if value.time() == time.min:
+        return value.date().isoformat()
+    return value.strftime("%Y-%m-%d %H:%M")
+
+
+def describe_interval(interval: Interval) -> str:
+    return f"{_moment(interval.start)} → {_moment(interval.end)}"
+
+
+def describe_intervals(intervals: tuple[Interval, ...], *, limit: int = 3) -> str:
+    """Short human text: every interval when few, else the span and the count."""
+    if not intervals:
+        return "nothing to rerun"
+    if len(intervals) <= limit:
+        return ", ".join(describe_interval(i) for i in intervals)
+    span = Interval(intervals[0].start, intervals[-1].end)
+    return f"{len(intervals)} runs over {describe_interval(span)}"

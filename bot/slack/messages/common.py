@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.messages._render import SENTENCE, clip_sentence, render
+from bot.slack.messages.render import SENTENCE, clip_sentence, render
 
 _HINT = 1900  # a context element holds 2000 characters, the icon included
 

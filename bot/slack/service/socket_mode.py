@@ -4,8 +4,8 @@ slack_bolt's handler retries a refused `apps.connections.open` every few seconds
 wrong token would look like a bot that started and hears nothing: the first URL is asked for
 here, and a refused token stops `serve` with Slack's reason. Any other failure (Slack's
 `internal_error`, a 5xx, the network) may pass: it is retried, with a warning, until it does.
-Requests over the socket skip `bot/slack_http.py`, so its Events API retry rule is applied here
-too, as a bolt middleware.
+Requests over the socket skip `bot/slack/service/http.py`, so its Events API retry rule is
+applied here too, as a bolt middleware.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError
 
 from bot.core.http import describe
-from bot.slack_http import EVENT_RETRY_S, ReplayCache
+from bot.slack.service.http import EVENT_RETRY_S, ReplayCache
 
 logger = logging.getLogger(__name__)
 
