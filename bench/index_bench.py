@@ -32,13 +32,13 @@ from bot.clients.marquez import MarquezClient
 from bot.config import BotConfig, IndexSettings
 from bot.core.db import make_engine, session_factory, upgrade
 from bot.core.model import DagRef, DatasetRef
-from bot.domain.dag_graph import DagLineage, JobLineage
-from bot.domain.lineage import affected_dags
-from bot.domain.planner import make_plan
-from bot.services.index_planner import IndexPlanner
-from bot.services.lineage_index import LineageIndex
-from bot.services.planning import PlanRequest
-from bot.services.reconcile import Reconciler
+from bot.lineage.rules.dag_graph import DagLineage, JobLineage
+from bot.lineage.rules.graph import affected_dags
+from bot.lineage.rules.planner import make_plan
+from bot.lineage.service.index import LineageIndex
+from bot.lineage.service.index_planner import IndexPlanner
+from bot.lineage.service.planning import PlanRequest
+from bot.lineage.service.reconcile import Reconciler
 from bot.standins.marquez import running_standin
 
 

@@ -25,9 +25,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bot.core.model import DagRef, DateRange
-from bot.domain.lineage import build_lineage
-from bot.domain.planner import make_plan
-from bot.domain.schedule import PeriodicSchedule, Schedule
+from bot.lineage.rules.graph import build_lineage
+from bot.lineage.rules.planner import make_plan
+from bot.lineage.rules.schedule import PeriodicSchedule, Schedule
 from bot.standins.synthetic import JobSpec, lineage_nodes
 
 NS = "synthetic"

@@ -46,10 +46,10 @@ from bot.config import Execution
 from bot.core.db import make_engine, session_factory, upgrade
 from bot.core.model import DagRef
 from bot.domain import progress as progress_rules
-from bot.domain.planner import plan_from_json
 from bot.domain.progress import Counts
 from bot.executors.backends import Finding, Progress, State, StepWork
 from bot.executors.runner import Runner
+from bot.lineage.rules.planner import plan_from_json
 from bot.messages.backfill import plan_preview, request_status
 from bot.messages.progress import status_of
 from bot.slack.messages.common import action_result

@@ -41,6 +41,11 @@ from bot.executors.backends import Backend
 from bot.executors.manual import ManualExecutor
 from bot.executors.runner import Runner
 from bot.executors.spark import SparkBackend
+from bot.lineage.service.index import LineageIndex
+from bot.lineage.service.index_planner import IndexPlanner
+from bot.lineage.service.planning import Planner, PlanSource
+from bot.lineage.service.reconcile import Reconciler
+from bot.lineage.service.record import record_lineage
 from bot.readiness import CHECK_TIMEOUT_S, Readiness
 from bot.receiver import add_receiver
 from bot.services.access import SlackGroups
@@ -50,13 +55,8 @@ from bot.services.home import HomeService
 from bot.services.hub import Hub
 from bot.services.incident_actions import IncidentActions
 from bot.services.incidents import IncidentService
-from bot.services.index_planner import IndexPlanner
-from bot.services.ingest import record_lineage
-from bot.services.lineage_index import LineageIndex
 from bot.services.links import AirflowUi
-from bot.services.planning import Planner, PlanSource
 from bot.services.poller import MarquezPoller
-from bot.services.reconcile import Reconciler
 from bot.services.sla import SlaService
 from bot.services.subscriptions import SubscriptionService
 from bot.services.team_notices import TeamNotices

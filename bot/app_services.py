@@ -11,6 +11,7 @@ from bot.clients.sink_sender import SinkSender
 from bot.config import BotConfig
 from bot.core.metrics import Metrics
 from bot.executors.runner import Runner
+from bot.lineage.service.reconcile import Reconciler
 from bot.readiness import Readiness
 from bot.services.backfill_retry import RetryService
 from bot.services.backfills import BackfillService
@@ -18,7 +19,6 @@ from bot.services.home import HomeService
 from bot.services.incident_actions import IncidentActions
 from bot.services.incidents import IncidentService
 from bot.services.poller import MarquezPoller
-from bot.services.reconcile import Reconciler
 from bot.services.sla import SlaService
 from bot.services.subscriptions import SubscriptionService
 from bot.settings import Settings

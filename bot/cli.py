@@ -23,12 +23,12 @@ from bot.clients.marquez import MarquezClient, MarquezError, MarquezUnavailable
 from bot.config import BotConfig, load_config
 from bot.config.base import ConfigError
 from bot.core.logs import configure
-from bot.domain.errors import PlanningError
-from bot.domain.planner import PlanError
-from bot.domain.ranges import RangeError
-from bot.render import render_impact_text, render_plan_text
-from bot.services.catalog import AmbiguousDag, TaskNotDag, UnknownDag
-from bot.services.planning import Planner, PlanRequest
+from bot.lineage.messages import render_impact_text, render_plan_text
+from bot.lineage.rules.errors import PlanningError
+from bot.lineage.rules.planner import PlanError
+from bot.lineage.rules.ranges import RangeError
+from bot.lineage.service.catalog import AmbiguousDag, TaskNotDag, UnknownDag
+from bot.lineage.service.planning import Planner, PlanRequest
 from bot.settings import (
     Settings,
     SettingsError,
@@ -207,7 +207,7 @@ async def _impact(args: argparse.Namespace, settings: Settings, config: BotConfi
         planner = Planner(client, config, default_namespace=settings.marquez_namespace)
         impact = await planner.impact(args.dag, args.namespace)
     if args.json:
-        from bot.render import impact_view
+        from bot.lineage.messages import impact_view
 
         return json.dumps(impact_view(impact), indent=2, ensure_ascii=False)
     return render_impact_text(impact)

@@ -28,7 +28,7 @@ from bot.core.schema_state import SchemaState, migrations_location, read_schema_
 from bot.core.urls import display_url
 from bot.executors.airflow import AirflowBackend
 from bot.executors.backends import Finding
-from bot.services.catalog import Catalog, load_catalog
+from bot.lineage.service.catalog import Catalog, load_catalog
 from bot.settings import Settings
 
 LISTED = 10  # names a row lists before "… and N more"

@@ -22,7 +22,9 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.core.metrics import Metrics
-from bot.services.ingest import InvalidEvent, ParsedEvent, parse_run_event, store_events
+from bot.domain.events import ParsedEvent
+from bot.services.ingest import InvalidEvent, parse_run_event
+from bot.store.run_events import store_events
 from bot.store.watch_models import EventSource
 
 __all__ = ["MAX_BODY_BYTES", "PATH", "add_receiver"]

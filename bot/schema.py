@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from bot.core import audit  # noqa: F401  (the audit log)
 from bot.core.tables import Base
+from bot.lineage.store import models as lineage_models  # noqa: F401  (the lineage index)
 from bot.slack.store import models as slack_models  # noqa: F401  (the outbox)
 from bot.store import (
     hub_models,  # noqa: F401  (the hub's sinks and subscriptions)
-    lineage_models,  # noqa: F401  (the lineage index)
-    models,  # noqa: F401  (backfill requests and steps)
     watch_models,  # noqa: F401  (run events, cursors, incidents, SLA misses)
 )
+from bot.store import models as backfill_models  # noqa: F401  (backfill requests and steps)
 
 metadata = Base.metadata
 

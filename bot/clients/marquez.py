@@ -35,7 +35,7 @@ from bot.core.http import (
     truncate,
 )
 from bot.core.urls import display_url
-from bot.domain.errors import PlanningError
+from bot.lineage.rules.errors import PlanningError
 
 __all__ = [
     "RUN_STATES",

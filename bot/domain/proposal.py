@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from math import ceil
 from statistics import median
 
-from bot.domain.planner import Plan, PlanNote
+from bot.lineage.rules.planner import Plan, PlanNote
 
 HISTORY_RUNS = 20
 """Successful runs per DAG the estimate looks at (recent behaviour, not last year's)."""

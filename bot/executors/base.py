@@ -12,7 +12,7 @@ from typing import Protocol
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot.domain.planner import Plan, PlanNote
+from bot.lineage.rules.planner import Plan, PlanNote
 from bot.store.models import BackfillRequest
 
 

@@ -8,7 +8,7 @@ from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot.domain.planner import Plan, PlanNote
+from bot.lineage.rules.planner import Plan, PlanNote
 from bot.slack.messages.render import escape_code
 from bot.slack.store import outbox
 from bot.slack.store.models import OutboxRole

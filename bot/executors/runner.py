@@ -30,7 +30,6 @@ from bot.core.metrics import Metrics
 from bot.core.model import DagRef
 from bot.core.tables import utcnow
 from bot.core.worker import Worker
-from bot.domain.planner import Plan, PlanNote, interval_from_json
 from bot.domain.progress import (
     ACTIVE,
     SUBMITTED,
@@ -42,6 +41,7 @@ from bot.domain.progress import (
 )
 from bot.executors.backends import Backend, Busy, Progress, StepRejected, StepWork
 from bot.executors.submit_retry import SubmitRetry, span
+from bot.lineage.rules.planner import Plan, PlanNote, interval_from_json
 from bot.messages import progress as progress_messages
 from bot.slack.store import outbox
 from bot.slack.store.models import OutboxRole

@@ -10,8 +10,8 @@ from datetime import UTC
 from typing import Any, Literal
 
 from bot.core.model import Interval
-from bot.domain.planner import Plan, PlanStep
 from bot.domain.progress import Counts
+from bot.lineage.rules.planner import Plan, PlanStep
 from bot.services.access import Denial, DenialKind
 from bot.slack.messages.render import (
     LIST,

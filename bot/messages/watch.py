@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from bot.domain.impact import ImpactSnapshot, ImpactStatus
 from bot.domain.progress import duration_text
 from bot.domain.proposal import Proposal
+from bot.lineage.rules.impact import ImpactSnapshot, ImpactStatus
 from bot.slack.messages.render import (
     LIST,
     NAME,

@@ -19,9 +19,10 @@ from bot.clients.marquez import MarquezError, MarquezUnavailable
 from bot.config import BotConfig
 from bot.core.audit import add_audit
 from bot.core.model import DagRef
-from bot.domain.errors import PlanningError
-from bot.domain.planner import Plan, PlanNote, PlanStep, plan_from_json
 from bot.executors.base import Executor
+from bot.lineage.rules.errors import PlanningError
+from bot.lineage.rules.planner import Plan, PlanNote, PlanStep, plan_from_json
+from bot.lineage.service.planning import PlanRequest, PlanSource
 from bot.messages.backfill import denied, plan_preview, request_status, status_list
 from bot.messages.progress import status_of
 from bot.services.access import (
@@ -30,7 +31,6 @@ from bot.services.access import (
     requires_all_owners,
     still_to_approve,
 )
-from bot.services.planning import PlanRequest, PlanSource
 from bot.services.request_lookup import RequestLookup
 from bot.services.team_notices import TeamNotices
 from bot.slack.messages.common import action_result, refusal

@@ -20,10 +20,10 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from bot.core.audit import Refused, add_audit, add_refusal
 from bot.core.model import DagRef
 from bot.core.tables import utcnow
-from bot.domain.errors import PlanningError
 from bot.domain.incidents import IncidentState, backfill_range, span
-from bot.domain.planner import Plan
 from bot.domain.proposal import without_root
+from bot.lineage.rules.errors import PlanningError
+from bot.lineage.rules.planner import Plan
 from bot.messages import watch as watch_messages
 from bot.messages.backfill import snooze_denied
 from bot.services.access import may_snooze, requires_all_owners

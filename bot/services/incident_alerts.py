@@ -15,16 +15,17 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from bot.config import BotConfig
 from bot.core.metrics import Metrics
 from bot.core.model import DagRef
-from bot.domain.impact import ImpactSnapshot
 from bot.domain.incidents import IncidentState, snoozed
 from bot.domain.proposal import Proposal, propose
+from bot.lineage.rules.impact import ImpactSnapshot
+from bot.lineage.store import run_history
 from bot.messages import watch as watch_messages
 from bot.services.hub import Hub
 from bot.services.links import AirflowUi, Links
 from bot.slack.store import outbox
 from bot.slack.store.models import OutboxRole
 from bot.store import incidents as store
-from bot.store import repository, run_history
+from bot.store import repository
 from bot.store.models import BackfillRequest, RequestState
 from bot.store.watch_models import Incident
 

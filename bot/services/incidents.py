@@ -24,8 +24,6 @@ from bot.core.after_commit import log_after_commit
 from bot.core.metrics import Metrics
 from bot.core.tables import utcnow
 from bot.core.worker import Worker
-from bot.domain.errors import PlanningError
-from bot.domain.impact import ImpactSnapshot
 from bot.domain.incidents import (
     EventFacts,
     EventKind,
@@ -36,6 +34,8 @@ from bot.domain.incidents import (
     on_success,
     with_failure,
 )
+from bot.lineage.rules.errors import PlanningError
+from bot.lineage.rules.impact import ImpactSnapshot
 from bot.messages import ops as ops_messages
 from bot.messages import watch as watch_messages
 from bot.services.backfills import PlannerFactory

@@ -21,9 +21,6 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, NoReturn, TypeVar
 
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
-
 from bot.core import time_bounds
 from bot.domain.events import DatasetName, ParsedEvent
 from bot.domain.producers import (
@@ -35,8 +32,6 @@ from bot.domain.producers import (
     job_type_of,
     owner_of,
 )
-from bot.store.lineage_index import record_events
-from bot.store.run_events import store_events
 
 __all__ = [
     "ERROR_MAX",
@@ -47,8 +42,6 @@ __all__ = [
     "event_kind",
     "parse_event_time",
     "parse_run_event",
-    "record_lineage",
-    "store_events",
 ]
 
 logger = logging.getLogger(__name__)
@@ -174,30 +167,6 @@ def parse_run_event(body: Any) -> ParsedEvent | None:
         task_id=airflow.task_id,
         try_number=airflow.try_number,
     )
-
-
-async def record_lineage(
-    sessions: async_sessionmaker[AsyncSession], events: list[ParsedEvent]
-) -> None:
-    """What stored run events say (jobs, their DAGs, datasets, DAG run intervals) into the
-    local lineage index, in a transaction of its own after the events' commit.
-
-    The index is a cache that the reconcile with Marquez keeps whole, while the events are
-    what the bot owes alerts for: a failure here is logged and never costs an event.
-    """
-    if not events:
-        return
-    for attempt in (1, 2):
-        try:
-            async with sessions.begin() as session:
-                await record_events(session, events)
-            return
-        except IntegrityError:  # another writer added the same new job first: once more
-            if attempt == 2:
-                logger.exception("recording %d run events in the lineage index failed", len(events))
-        except Exception:
-            logger.exception("recording %d run events in the lineage index failed", len(events))
-            return
 
 
 def _check(problems: list[str], read: Callable[[], _T]) -> _T | None:

@@ -67,10 +67,11 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.clients.marquez import MarquezClient
 from bot.config import Watch
+from bot.domain.events import ParsedEvent
 from bot.domain.late_window import LateState, Plan, changed_leaves, plan
 from bot.services.feed import Batch, FeedReader
-from bot.services.ingest import ParsedEvent, store_events
 from bot.store import run_events
+from bot.store.run_events import store_events
 from bot.store.watch_models import EventSource
 
 __all__ = ["LEAF_MAX_PAGES", "LateSweep", "SweepRun", "describe_found", "store_late"]

@@ -41,13 +41,14 @@ from bot.clients.marquez import MarquezClient, MarquezError
 from bot.config import Watch
 from bot.core.metrics import Metrics
 from bot.core.tables import utcnow
+from bot.domain.events import ParsedEvent
 from bot.messages import ops as ops_messages
 from bot.messages.ops import describe_duration
 from bot.services.feed import MAX_PAGES, Batch, FeedReader
-from bot.services.ingest import ParsedEvent, store_events
 from bot.services.late_sweep import LateSweep, SweepRun, store_late
 from bot.slack.store.outbox import enqueue
 from bot.store import cursors
+from bot.store.run_events import store_events
 from bot.store.watch_models import EventSource
 
 __all__ = [

@@ -20,9 +20,9 @@ from bot.core.audit import Refused, add_audit, add_refusal
 from bot.core.metrics import Metrics
 from bot.core.model import DagRef, Interval
 from bot.core.tables import utcnow
-from bot.domain.errors import PlanningError
 from bot.domain.routing import HubEvent, severity_of
 from bot.domain.sla import Miss, RunFacts, misses
+from bot.lineage.rules.errors import PlanningError
 from bot.messages import sla as sla_messages
 from bot.messages.watch import interval_words
 from bot.services.backfills import PlannerFactory

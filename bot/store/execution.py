@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.core.model import Interval
 from bot.core.tables import utcnow
-from bot.domain.planner import interval_from_json
+from bot.lineage.rules.planner import interval_from_json
 from bot.store.models import BackfillRequest, BackfillStep, RequestState, StepState
 
 _MESSAGE = 1000

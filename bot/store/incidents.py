@@ -10,7 +10,6 @@ from typing import Any
 from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot.domain.impact import ImpactSnapshot
 from bot.domain.incidents import (
     TRANSITIONS,
     EventFacts,
@@ -23,6 +22,7 @@ from bot.domain.incidents import (
     with_failure,
 )
 from bot.domain.producers import AirflowRef
+from bot.lineage.rules.impact import ImpactSnapshot
 from bot.slack.store.models import OutboxMessage, OutboxRole
 from bot.store.watch_models import Incident, RunEvent
 

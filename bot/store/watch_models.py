@@ -114,7 +114,8 @@ class Incident(Base):
     failed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     """Event time of the latest failure: only a success after it resolves the incident."""
     impact: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-    """The typed impact snapshot (`bot/domain/impact.py`) as JSON; `{}` for a grouped failure."""
+    """The typed impact snapshot (`bot/lineage/rules/impact.py`) as JSON; `{}` for a grouped
+    failure."""
     runs: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
     """The outage's failed intervals (`bot/store/incidents.py` reads them); None before 0007."""
     channel: Mapped[str | None] = mapped_column(String(64))

@@ -1,5 +1,5 @@
-"""Incidents store a typed impact snapshot (bot/domain/impact.py) instead of the CLI's text view,
-and the failed intervals of their outage (`runs`).
+"""Incidents store a typed impact snapshot (bot/lineage/rules/impact.py) instead of the CLI's
+text view, and the failed intervals of their outage (`runs`).
 
 Revision ID: 0007
 Revises: 0006

@@ -9,8 +9,8 @@ from pathlib import Path
 from bot.app import build_services, slack_client
 from bot.config import parse_config
 from bot.core.db import upgrade
-from bot.services.index_planner import IndexPlanner
-from bot.services.planning import Planner, PlanRequest
+from bot.lineage.service.index_planner import IndexPlanner
+from bot.lineage.service.planning import Planner, PlanRequest
 from bot.settings import load_settings
 from bot.standins.marquez import StandInServer
 

@@ -17,7 +17,7 @@ from test_incidents import ANALYTICS, CONFIG, LOGISTICS, ORDERS
 from test_slack_scoping import forged_click, refusals
 
 from bot.config import parse_config
-from bot.domain.lineage import LineageCycleError
+from bot.lineage.rules.graph import LineageCycleError
 from bot.services.sla import SlaService
 from bot.slack.rules.ids import ActionId
 from bot.standins.marquez import StandInServer

@@ -28,10 +28,10 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from bot.config import AirflowExecution, parse_config
 from bot.config.base import ConfigError
 from bot.core.model import DagRef
-from bot.domain.planner import interval_from_json
 from bot.domain.progress import Counts
 from bot.executors.backends import StepWork
 from bot.executors.runner import Runner
+from bot.lineage.rules.planner import interval_from_json
 from bot.standins.airflow import (
     AirflowStandin,
     DagRun,

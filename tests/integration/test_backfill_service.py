@@ -18,8 +18,8 @@ from bot.config import parse_config
 from bot.core.audit import AuditEntry
 from bot.core.db import make_engine, session_factory, upgrade
 from bot.executors.manual import ManualExecutor
+from bot.lineage.service.planning import Planner
 from bot.services.backfills import BackfillService
-from bot.services.planning import Planner
 from bot.settings import load_settings
 from bot.slack.store.models import OutboxMessage
 from bot.store import repository

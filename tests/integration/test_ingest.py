@@ -16,18 +16,13 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.core.db import make_engine, session_factory, upgrade
+from bot.domain.events import ParsedEvent
 from bot.domain.incidents import on_failure
 from bot.domain.producers import AirflowRef
-from bot.services.ingest import (
-    ERROR_MAX,
-    NAME_MAX,
-    InvalidEvent,
-    ParsedEvent,
-    parse_run_event,
-    store_events,
-)
+from bot.services.ingest import ERROR_MAX, NAME_MAX, InvalidEvent, parse_run_event
 from bot.standins.food_delivery import food_delivery_events
 from bot.store import incidents as incident_store
+from bot.store.run_events import store_events
 from bot.store.watch_models import EventSource, Incident, RunEvent
 from pipeline.food_delivery.lineage import history_events
 

@@ -16,14 +16,14 @@ from bot.clients.marquez import MarquezClient
 from bot.config import BotConfig, IndexSettings
 from bot.core.db import make_engine, session_factory, upgrade
 from bot.core.model import DagRef
-from bot.domain.planner import Plan
-from bot.services.index_planner import IndexPlanner
-from bot.services.ingest import ParsedEvent
-from bot.services.lineage_index import LineageIndex
-from bot.services.planning import Planner, PlanRequest
-from bot.services.reconcile import Reconciler
+from bot.domain.events import ParsedEvent
+from bot.lineage.rules.planner import Plan
+from bot.lineage.service.index import LineageIndex
+from bot.lineage.service.index_planner import IndexPlanner
+from bot.lineage.service.planning import Planner, PlanRequest
+from bot.lineage.service.reconcile import Reconciler
+from bot.lineage.store.index import record_events
 from bot.standins.marquez import StandInServer
-from bot.store.lineage_index import record_events
 
 FD = "food_delivery"
 PRODUCER = "https://github.com/example/tests"

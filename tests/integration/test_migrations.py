@@ -16,7 +16,7 @@ from sqlalchemy import Connection, insert, inspect, select, text
 from sqlalchemy.exc import IntegrityError
 
 from bot.core.db import async_url, downgrade, make_engine, sync_url, upgrade
-from bot.domain.impact import ImpactSnapshot, ImpactStatus
+from bot.lineage.rules.impact import ImpactSnapshot, ImpactStatus
 from bot.schema import Base
 from bot.store.models import BackfillRequest, BackfillStep
 

@@ -14,8 +14,8 @@ import aiohttp
 from bot.clients.marquez import MarquezClient
 from bot.config import BotConfig
 from bot.core.model import DagRef
-from bot.services.catalog import Catalog
-from bot.services.planning import Planner, PlanRequest
+from bot.lineage.service.catalog import Catalog
+from bot.lineage.service.planning import Planner, PlanRequest
 from bot.standins.marquez import StandInServer, running_standin
 
 PRODUCER = "https://github.com/OpenLineage/OpenLineage/tree/1.9.1/integration/airflow"

@@ -221,8 +221,8 @@ def test_the_wheel_carries_every_module_templates_migrations_and_the_example(
 
 async def test_the_installed_bot_reads_its_files_from_the_install(installed: Installed) -> None:
     script = (
-        "import bot.demo, bot.render, bot.core.db\n"
-        "print(bot.render.TEMPLATES, bot.core.db.MIGRATIONS_DIR, bot.demo.EXAMPLE_CONFIG)\n"
+        "import bot.demo, bot.core.templates, bot.core.db\n"
+        "print(bot.core.templates.TEMPLATES, bot.core.db.MIGRATIONS_DIR, bot.demo.EXAMPLE_CONFIG)\n"
     )
     process = await asyncio.create_subprocess_exec(
         installed.command("python"), "-c", script, cwd=installed.workdir, env=clean_env(),

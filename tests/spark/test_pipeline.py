@@ -20,7 +20,7 @@ from spark_support import (
 )
 
 from bot.core.model import DagRef
-from bot.domain.lineage import build_lineage
+from bot.lineage.rules.graph import build_lineage
 from pipeline.food_delivery.catalog import TABLES, midnight
 from pipeline.food_delivery.jobs import PipelineSettings, run_interval
 from pipeline.food_delivery.warehouse import existing_partitions, partition_dir

@@ -24,7 +24,7 @@ from spark_support import (
     threaded_standin,
 )
 
-from bot.domain.lineage import build_lineage
+from bot.lineage.rules.graph import build_lineage
 from pipeline.food_delivery import lineage
 from pipeline.food_delivery.catalog import midnight
 from pipeline.food_delivery.jobs import PipelineSettings, run_interval

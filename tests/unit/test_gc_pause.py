@@ -6,7 +6,7 @@ import gc
 
 import pytest
 
-from bot.domain.gc_pause import without_cyclic_gc
+from bot.lineage.rules.gc_pause import without_cyclic_gc
 
 
 @without_cyclic_gc

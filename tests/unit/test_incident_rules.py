@@ -7,7 +7,6 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bot.domain.impact import DagImpact, ImpactSnapshot, ImpactStatus, ReportImpact
 from bot.domain.incidents import (
     TRANSITIONS,
     EventFacts,
@@ -26,6 +25,7 @@ from bot.domain.incidents import (
     with_failure,
 )
 from bot.domain.producers import AirflowRef
+from bot.lineage.rules.impact import DagImpact, ImpactSnapshot, ImpactStatus, ReportImpact
 
 DAY = datetime(2021, 6, 4, tzinfo=UTC)
 T0 = DAY + timedelta(days=1, hours=1)

@@ -5,14 +5,14 @@ from datetime import date
 import pytest
 
 from bot.core.model import DagRef, DatasetRef, DateRange
-from bot.domain.lineage import (
+from bot.lineage.rules.graph import (
     LineageCycleError,
     affected_dags,
     build_lineage,
     facet_owners,
     settled_jobs,
 )
-from bot.domain.planner import PlanError, make_plan, resolve_exclusions
+from bot.lineage.rules.planner import PlanError, make_plan, resolve_exclusions
 from bot.standins.synthetic import JobSpec, lineage_nodes
 
 NS = "synthetic"

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bot.core.model import DagRef, DateRange, Interval
-from bot.domain.planner import Plan, PlanStep
+from bot.lineage.rules.planner import Plan, PlanStep
 from bot.messages.backfill import (
     RequestStatus,
     StepStatus,

@@ -26,11 +26,11 @@ from golden_support import Case, assert_golden, check, elements, slack_templates
 
 from bot.core.model import DagRef, DateRange, Interval
 from bot.core.templates import environment
-from bot.domain.impact import DagImpact, ImpactSnapshot, ImpactStatus, ReportImpact
-from bot.domain.planner import Plan, PlanNote, PlanStep
 from bot.domain.progress import Counts
 from bot.domain.proposal import Proposal
 from bot.domain.sla import Miss
+from bot.lineage.rules.impact import DagImpact, ImpactSnapshot, ImpactStatus, ReportImpact
+from bot.lineage.rules.planner import Plan, PlanNote, PlanStep
 from bot.messages import backfill, home, hub_slack, ops, progress, sla, subscriptions, teams, watch
 from bot.services.access import Denial, DenialKind
 from bot.slack.messages import common

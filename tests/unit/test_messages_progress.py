@@ -12,8 +12,8 @@ import pytest
 from golden_support import Case, assert_golden, check, elements, mrkdwn_texts
 
 from bot.core.model import DagRef, DateRange, Interval
-from bot.domain.planner import Plan, PlanStep
 from bot.domain.progress import Counts
+from bot.lineage.rules.planner import Plan, PlanStep
 from bot.messages import progress
 from bot.messages.backfill import plan_preview, request_status
 from bot.slack.rules.ids import ActionId

@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.core.model import DagRef, DateRange, merge_intervals
-from bot.domain.lineage import build_lineage
-from bot.domain.planner import PlanError, make_plan, plan_from_json
-from bot.domain.schedule import PeriodicSchedule, Schedule
+from bot.lineage.rules.graph import build_lineage
+from bot.lineage.rules.planner import PlanError, make_plan, plan_from_json
+from bot.lineage.rules.schedule import PeriodicSchedule, Schedule
 from bot.standins.synthetic import JobSpec, lineage_nodes
 
 NS = "synthetic"

@@ -5,7 +5,7 @@ from datetime import UTC, date, datetime
 import pytest
 
 from bot.core.model import DateRange, Interval
-from bot.domain.ranges import RangeError, parse_range
+from bot.lineage.rules.ranges import RangeError, parse_range
 
 
 def test_inclusive_range_and_its_time_span() -> None:

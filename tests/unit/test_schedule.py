@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from bot.core.model import DateRange, Interval
-from bot.domain.schedule import (
+from bot.lineage.rules.schedule import (
     CronSchedule,
     HistorySchedule,
     ScheduleError,

@@ -24,10 +24,10 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from bot.clients.marquez import MarquezClient, MarquezError, MarquezNotFound
 from bot.config import IndexSettings
 from bot.core.tables import utcnow
-from bot.services.index_planner import MarquezFactory, marquez_facts, write_marquez_jobs
-from bot.services.lineage_index import LineageIndex
-from bot.store.lineage_index import mark_deleted, prune_runs, read_state, set_reconciled
-from bot.store.lineage_models import LineageJob
+from bot.lineage.service.index import LineageIndex
+from bot.lineage.service.index_planner import MarquezFactory, marquez_facts, write_marquez_jobs
+from bot.lineage.store.index import mark_deleted, prune_runs, read_state, set_reconciled
+from bot.lineage.store.models import LineageJob
 
 logger = logging.getLogger(__name__)
 CONFIRM_CONCURRENCY = 8

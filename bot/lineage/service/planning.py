@@ -14,18 +14,18 @@ import networkx as nx
 from bot.clients.marquez import MarquezClient, MarquezNotFound, job_node_id
 from bot.config import BotConfig, Report
 from bot.core.model import DagRef, DatasetRef
-from bot.domain.impact import DagImpact, ImpactSnapshot, ImpactStatus, ReportImpact
-from bot.domain.lineage import (
+from bot.lineage.rules.graph import (
     Affected,
     LineageGraph,
     affected_dags,
     catalog_nodes,
     settled_jobs,
 )
-from bot.domain.planner import Plan, check_size, make_plan, resolve_exclusions
-from bot.domain.ranges import parse_range
-from bot.domain.schedule import CronSchedule, Schedule, Unscheduled, schedule_from_runs
-from bot.services.catalog import Catalog, load_catalog
+from bot.lineage.rules.impact import DagImpact, ImpactSnapshot, ImpactStatus, ReportImpact
+from bot.lineage.rules.planner import Plan, check_size, make_plan, resolve_exclusions
+from bot.lineage.rules.ranges import parse_range
+from bot.lineage.rules.schedule import CronSchedule, Schedule, Unscheduled, schedule_from_runs
+from bot.lineage.service.catalog import Catalog, load_catalog
 
 LINEAGE_DEPTH = 20
 HISTORY_RUNS = 60

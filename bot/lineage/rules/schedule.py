@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from croniter import croniter
 
 from bot.core.model import Interval, merge_intervals
-from bot.domain.errors import PlanningError
+from bot.lineage.rules.errors import PlanningError
 
 MAX_INTERVALS = 10_000
 

@@ -19,7 +19,7 @@ from operator import attrgetter
 import networkx as nx
 
 from bot.core.model import DagRef, DatasetRef
-from bot.domain.dag_walk import RankedView, Walk
+from bot.lineage.rules.walk import RankedView, Walk
 
 JobKey = tuple[str, str]  # (namespace, job name), as Marquez names the job
 

@@ -17,10 +17,10 @@ from itertools import repeat
 from typing import Any, NamedTuple, cast
 
 from bot.core.model import DagRef, DateRange, Interval, iso, merge_intervals
-from bot.domain.errors import PlanningError
-from bot.domain.gc_pause import without_cyclic_gc
-from bot.domain.lineage import Affected, affected_dags, descendants
-from bot.domain.schedule import Schedule, Unscheduled
+from bot.lineage.rules.errors import PlanningError
+from bot.lineage.rules.gc_pause import without_cyclic_gc
+from bot.lineage.rules.graph import Affected, affected_dags, descendants
+from bot.lineage.rules.schedule import Schedule, Unscheduled
 
 
 class PlanError(PlanningError, ValueError):

@@ -2,7 +2,7 @@
 that planning and impact read no Marquez catalog on the hot path (issue 9, part 3).
 
 Rows are fed by every run event the bot ingests and reconciled with Marquez in the background
-(`bot/store/lineage_index.py` writes them). Every change stamps its rows with the next value
+(`bot/lineage/store/index.py` writes them). Every change stamps its rows with the next value
 of one counter (`lineage_state.seq`, taken with a row lock, so values commit in order): an
 in-memory index — in this process or another one on the same database — catches up with
 `WHERE seq > :last`.

@@ -7,7 +7,7 @@ from datetime import date
 
 from bot.core.model import DateRange
 from bot.core.time_bounds import EARLIEST_DAY, LATEST_DAY
-from bot.domain.errors import PlanningError
+from bot.lineage.rules.errors import PlanningError
 
 _RANGE = re.compile(r"^\s*(?P<start>[^.\s]+)\s*(?:\.\.\s*(?P<end>[^.\s]+)\s*)?$")
 EXAMPLE = "2021-06-04..2021-06-06"

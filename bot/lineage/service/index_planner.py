@@ -1,7 +1,7 @@
 """Plan and impact from the local lineage index: no Marquez crawl on the hot path.
 
 `IndexPlanner` answers what `Planner` answers (resolve, plan, impact) from the in-memory index
-(`bot/services/lineage_index.py`), caught up with the database first, so an event ingested a
+(`bot/lineage/service/index.py`), caught up with the database first, so an event ingested a
 moment ago already counts. A DAG the index has not seen yet is fetched from Marquez on demand
 with at most two requests (a job search, then the lineage graph around it), written to the
 index like any reconcile, and then planned: the index never plans from less than Marquez knows.
@@ -23,14 +23,14 @@ from bot.clients.marquez import MarquezClient, MarquezNotFound, job_node_id
 from bot.config import BotConfig
 from bot.core.model import DagRef, DatasetRef
 from bot.core.tables import utcnow
-from bot.domain.lineage import affected_dags, dag_of, job_io
-from bot.domain.planner import Plan, check_size, make_plan, resolve_exclusions
-from bot.domain.ranges import parse_range
-from bot.domain.schedule import CronSchedule, Schedule
-from bot.services.catalog import UnknownDag
-from bot.services.lineage_index import Freshness, LineageIndex
-from bot.services.planning import Impact, PlanRequest
-from bot.store.lineage_index import JobFacts, RunFacts, apply_jobs, upsert_runs
+from bot.lineage.rules.graph import affected_dags, dag_of, job_io
+from bot.lineage.rules.planner import Plan, check_size, make_plan, resolve_exclusions
+from bot.lineage.rules.ranges import parse_range
+from bot.lineage.rules.schedule import CronSchedule, Schedule
+from bot.lineage.service.catalog import UnknownDag
+from bot.lineage.service.index import Freshness, LineageIndex
+from bot.lineage.service.planning import Impact, PlanRequest
+from bot.lineage.store.index import JobFacts, RunFacts, apply_jobs, upsert_runs
 
 SEARCH_LIMIT = 100
 READY_TIMEOUT_S = 120.0

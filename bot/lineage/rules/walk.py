@@ -24,7 +24,7 @@ from bot.core.model import DagRef
 Walk = tuple[
     tuple[DagRef, ...], tuple[int, ...], tuple[tuple[DagRef, ...], ...], tuple[tuple[int, ...], ...]
 ]
-"""`Affected`'s order, keys, upstreams and parents (bot/domain/lineage.py)."""
+"""`Affected`'s order, keys, upstreams and parents (bot/lineage/rules/graph.py)."""
 
 
 class RankedView:

@@ -17,9 +17,9 @@ from typing import Any
 import networkx as nx
 
 from bot.core.model import DagRef, DatasetRef
-from bot.domain.errors import PlanningError
-from bot.domain.gc_pause import without_cyclic_gc
 from bot.domain.producers import dag_from_facets
+from bot.lineage.rules.errors import PlanningError
+from bot.lineage.rules.gc_pause import without_cyclic_gc
 
 
 class LineageCycleError(PlanningError, ValueError):

@@ -5,7 +5,7 @@ Two feeds: every run event the bot ingests (`record_events`, called from ingest)
 what they say (a job, its DAG, datasets, a run's interval): one event shows one run's datasets,
 and a retry still running may show none. Marquez describes a job as it now is, so its datasets
 replace the stored ones (unless it shows none: a retry without datasets hides them, as in
-`bot/domain/lineage.py`). Every write that changes something takes the next `seq` first: a row
+`bot/lineage/rules/graph.py`). Every write that changes something takes the next `seq` first: a row
 lock on `lineage_state` held to commit, so readers catching up with `seq > :last` never skip a
 change committed late.
 """
@@ -24,10 +24,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.core.model import DagRef, DatasetRef
 from bot.core.tables import utcnow
-from bot.store.lineage_models import LineageDataset, LineageIo, LineageJob, LineageRun, LineageState
+from bot.lineage.store.models import LineageDataset, LineageIo, LineageJob, LineageRun, LineageState
 
 if TYPE_CHECKING:
-    from bot.services.ingest import ParsedEvent
+    from bot.domain.events import ParsedEvent
 
 CHUNK = 400  # keys per IN list (bind-parameter limits)
 SEEN_EVERY = timedelta(hours=1)  # seen_at is refreshed at most this often by events

@@ -14,8 +14,8 @@ from typing import Any
 
 from bot.clients.marquez import MarquezClient
 from bot.core.model import DagRef
-from bot.domain.errors import PlanningError
-from bot.domain.lineage import dag_of, facet_owners, job_key, top_dag
+from bot.lineage.rules.errors import PlanningError
+from bot.lineage.rules.graph import dag_of, facet_owners, job_key, top_dag
 
 
 class UnknownDag(PlanningError, LookupError):

@@ -1,11 +1,11 @@
 """The in-memory side of the local lineage index: the DAG-level graph, learned schedules and
 name look-ups, loaded from the database at start and caught up by change number.
 
-Rows come from `bot/store/lineage_index.py` (events and Marquez). This object never writes:
+Rows come from `bot/lineage/store/index.py` (events and Marquez). This object never writes:
 any number of them, in one process or several on one database, converge by reading the rows
 whose `seq` is above the last one they applied. Memory stays small at 50,000 jobs: per job
 its DAG and frozensets of shared dataset refs, per DAG a learned schedule (equal schedules are
-one object), and the graph as integer adjacency sets (`bot/domain/dag_graph.py`).
+one object), and the graph as integer adjacency sets (`bot/lineage/rules/dag_graph.py`).
 """
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ from sqlalchemy import func, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.core.model import DagRef, DatasetRef, Interval
-from bot.domain.dag_graph import DagGraph, DagLineage, JobLineage
-from bot.domain.lineage import top_dag
-from bot.domain.schedule import Schedule, Unscheduled, schedule_from_intervals
-from bot.services.catalog import resolve_among
-from bot.store.lineage_index import read_state
-from bot.store.lineage_models import LineageDataset, LineageIo, LineageJob, LineageRun
+from bot.lineage.rules.dag_graph import DagGraph, DagLineage, JobLineage
+from bot.lineage.rules.graph import top_dag
+from bot.lineage.rules.schedule import Schedule, Unscheduled, schedule_from_intervals
+from bot.lineage.service.catalog import resolve_among
+from bot.lineage.store.index import read_state
+from bot.lineage.store.models import LineageDataset, LineageIo, LineageJob, LineageRun
 
 _UNSCHEDULED = Unscheduled()
 HISTORY_RUNS = 60  # as many runs per DAG as the crawl planner reads
