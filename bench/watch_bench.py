@@ -42,11 +42,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bot.clients.marquez import MarquezClient
 from bot.config import Watch
 from bot.core.db import make_engine, session_factory, upgrade
-from bot.receiver import PATH, add_receiver
-from bot.services.poller import MarquezPoller
+from bot.events.service.poller import MarquezPoller
+from bot.events.service.receiver import PATH, add_receiver
+from bot.events.store.models import RunEvent
 from bot.standins.marquez import create_app
 from bot.standins.marquez_state import MarquezState
-from bot.store.watch_models import RunEvent
 
 NS = "bench"
 PRODUCER = "https://github.com/example/watch-bench"

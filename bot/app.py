@@ -36,6 +36,8 @@ from bot.core.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from bot.core.metrics import Metrics
 from bot.core.urls import display_url
 from bot.core.worker import Worker
+from bot.events.service.poller import MarquezPoller
+from bot.events.service.receiver import add_receiver
 from bot.executors.airflow import AirflowBackend
 from bot.executors.backends import Backend
 from bot.executors.manual import ManualExecutor
@@ -47,7 +49,6 @@ from bot.lineage.service.planning import Planner, PlanSource
 from bot.lineage.service.reconcile import Reconciler
 from bot.lineage.service.record import record_lineage
 from bot.readiness import CHECK_TIMEOUT_S, Readiness
-from bot.receiver import add_receiver
 from bot.services.access import SlackGroups
 from bot.services.backfill_retry import RetryService
 from bot.services.backfills import BackfillService
@@ -56,7 +57,6 @@ from bot.services.hub import Hub
 from bot.services.incident_actions import IncidentActions
 from bot.services.incidents import IncidentService
 from bot.services.links import AirflowUi
-from bot.services.poller import MarquezPoller
 from bot.services.sla import SlaService
 from bot.services.subscriptions import SubscriptionService
 from bot.services.team_notices import TeamNotices

@@ -10,6 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from bot.clients.sink_sender import SinkSender
 from bot.config import BotConfig
 from bot.core.metrics import Metrics
+from bot.events.service.poller import MarquezPoller
 from bot.executors.runner import Runner
 from bot.lineage.service.reconcile import Reconciler
 from bot.readiness import Readiness
@@ -18,7 +19,6 @@ from bot.services.backfills import BackfillService
 from bot.services.home import HomeService
 from bot.services.incident_actions import IncidentActions
 from bot.services.incidents import IncidentService
-from bot.services.poller import MarquezPoller
 from bot.services.sla import SlaService
 from bot.services.subscriptions import SubscriptionService
 from bot.settings import Settings

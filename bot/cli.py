@@ -18,11 +18,12 @@ from importlib import metadata
 from typing import NoReturn
 
 import bot.schema  # noqa: F401  (every table registered before a session is made)
-from bot import doctor, events_cli
+from bot import doctor
 from bot.clients.marquez import MarquezClient, MarquezError, MarquezUnavailable
 from bot.config import BotConfig, load_config
 from bot.config.base import ConfigError
 from bot.core.logs import configure
+from bot.events import cli as events_cli
 from bot.lineage.messages import render_impact_text, render_plan_text
 from bot.lineage.rules.errors import PlanningError
 from bot.lineage.rules.planner import PlanError

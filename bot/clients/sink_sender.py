@@ -36,7 +36,7 @@ from bot.core.after_commit import after_commit
 from bot.core.metrics import Metrics
 from bot.core.tables import utcnow
 from bot.core.worker import Worker
-from bot.messages import ops as ops_messages
+from bot.hub.messages import health as health_messages
 from bot.messages.hub_digest import DIGEST_KINDS, MAX_DIGEST_ROWS, digest_body
 from bot.slack.store.outbox import enqueue as owe_slack
 from bot.store import deliveries
@@ -211,7 +211,7 @@ class SinkSender:
             if outcome.delivered:
                 await deliveries.mark_sent(session, row.id)
                 if await deliveries.delivered(session, row.sink, now=now):
-                    await self._ops(session, ops_messages.sink_recovered(row.sink, kind))
+                    await self._ops(session, health_messages.sink_recovered(row.sink, kind))
                 self._count(session, row.sink, "delivered")
                 logger.info("delivered %s to sink %s (%s)", row.event_key, row.sink, outcome.detail)
                 return True
@@ -219,7 +219,9 @@ class SinkSender:
                 # This notice is wrong (a 400), not the sink: kept as failed, told each time,
                 # and the sink's other notices go on.
                 await deliveries.mark_failed(session, row.id, error=outcome.detail)
-                await self._ops(session, ops_messages.sink_refused(row.sink, kind, outcome.detail))
+                await self._ops(
+                    session, health_messages.sink_refused(row.sink, kind, outcome.detail)
+                )
                 self._count(session, row.sink, "refused")
                 logger.warning("sink %s refused %s: %s", row.sink, row.event_key, outcome.detail)
                 return True
@@ -231,7 +233,7 @@ class SinkSender:
             await deliveries.retry_later(session, row.id, at=at, error=outcome.detail)
             if await deliveries.failed_attempt(session, row.sink, error=outcome.detail, now=now):
                 queued = (await deliveries.pending_by_sink(session)).get(row.sink, 0)
-                notice = ops_messages.sink_failing(row.sink, kind, outcome.detail, queued=queued)
+                notice = health_messages.sink_failing(row.sink, kind, outcome.detail, queued=queued)
                 await self._ops(session, notice)
             self._count(session, row.sink, "retry")
         logger.warning(

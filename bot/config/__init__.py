@@ -175,7 +175,7 @@ class Watch(Strict):
     page_size: int = Field(default=100, ge=1, le=1000)
     late_window_s: float = Field(default=86400.0, ge=0, le=30 * 86400)
     """Events whose eventTime is up to this far behind the clock when they reach Marquez are
-    still caught (bot/services/late_sweep.py); 0 turns the late-event sweep off."""
+    still caught (bot/events/service/late_sweep.py); 0 turns the late-event sweep off."""
     late_bucket_s: float = Field(default=600.0, ge=60, le=86400)
     """The sweep's bucket width: one count per bucket is kept; a changed bucket is re-read."""
     ops_channel: str | None = None

@@ -34,7 +34,7 @@ from bot.clients.marquez import (
 )
 from bot.core.after_commit import after_commit
 from bot.core.tables import utcnow
-from bot.services.ingest import EVENT_TYPES
+from bot.events.rules.parse import EVENT_TYPES
 from bot.slack.store.models import OutboxMessage, OutboxRole
 from bot.store import figures
 from bot.store.models import RequestState, StepState

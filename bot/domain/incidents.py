@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from bot.core.time_bounds import plus
-from bot.domain.producers import AirflowRef
+from bot.events.rules.producers import AirflowRef
 
 FAILED_EVENTS = frozenset({"FAIL", "ABORT"})
 GROUP_SLACK = timedelta(days=7)

@@ -18,9 +18,9 @@ from bot.core.after_commit import log_after_commit
 from bot.core.model import DagRef
 from bot.domain.incidents import IncidentState, snoozed
 from bot.domain.routing import escalation_due
+from bot.incidents.store.models import Incident
 from bot.services.hub import Hub, alerted_at
 from bot.store import incidents as store
-from bot.store.watch_models import Incident
 
 logger = logging.getLogger(__name__)
 

@@ -13,11 +13,13 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from bot.config import BotConfig
 from bot.core.model import DagRef
 from bot.core.tables import utcnow
+from bot.domain.incidents import IncidentState
+from bot.incidents.store.models import Incident
 from bot.messages import home as home_messages
 from bot.messages.home import HomeBackfill, HomeIncident, HomeSlaMiss
 from bot.services.access import GroupDirectory
+from bot.sla.store import SlaMiss
 from bot.store.models import BackfillRequest, RequestState
-from bot.store.watch_models import Incident, IncidentState, SlaMiss
 
 RECENT = timedelta(days=7)
 

@@ -28,6 +28,7 @@ from bot.domain.routing import (
     route,
     severity_of,
 )
+from bot.incidents.store.models import Incident
 from bot.messages import hub as hub_messages
 from bot.messages import watch as watch_messages
 from bot.messages.hub_slack import FailureNotice, NoticeState, failure_notice
@@ -36,7 +37,6 @@ from bot.slack.store.models import OutboxMessage
 from bot.store import deliveries
 from bot.store import incidents as store
 from bot.store import subscriptions as subscription_store
-from bot.store.watch_models import Incident
 
 logger = logging.getLogger(__name__)
 SUBSCRIBED = "sub:"  # the edit keys of a subscribed channel's one message about an outage

@@ -22,6 +22,7 @@ from bot.core.model import DagRef
 from bot.core.tables import utcnow
 from bot.domain.incidents import IncidentState, backfill_range, span
 from bot.domain.proposal import without_root
+from bot.incidents.store.models import Incident
 from bot.lineage.rules.errors import PlanningError
 from bot.lineage.rules.planner import Plan
 from bot.messages import watch as watch_messages
@@ -35,7 +36,6 @@ from bot.slack.rules.commands import PlanCommand
 from bot.store import incidents as store
 from bot.store import repository
 from bot.store.models import RequestState
-from bot.store.watch_models import Incident
 
 OPEN_REQUEST = {RequestState.PREVIEWED, RequestState.APPROVED, RequestState.RUNNING}
 GONE = "This incident no longer exists."

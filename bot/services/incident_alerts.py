@@ -17,6 +17,7 @@ from bot.core.metrics import Metrics
 from bot.core.model import DagRef
 from bot.domain.incidents import IncidentState, snoozed
 from bot.domain.proposal import Proposal, propose
+from bot.incidents.store.models import Incident
 from bot.lineage.rules.impact import ImpactSnapshot
 from bot.lineage.store import run_history
 from bot.messages import watch as watch_messages
@@ -27,7 +28,6 @@ from bot.slack.store.models import OutboxRole
 from bot.store import incidents as store
 from bot.store import repository
 from bot.store.models import BackfillRequest, RequestState
-from bot.store.watch_models import Incident
 
 logger = logging.getLogger(__name__)
 _ESTIMATED_DAGS = 50  # DAGs whose run history an alert's estimate reads at most

@@ -34,9 +34,12 @@ from bot.domain.incidents import (
     on_success,
     with_failure,
 )
+from bot.events import messages as ops_messages
+from bot.events.store import set_aside
+from bot.events.store.models import RunEvent
+from bot.incidents.store.models import Incident
 from bot.lineage.rules.errors import PlanningError
 from bot.lineage.rules.impact import ImpactSnapshot
-from bot.messages import ops as ops_messages
 from bot.messages import watch as watch_messages
 from bot.services.backfills import PlannerFactory
 from bot.services.escalation import Escalations
@@ -45,8 +48,6 @@ from bot.services.incident_alerts import AlertOutbox, outage_words
 from bot.services.links import AirflowUi
 from bot.slack.store import outbox
 from bot.store import incidents as store
-from bot.store import set_aside
-from bot.store.watch_models import Incident, RunEvent
 
 logger = logging.getLogger(__name__)
 

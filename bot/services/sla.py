@@ -22,18 +22,21 @@ from bot.core.model import DagRef, Interval
 from bot.core.tables import utcnow
 from bot.domain.routing import HubEvent, severity_of
 from bot.domain.sla import Miss, RunFacts, misses
+from bot.events.store import run_events
+from bot.events.store.models import RunEvent
 from bot.lineage.rules.errors import PlanningError
 from bot.messages import sla as sla_messages
 from bot.messages.watch import interval_words
 from bot.services.backfills import PlannerFactory
 from bot.services.hub import Hub
 from bot.services.links import Links
+from bot.sla import store as sla_misses
+from bot.sla.store import SlaMiss
 from bot.slack.messages.common import action_result
 from bot.slack.messages.reply import Reply
 from bot.slack.rules.ids import ActionId
 from bot.slack.store import outbox
-from bot.store import incidents, run_events, sla_misses
-from bot.store.watch_models import RunEvent, SlaMiss
+from bot.store import incidents
 
 logger = logging.getLogger(__name__)
 HISTORY = timedelta(days=30)

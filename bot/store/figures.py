@@ -10,10 +10,11 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import InstrumentedAttribute
 
+from bot.events.store import set_aside
+from bot.events.store.models import RunEvent, WatchCursor
 from bot.slack.store.models import OutboxMessage, OutboxState
-from bot.store import deliveries, set_aside
+from bot.store import deliveries
 from bot.store.models import BackfillRequest, BackfillStep
-from bot.store.watch_models import RunEvent, WatchCursor
 
 __all__ = ["CursorFigures", "Figures", "read"]
 

@@ -21,10 +21,11 @@ from bot.domain.incidents import (
     span,
     with_failure,
 )
-from bot.domain.producers import AirflowRef
+from bot.events.rules.producers import AirflowRef
+from bot.events.store.models import RunEvent
+from bot.incidents.store.models import Incident
 from bot.lineage.rules.impact import ImpactSnapshot
 from bot.slack.store.models import OutboxMessage, OutboxRole
-from bot.store.watch_models import Incident, RunEvent
 
 
 class IllegalIncidentMove(ValueError):

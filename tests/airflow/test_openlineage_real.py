@@ -38,8 +38,8 @@ from openlineage_support import (
 )
 
 from bot.config import parse_config
+from bot.events.store.models import RunEvent
 from bot.standins.marquez import running_standin
-from bot.store.watch_models import RunEvent
 
 pytestmark = pytest.mark.airflow
 

@@ -14,8 +14,8 @@ from e2e_support import OWNER, Bot, eventually, running_bot
 from test_incidents import CONFIG, event, store
 
 from bot.config import parse_config
+from bot.sla.store import SlaMiss
 from bot.standins.marquez import StandInServer
-from bot.store.watch_models import SlaMiss
 
 
 @pytest.fixture

@@ -22,10 +22,10 @@ from story_support import run_event
 from test_incidents import CONFIG, ORDERS, event, shown, store
 
 from bot.config import parse_config
+from bot.events.store.models import EventSource, RunEvent
 from bot.services.incidents import IncidentService
 from bot.services.sla import SlaService
 from bot.standins.marquez import StandInServer
-from bot.store.watch_models import EventSource, RunEvent
 
 OPS = "C0OPS00001"
 POISON = "example.etl_orders_7_days"

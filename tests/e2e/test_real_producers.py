@@ -23,8 +23,9 @@ from e2e_support import Bot, running_bot
 from sqlalchemy import select
 
 from bot.config import parse_config
+from bot.events.store.models import RunEvent
+from bot.incidents.store.models import Incident
 from bot.standins.marquez import running_standin
-from bot.store.watch_models import Incident, RunEvent
 
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "openlineage"
 AIRFLOW = CORPUS / "airflow-3.3.2"

@@ -17,11 +17,11 @@ from test_incidents import ANALYTICS, CONFIG, LOGISTICS, ORDERS
 from test_slack_scoping import forged_click, refusals
 
 from bot.config import parse_config
+from bot.events.store.models import EventSource, RunEvent
 from bot.lineage.rules.graph import LineageCycleError
 from bot.services.sla import SlaService
 from bot.slack.rules.ids import ActionId
 from bot.standins.marquez import StandInServer
-from bot.store.watch_models import EventSource, RunEvent
 
 T0 = datetime(2021, 6, 1, tzinfo=UTC)
 DAY = timedelta(days=1)

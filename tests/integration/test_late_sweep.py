@@ -19,9 +19,9 @@ from test_poller import T0, Env, environment, run_event
 
 from bot.clients.marquez import EventsPage, MarquezClient, MarquezUnavailable, RetryPolicy
 from bot.config import Watch
-from bot.services.poller import MarquezPoller
+from bot.events.service.poller import MarquezPoller
+from bot.events.store.models import RunEvent
 from bot.standins.marquez import StandInServer
-from bot.store.watch_models import RunEvent
 
 FEED = "GET /api/v1/events/lineage"
 START = T0 - timedelta(hours=26)  # start_from: the whole 24 h window is behind the cursor
@@ -83,7 +83,7 @@ async def test_a_late_fail_is_stored_by_the_next_poll(
     async with MarquezClient(marquez_standin.url) as client:
         await client.emit(body)  # reaches Marquez now, long after its eventTime
     woken = len(env.woken)
-    caplog.set_level(logging.INFO, logger="bot.services.late_sweep")
+    caplog.set_level(logging.INFO, logger="bot.events.service.late_sweep")
     assert await poller.poll_once() == 1
     (row,) = await stored(env)
     assert (row.run_id, row.event_time, row.source, row.processed_at) == (
@@ -95,7 +95,7 @@ async def test_a_late_fail_is_stored_by_the_next_poll(
     assert len(env.woken) == woken + 1  # the incident processor is woken for it
     # The main read's newest eventTime moves the cursor; the sweep's never move it back.
     assert (await env.cursor()).position == max(T0 - timedelta(minutes=20), when)
-    found = [r.getMessage() for r in caplog.records if r.name == "bot.services.late_sweep"]
+    found = [r.getMessage() for r in caplog.records if r.name == "bot.events.service.late_sweep"]
     hours = int(late.total_seconds() // 3600)
     # Older than the main read's start (11:30): the sweep found it and says so.
     assert found == [

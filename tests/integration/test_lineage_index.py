@@ -16,7 +16,7 @@ from bot.clients.marquez import MarquezClient
 from bot.config import BotConfig, IndexSettings
 from bot.core.db import make_engine, session_factory, upgrade
 from bot.core.model import DagRef
-from bot.domain.events import ParsedEvent
+from bot.events.rules.event import ParsedEvent
 from bot.lineage.rules.planner import Plan
 from bot.lineage.service.index import LineageIndex
 from bot.lineage.service.index_planner import IndexPlanner

@@ -26,11 +26,11 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from bot.clients.marquez import MarquezClient, RetryPolicy
 from bot.config import Watch
 from bot.core.db import make_engine, session_factory, upgrade
-from bot.services.poller import MarquezPoller, describe_duration
+from bot.events.service.poller import MarquezPoller, describe_duration
+from bot.events.store.models import RunEvent, WatchCursor
 from bot.slack.store.models import OutboxMessage
 from bot.standins.food_delivery import food_delivery_events
 from bot.standins.marquez import StandInServer
-from bot.store.watch_models import RunEvent, WatchCursor
 
 Sessions = async_sessionmaker[AsyncSession]
 SEED_START = datetime(2021, 5, 1, tzinfo=UTC)

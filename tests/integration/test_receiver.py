@@ -24,9 +24,9 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.core.db import make_engine, session_factory, upgrade
-from bot.receiver import MAX_BODY_BYTES, PATH, add_receiver
+from bot.events.service.receiver import MAX_BODY_BYTES, PATH, add_receiver
+from bot.events.store.models import RunEvent
 from bot.standins.food_delivery import food_delivery_events
-from bot.store.watch_models import RunEvent
 from pipeline.food_delivery.lineage import history_events
 
 Sessions = async_sessionmaker[AsyncSession]

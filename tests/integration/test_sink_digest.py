@@ -25,13 +25,13 @@ from bot.core.db import make_engine, session_factory, upgrade
 from bot.core.metrics import Metrics
 from bot.core.model import DagRef
 from bot.domain.routing import HubEvent, HubKind
+from bot.incidents.store.models import Incident
 from bot.messages.hub import body_for
 from bot.messages.hub_digest import digest_body
 from bot.standins.teams import TeamsStandin, running_teams_standin
 from bot.standins.webhook_receiver import WebhookReceiver, running_webhook_receiver
 from bot.store import deliveries
 from bot.store.hub_models import SinkDelivery
-from bot.store.watch_models import Incident
 
 SECRET = "digest-hook-signing-secret"
 T = datetime.now(UTC).replace(microsecond=0) + timedelta(hours=2)  # when quiet hours end

@@ -24,7 +24,7 @@ from bot.domain.incidents import (
     span,
     with_failure,
 )
-from bot.domain.producers import AirflowRef
+from bot.events.rules.producers import AirflowRef
 from bot.lineage.rules.impact import DagImpact, ImpactSnapshot, ImpactStatus, ReportImpact
 
 DAY = datetime(2021, 6, 4, tzinfo=UTC)

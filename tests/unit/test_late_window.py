@@ -8,14 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bot.domain.late_window import (
-    LateState,
-    Step,
-    changed_leaves,
-    floor_bucket,
-    plan,
-    step,
-)
+from bot.events.rules.late_window import LateState, Step, changed_leaves, floor_bucket, plan, step
 
 T0 = datetime(2024, 3, 1, 12, tzinfo=UTC)
 TEN = timedelta(minutes=10)

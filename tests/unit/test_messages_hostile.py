@@ -29,9 +29,11 @@ from bot.core.templates import environment
 from bot.domain.progress import Counts
 from bot.domain.proposal import Proposal
 from bot.domain.sla import Miss
+from bot.events import messages as ops
+from bot.hub.messages import health
 from bot.lineage.rules.impact import DagImpact, ImpactSnapshot, ImpactStatus, ReportImpact
 from bot.lineage.rules.planner import Plan, PlanNote, PlanStep
-from bot.messages import backfill, home, hub_slack, ops, progress, sla, subscriptions, teams, watch
+from bot.messages import backfill, home, hub_slack, progress, sla, subscriptions, teams, watch
 from bot.services.access import Denial, DenialKind
 from bot.slack.messages import common
 from bot.slack.messages import render as _render
@@ -341,11 +343,17 @@ KINDS: dict[str, tuple[Callable[..., Any], Build]] = {
     ),
     # a sink's error is what its server answered: outside text
     "ops_sink_failing": (
-        ops.sink_failing,
-        lambda v: ops.sink_failing(v.team, "pagerduty", v.error, queued=v.rows),
+        health.sink_failing,
+        lambda v: health.sink_failing(v.team, "pagerduty", v.error, queued=v.rows),
     ),
-    "ops_sink_refused": (ops.sink_refused, lambda v: ops.sink_refused(v.team, "webhook", v.error)),
-    "ops_sink_recovered": (ops.sink_recovered, lambda v: ops.sink_recovered(v.team, "webhook")),
+    "ops_sink_refused": (
+        health.sink_refused,
+        lambda v: health.sink_refused(v.team, "webhook", v.error),
+    ),
+    "ops_sink_recovered": (
+        health.sink_recovered,
+        lambda v: health.sink_recovered(v.team, "webhook"),
+    ),
     "progress_reply": (
         progress.reply,
         lambda v: progress.reply(

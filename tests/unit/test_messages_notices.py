@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from bot.core.model import Interval
 from bot.domain.sla import Miss
-from bot.messages import home, ops, sla, teams
+from bot.events import messages as ops
+from bot.messages import home, sla, teams
 from bot.messages.home import HomeBackfill, HomeIncident, HomeSlaMiss
 
 SLA, HOME, NOTICE = "watch/sla_notice.json.j2", "watch/home.json.j2", "watch/notice.json.j2"

@@ -1,4 +1,5 @@
-"""What an event means, decided from its job and run facets alone (bot/domain/producers.py)."""
+"""What an event means, decided from its job and run facets alone
+(bot/events/rules/producers.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from bot.domain.producers import (
+from bot.events.rules.producers import (
     AirflowRef,
     Owner,
     RunLink,

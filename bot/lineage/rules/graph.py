@@ -17,7 +17,7 @@ from typing import Any
 import networkx as nx
 
 from bot.core.model import DagRef, DatasetRef
-from bot.domain.producers import dag_from_facets
+from bot.events.rules.producers import dag_from_facets
 from bot.lineage.rules.errors import PlanningError
 from bot.lineage.rules.gc_pause import without_cyclic_gc
 
@@ -36,7 +36,7 @@ class LineageCycleError(PlanningError, ValueError):
 
 def dag_of(job: Mapping[str, Any]) -> DagRef:
     """The DAG a Marquez job belongs to: what its latest run's facets say (job type, Airflow
-    facets, `parent.root`: bot/domain/producers.py), else its parent job for a task, else the
+    facets, `parent.root`: bot/events/rules/producers.py), else its parent job for a task, else the
     job itself."""
     namespace = job.get("namespace") or (job.get("id") or {}).get("namespace")
     name = (job.get("id") or {}).get("name") or job.get("name")

@@ -8,7 +8,7 @@ import logging
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from bot.domain.events import ParsedEvent
+from bot.events.rules.event import ParsedEvent
 from bot.lineage.store.index import record_events
 
 logger = logging.getLogger(__name__)

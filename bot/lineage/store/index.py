@@ -27,7 +27,7 @@ from bot.core.tables import utcnow
 from bot.lineage.store.models import LineageDataset, LineageIo, LineageJob, LineageRun, LineageState
 
 if TYPE_CHECKING:
-    from bot.domain.events import ParsedEvent
+    from bot.events.rules.event import ParsedEvent
 
 CHUNK = 400  # keys per IN list (bind-parameter limits)
 SEEN_EVERY = timedelta(hours=1)  # seen_at is refreshed at most this often by events

@@ -11,8 +11,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.core.model import DagRef
 from bot.domain.proposal import HISTORY_RUNS, durations
+from bot.events.store.models import RunEvent
 from bot.lineage.store.models import LineageRun
-from bot.store.watch_models import RunEvent
 
 _EVENTS = HISTORY_RUNS * 4  # START and COMPLETE of each run, with room for failed ones
 

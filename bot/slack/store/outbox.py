@@ -12,9 +12,9 @@ from sqlalchemy import ColumnElement, CursorResult, and_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.core.tables import utcnow
+from bot.incidents.store.models import Incident
 from bot.slack.store.models import OutboxMessage, OutboxRole, OutboxState
 from bot.store.models import BackfillRequest
-from bot.store.watch_models import Incident
 
 
 async def enqueue(

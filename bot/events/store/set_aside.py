@@ -10,7 +10,7 @@ from datetime import datetime
 from sqlalchemy import CursorResult, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot.store.watch_models import RunEvent
+from bot.events.store.models import RunEvent
 
 FAILURE_MAX = 500  # run_events.failure
 

@@ -1,9 +1,9 @@
-"""Run events in: OpenLineage parsing (pure); storage is `bot/store/run_events.py`.
+"""Run events in: OpenLineage parsing (pure); storage is `bot/events/store/run_events.py`.
 
-Both sources of run events end here: the Marquez poller (`bot/services/poller.py`) and the
-OpenLineage receiver (`bot/receiver.py`). An event's identity is (run id, event type, event
-time), as in shared/fixtures/marquez/NOTES.md §1.7, so the same event read twice across a poll
-overlap, or pushed to the bot and read back from Marquez, is stored once.
+Both sources of run events end here: the Marquez poller (`bot/events/service/poller.py`) and
+the OpenLineage receiver (`bot/events/service/receiver.py`). An event's identity is (run id,
+event type, event time), as in shared/fixtures/marquez/NOTES.md §1.7, so the same event read
+twice across a poll overlap, or pushed to the bot and read back from Marquez, is stored once.
 
 Parsing follows what Marquez 0.51 accepts (NOTES.md §1.8) where refusing would lose a failure
 that Marquez keeps (an `eventTime` without a zone is UTC, a missing `eventType` is "OTHER"), and
@@ -22,8 +22,8 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, NoReturn, TypeVar
 
 from bot.core import time_bounds
-from bot.domain.events import DatasetName, ParsedEvent
-from bot.domain.producers import (
+from bot.events.rules.event import DatasetName, ParsedEvent
+from bot.events.rules.producers import (
     Owner,
     RunLink,
     airflow_interval,
@@ -241,7 +241,7 @@ def _owner(
     job_name: str | None,
     run_id: str | None,
 ) -> Owner | None:
-    """The DAG and DAG run the event belongs to (`bot/domain/producers.py` has the rules).
+    """The DAG and DAG run the event belongs to (`bot/events/rules/producers.py` has the rules).
 
     The `parent` facet is checked as the spec requires it (its job and run are required); a
     malformed `root`, optional in the spec, is ignored rather than refused.

@@ -1,7 +1,7 @@
 """The late-event sweep's arithmetic (pure: no I/O, the clock is an argument).
 
 Marquez's event feed is filtered on each event's own eventTime, so the time axis is cut into
-buckets of `width` aligned to the Unix epoch; the sweep (bot/services/late_sweep.py) keeps one
+buckets of `width` aligned to the Unix epoch; the sweep (bot/events/service/late_sweep.py) keeps one
 Marquez count per bucket behind the poller's main read. This module decides, per poll, which
 buckets are counted before the main read, where that read starts, which buckets the sweep
 compares, and what a bisect does with a count that differs. See the service for the why.

@@ -1,5 +1,5 @@
 """`backfill-bot events list|retry`: the run events the watcher set aside after failing to
-handle them (bot/store/set_aside.py), shown with why, and put back to be handled again by the
+handle them (bot/events/store/set_aside.py), shown with why, and put back to be handled again by the
 running bot's next pass."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 
 from bot.core.db import make_engine, session_factory, upgrade
-from bot.store import set_aside
+from bot.events.store import set_aside
 
 SHOWN = 100  # rows `events list` prints
 

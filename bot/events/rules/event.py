@@ -15,7 +15,7 @@ DatasetName = tuple[str, str]
 class ParsedEvent:
     """What the watcher keeps of one OpenLineage run event.
 
-    `dag_*` is the DAG the run belongs to and `dag_run_id` its run (`bot/domain/producers.py`
+    `dag_*` is the DAG the run belongs to and `dag_run_id` its run (`bot/events/rules/producers.py`
     decides from the job type, the Airflow facets, `parent` and `parent.root`). Times are
     UTC-aware.
     """

@@ -5,7 +5,7 @@ transport), so a failure reaches the bot in milliseconds instead of at the next 
 endpoint answers like Marquez's (NOTES.md §1.8): one event per request, 201 with an empty body,
 422 with a reason for an event it cannot use. Dataset and job events are accepted and dropped
 (the watcher only follows runs). Events are stored with the poller's identity rules
-(`bot/services/ingest.py`), so the same event from both sources is one row.
+(`bot/events/rules/parse.py`), so the same event from both sources is one row.
 
 Bad input never makes a 500: every answer but 201 is `{"error": reason}`.
 """
@@ -22,10 +22,10 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.core.metrics import Metrics
-from bot.domain.events import ParsedEvent
-from bot.services.ingest import InvalidEvent, parse_run_event
-from bot.store.run_events import store_events
-from bot.store.watch_models import EventSource
+from bot.events.rules.event import ParsedEvent
+from bot.events.rules.parse import InvalidEvent, parse_run_event
+from bot.events.store.models import EventSource
+from bot.events.store.run_events import store_events
 
 __all__ = ["MAX_BODY_BYTES", "PATH", "add_receiver"]
 

@@ -9,7 +9,7 @@ feed carries `totalCount`, the number of events of every kind (run, dataset, job
 window, and `limit=0` (`@Min(0)`) asks for the count alone.
 
 So the axis behind the main read is cut into buckets of `watch.late_bucket_s`, aligned to the
-epoch, back to `watch.late_window_s` before now (bot/domain/late_window.py does the
+epoch, back to `watch.late_window_s` before now (bot/events/rules/late_window.py does the
 arithmetic), and the sweep keeps Marquez's count of each (watch_cursors.late_counts, written in
 the poll's one transaction with the events and the cursor, so a restart re-reads nothing and
 events that arrived while the bot was down show up as changed counts). Each poll:
@@ -67,12 +67,12 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.clients.marquez import MarquezClient
 from bot.config import Watch
-from bot.domain.events import ParsedEvent
-from bot.domain.late_window import LateState, Plan, changed_leaves, plan
-from bot.services.feed import Batch, FeedReader
-from bot.store import run_events
-from bot.store.run_events import store_events
-from bot.store.watch_models import EventSource
+from bot.events.rules.event import ParsedEvent
+from bot.events.rules.late_window import LateState, Plan, changed_leaves, plan
+from bot.events.service.feed import Batch, FeedReader
+from bot.events.store import run_events
+from bot.events.store.models import EventSource
+from bot.events.store.run_events import store_events
 
 __all__ = ["LEAF_MAX_PAGES", "LateSweep", "SweepRun", "describe_found", "store_late"]
 

@@ -23,8 +23,8 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.core.tables import utcnow
-from bot.domain.events import ParsedEvent
-from bot.store.watch_models import EventSource, RunEvent
+from bot.events.rules.event import ParsedEvent
+from bot.events.store.models import EventSource, RunEvent
 
 __all__ = ["dag_events_since", "keys_between", "store_events"]
 

@@ -11,8 +11,8 @@ from datetime import datetime
 from typing import Any
 
 from bot.clients.marquez import MarquezClient
-from bot.domain.events import ParsedEvent
-from bot.services.ingest import InvalidEvent, parse_event_time, parse_run_event
+from bot.events.rules.event import ParsedEvent
+from bot.events.rules.parse import InvalidEvent, parse_event_time, parse_run_event
 
 __all__ = ["MAX_PAGES", "Batch", "FeedReader"]
 

@@ -4,7 +4,7 @@ Marquez has no webhooks (shared/fixtures/marquez/NOTES.md §1.12), so the watche
 `GET /api/v1/events/lineage?after=…&sortDirection=asc` every `watch.poll_interval_s`. Each poll
 re-reads from the start of the `watch.late_bucket_s` bucket holding cursor − `watch.overlap_s`,
 because `after` filters on the event's own eventTime and late events carry old ones; events
-later than that are found by the late-event sweep (bot/services/late_sweep.py), which keeps
+later than that are found by the late-event sweep (bot/events/service/late_sweep.py), which keeps
 Marquez's count of each bucket behind the read and re-reads a bucket whose count changed.
 Re-read events are dropped by the store's identity (run id, event type, event time). A FAIL
 followed by a COMPLETE before the next poll is two events in the feed, so both are stored:
@@ -41,15 +41,15 @@ from bot.clients.marquez import MarquezClient, MarquezError
 from bot.config import Watch
 from bot.core.metrics import Metrics
 from bot.core.tables import utcnow
-from bot.domain.events import ParsedEvent
-from bot.messages import ops as ops_messages
-from bot.messages.ops import describe_duration
-from bot.services.feed import MAX_PAGES, Batch, FeedReader
-from bot.services.late_sweep import LateSweep, SweepRun, store_late
+from bot.events import messages as ops_messages
+from bot.events.rules.event import ParsedEvent
+from bot.events.service.feed import MAX_PAGES, Batch, FeedReader
+from bot.events.service.late_sweep import LateSweep, SweepRun, store_late
+from bot.events.store import cursors
+from bot.events.store.models import EventSource
+from bot.events.store.run_events import store_events
+from bot.slack.messages.ops import describe_duration
 from bot.slack.store.outbox import enqueue
-from bot.store import cursors
-from bot.store.run_events import store_events
-from bot.store.watch_models import EventSource
 
 __all__ = [
     "FETCH_TIMEOUT_S",

@@ -13,7 +13,7 @@ from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot.store.watch_models import WatchCursor
+from bot.events.store.models import WatchCursor
 
 ERROR_MAX = 500  # characters of a poll's error kept (the column's size)
 

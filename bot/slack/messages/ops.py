@@ -1,0 +1,43 @@
+"""The one shape of a notice in the ops channel (templates/watch/notice.json.j2, which escapes
+every value: error messages come from outside): an icon, a title, a sentence and facts."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from bot.slack.messages.render import SENTENCE, clip, render
+
+_FACT = 500
+
+
+def describe_duration(value: timedelta) -> str:
+    """`45 s`, `12 min`, `3 h 5 min`, `2 d 4 h`: the two largest units that matter."""
+    seconds = max(0, int(value.total_seconds()))
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes, hours, days = seconds // 60, seconds // 3600, seconds // 86400
+    if hours == 0:
+        return f"{minutes} min"
+    if days == 0:
+        rest = minutes % 60
+        return f"{hours} h" + (f" {rest} min" if rest else "")
+    rest = hours % 24
+    return f"{days} d" + (f" {rest} h" if rest else "")
+
+
+def ops_notice(icon: str, title: str, text: str, facts: Sequence[str]) -> dict[str, Any]:
+    """An ops notice; every value is escaped and clipped."""
+    view = {
+        "icon": icon,
+        "title": title,
+        "text": clip(text, SENTENCE),
+        "facts": [clip(fact, _FACT) for fact in facts],
+    }
+    return render("watch/notice.json.j2", view)
+
+
+def moment(value: datetime) -> str:
+    """A time as ops notices show it: `2021-06-04 12:00:00 UTC`."""
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
