@@ -49,7 +49,6 @@ from bot.lineage.service.planning import Planner, PlanSource
 from bot.lineage.service.reconcile import Reconciler
 from bot.lineage.service.record import record_lineage
 from bot.readiness import CHECK_TIMEOUT_S, Readiness
-from bot.services.access import SlackGroups
 from bot.services.backfill_retry import RetryService
 from bot.services.backfills import BackfillService
 from bot.services.home import HomeService
@@ -62,6 +61,7 @@ from bot.services.subscriptions import SubscriptionService
 from bot.services.team_notices import TeamNotices
 from bot.settings import Settings
 from bot.slack.service.calls import counted
+from bot.slack.service.groups import SlackGroups
 from bot.slack.service.http import SlackEvents
 from bot.slack.service.sender import OutboxSender
 from bot.store.models import BackfillRequest

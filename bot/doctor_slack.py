@@ -3,7 +3,7 @@ posts to and the user groups it names.
 
 The scopes the bot needs follow from the Web API methods it calls (api.slack.com/methods/…):
 chat.postMessage, chat.update and chat.postEphemeral (bot/slack/service/sender.py) need
-chat:write; usergroups.users.list (bot/services/access.py) needs usergroups:read; the /backfill
+chat:write; usergroups.users.list (bot/ownership/service.py) needs usergroups:read; the /backfill
 command needs `commands`; views.open and views.publish (handlers/) and auth.test need none.
 chat:write.public lets the bot post in public channels it was not invited to, and doctor's own
 conversations.info needs channels:read (public channels) and groups:read (private ones).

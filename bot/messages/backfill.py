@@ -12,7 +12,7 @@ from typing import Any, Literal
 from bot.core.model import Interval
 from bot.domain.progress import Counts
 from bot.lineage.rules.planner import Plan, PlanStep
-from bot.services.access import Denial, DenialKind
+from bot.ownership.rules import Denial, DenialKind
 from bot.slack.messages.render import (
     LIST,
     NAME,

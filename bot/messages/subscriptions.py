@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.services.access import Denial, DenialKind
+from bot.ownership.rules import Denial, DenialKind
 from bot.slack.messages.render import NAME, Mrkdwn, clip, code, render, sentence, user_mention
 
 LIST_BATCH = 8

@@ -15,11 +15,11 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from bot.backfill.rules.visibility import lives_in
 from bot.core.audit import Refused, add_audit, add_refusal
 from bot.core.tables import utcnow
 from bot.lineage.rules.planner import Plan, plan_from_json
 from bot.messages.backfill import plan_preview, unknown_backfill
-from bot.services.access import lives_in
 from bot.slack.messages.common import action_result, refusal
 from bot.slack.messages.reply import Reply
 from bot.slack.store import outbox

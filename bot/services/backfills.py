@@ -25,12 +25,8 @@ from bot.lineage.rules.planner import Plan, PlanNote, PlanStep, plan_from_json
 from bot.lineage.service.planning import PlanRequest, PlanSource
 from bot.messages.backfill import denied, plan_preview, request_status, status_list
 from bot.messages.progress import status_of
-from bot.services.access import (
-    GroupDirectory,
-    may_approve,
-    requires_all_owners,
-    still_to_approve,
-)
+from bot.ownership.rules import requires_all_owners
+from bot.ownership.service import GroupDirectory, may_approve, still_to_approve
 from bot.services.request_lookup import RequestLookup
 from bot.services.team_notices import TeamNotices
 from bot.slack.messages.common import action_result, refusal

@@ -17,7 +17,7 @@ from bot.domain.incidents import IncidentState
 from bot.incidents.store.models import Incident
 from bot.messages import home as home_messages
 from bot.messages.home import HomeBackfill, HomeIncident, HomeSlaMiss
-from bot.services.access import GroupDirectory
+from bot.ownership.service import GroupDirectory
 from bot.sla.store import SlaMiss
 from bot.store.models import BackfillRequest, RequestState
 

@@ -27,7 +27,8 @@ from bot.lineage.rules.errors import PlanningError
 from bot.lineage.rules.planner import Plan
 from bot.messages import watch as watch_messages
 from bot.messages.backfill import snooze_denied
-from bot.services.access import may_snooze, requires_all_owners
+from bot.ownership.rules import requires_all_owners
+from bot.ownership.service import may_snooze
 from bot.services.backfills import BackfillService
 from bot.services.incident_alerts import AlertOutbox
 from bot.slack.messages.common import action_result, refusal

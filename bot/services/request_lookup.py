@@ -9,9 +9,9 @@ from contextlib import suppress
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from bot.backfill.rules.visibility import lives_in, may_see
 from bot.core.audit import Refused, add_refusal
 from bot.messages.backfill import unknown_backfill
-from bot.services.access import lives_in, may_see
 from bot.services.team_notices import TeamNotices
 from bot.slack.messages.common import refusal
 from bot.slack.messages.reply import Reply

@@ -9,7 +9,7 @@ bot, so that is what is stored, and `subscriptions` / `unsubscribe` typed in any
 user find it there.
 
 Who may: in a DM anyone, to anything; in a channel as BOT_CONFIG `hub.subscriptions` says
-(`bot.services.access.may_subscribe`). A subscription is removed by whoever added it, anyone
+(`bot.ownership.service.may_subscribe`). A subscription is removed by whoever added it, anyone
 allowed to add it there, or anyone in the DM it belongs to. Adding and removing are audited
 with the change, refusals on their own; an id of another channel is answered like an unknown
 one."""
@@ -28,10 +28,11 @@ from bot.core.audit import Refused, add_audit, add_refusal
 from bot.core.tables import utcnow
 from bot.messages import subscriptions as words
 from bot.messages.subscriptions import SubscriptionLine
-from bot.services.access import GroupDirectory, is_direct_message, may_subscribe
+from bot.ownership.service import GroupDirectory, may_subscribe
 from bot.slack.messages.common import action_result, refusal
 from bot.slack.messages.reply import Reply
 from bot.slack.rules.commands import SubscribeCommand
+from bot.slack.rules.ids import is_direct_message
 from bot.store import subscriptions as store
 from bot.store.hub_models import Subscription
 

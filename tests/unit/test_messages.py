@@ -27,7 +27,7 @@ from bot.messages.backfill import (
     request_status,
     status_list,
 )
-from bot.services.access import Denial, DenialKind
+from bot.ownership.rules import Denial, DenialKind
 from bot.slack.messages.common import acknowledgement, action_result, refusal
 from bot.slack.messages.render import (
     channel_mention,

@@ -34,7 +34,7 @@ from bot.hub.messages import health
 from bot.lineage.rules.impact import DagImpact, ImpactSnapshot, ImpactStatus, ReportImpact
 from bot.lineage.rules.planner import Plan, PlanNote, PlanStep
 from bot.messages import backfill, home, hub_slack, progress, sla, subscriptions, teams, watch
-from bot.services.access import Denial, DenialKind
+from bot.ownership.rules import Denial, DenialKind
 from bot.slack.messages import common
 from bot.slack.messages import render as _render
 from bot.slack.messages.render import channel_mention, code, sentence, user_mention

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from bot.config import BotConfig, parse_config
-from bot.services.access import DenialKind, covering_teams, covers, may_subscribe
+from bot.ownership.rules import DenialKind, covering_teams, covers
+from bot.ownership.service import may_subscribe
 
 
 class Groups:

@@ -16,7 +16,7 @@ from golden_support import Case, assert_golden, check, mrkdwn_texts
 from bot.config.hub import EVENT_CLASSES
 from bot.messages import subscriptions as words
 from bot.messages.subscriptions import SubscriptionLine
-from bot.services.access import Denial, DenialKind
+from bot.ownership.rules import Denial, DenialKind
 from bot.slack.messages import common
 from bot.slack.rules.commands import PATTERN_CHARS
 

@@ -47,3 +47,8 @@ class ViewCallbackId(StrEnum):
     """`callback_id` of modal views."""
 
     PLAN = "backfill.plan_modal"
+
+
+def is_direct_message(channel: str) -> bool:
+    """Whether a channel id is a direct message (Slack's DM ids start with D)."""
+    return channel.startswith("D")

@@ -1,0 +1,85 @@
+"""Whose a DAG is, and what BOT_CONFIG's ownership rules ask of an approval (pure: plain data
+in, answers out). Who may act, with Slack's user groups, is `bot.ownership.service`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from bot.config import BotConfig
+from bot.config.base import matches
+from bot.core.model import DagRef
+
+
+class DenialKind(StrEnum):
+    SECOND_PERSON = "second_person"  # the requester, where an ownership rule asks for another
+    NO_ONE = "no_one"  # no owning team and no approvers configured
+    NOT_ALLOWED = "not_allowed"  # neither in an owning team nor an approver
+
+
+@dataclass(frozen=True)
+class Denial:
+    """Why a user may not act on a backfill of `dag_id`; bot.messages says it in words."""
+
+    kind: DenialKind
+    dag_id: str
+    teams: tuple[str, ...] = ()
+    """The owning teams, whose members may act."""
+
+
+def requires_all_owners(config: BotConfig, root: DagRef) -> bool:
+    """Whether an ownership rule for `root` asks every team owning a DAG of the plan to approve."""
+    return any(
+        rule.approve == "all_owners" and matches(rule.pattern, root.namespace, root.dag_id)
+        for rule in config.ownership
+    )
+
+
+def requires_second_person(config: BotConfig, root: DagRef) -> bool:
+    """Whether an ownership rule for `root` asks for an approver other than the requester."""
+    return any(
+        rule.second_approver and matches(rule.pattern, root.namespace, root.dag_id)
+        for rule in config.ownership
+    )
+
+
+def _one_char_classes(glob: str) -> str:
+    """`glob` with each `[…]` class written `?` (one character, as fnmatch reads classes)."""
+    out: list[str] = []
+    i, n = 0, len(glob)
+    while i < n:
+        char = glob[i]
+        i += 1
+        if char != "[":
+            out.append(char)
+            continue
+        j = i + (i < n and glob[i] == "!")
+        j += j < n and glob[j] == "]"
+        while j < n and glob[j] != "]":
+            j += 1
+        if j >= n:
+            out.append("[")  # no closing bracket: a literal `[`
+        else:
+            out.append("?")
+            i = j + 1
+    return "".join(out)
+
+
+def covers(rule: str, pattern: str) -> bool:
+    """Whether the ownership pattern `rule` covers the subscription pattern `pattern`: `rule`
+    matches `pattern` taken as text (a missing namespace part read as `*`, a `[…]` class as
+    `?`) and its shortest instance (every `*` matching nothing). So `example.*` covers
+    `example.etl_*` and `example.etl_orders`, and only `*` covers `*`. Exact for rules of
+    literals and `*`; a rule with `?` or `[…]` of its own is matched against the text as is."""
+    if rule == pattern:
+        return True
+    namespace, _, name = pattern.partition("::") if "::" in pattern else ("*", "", pattern)
+    namespace, name = _one_char_classes(namespace), _one_char_classes(name)
+    shortest = (namespace.replace("*", ""), name.replace("*", ""))
+    return matches(rule, namespace, name) and matches(rule, *shortest)
+
+
+def covering_teams(config: BotConfig, pattern: str) -> tuple[str, ...]:
+    """The teams whose ownership rules cover `pattern` (see `covers`), in file order, once each."""
+    names = [rule.team for rule in config.ownership if covers(rule.pattern, pattern)]
+    return tuple(name for name in dict.fromkeys(names) if config.team(name) is not None)
