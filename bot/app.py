@@ -28,7 +28,6 @@ import handlers.commands
 import handlers.home
 from bot.app_services import Services
 from bot.clients.marquez import MarquezClient, RetryPolicy
-from bot.clients.sink_sender import SinkSender
 from bot.config import BotConfig
 from bot.core.db import make_engine, session_factory, upgrade
 from bot.core.http import DEFAULT_RETRY
@@ -43,6 +42,9 @@ from bot.executors.backends import Backend
 from bot.executors.manual import ManualExecutor
 from bot.executors.runner import Runner
 from bot.executors.spark import SparkBackend
+from bot.hub.service.hub import Hub
+from bot.hub.service.sender import SinkSender
+from bot.hub.service.subscriptions import SubscriptionService
 from bot.lineage.service.index import LineageIndex
 from bot.lineage.service.index_planner import IndexPlanner
 from bot.lineage.service.planning import Planner, PlanSource
@@ -52,12 +54,10 @@ from bot.readiness import CHECK_TIMEOUT_S, Readiness
 from bot.services.backfill_retry import RetryService
 from bot.services.backfills import BackfillService
 from bot.services.home import HomeService
-from bot.services.hub import Hub
 from bot.services.incident_actions import IncidentActions
 from bot.services.incidents import IncidentService
 from bot.services.links import AirflowUi
 from bot.services.sla import SlaService
-from bot.services.subscriptions import SubscriptionService
 from bot.services.team_notices import TeamNotices
 from bot.settings import Settings
 from bot.slack.service.calls import counted

@@ -25,17 +25,17 @@ from sqlalchemy import case, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from yarl import URL
 
-from bot.clients.email import log_in, tls_context
-from bot.clients.sink_sender import REMOVED_SINK_WAIT_S
-from bot.clients.sinks import public_url, redact, url_secrets
 from bot.config import BotConfig
 from bot.config.sinks import EmailSink, PagerDutySink, Sink, TeamsSink, WebhookSink
 from bot.core.db import DatabaseError, make_engine, reported
 from bot.core.schema_state import read_schema_state
 from bot.core.tables import utcnow
 from bot.doctor_checks import Result, Row, listed, missing_sqlite_file
+from bot.hub.service.sender import REMOVED_SINK_WAIT_S
+from bot.hub.sinks.base import public_url, redact, url_secrets
+from bot.hub.sinks.email import log_in, tls_context
+from bot.hub.store.models import DeliveryState, SinkDelivery, SinkHealth
 from bot.settings import Settings
-from bot.store.hub_models import DeliveryState, SinkDelivery, SinkHealth
 
 __all__ = ["sink_rows"]
 
@@ -307,7 +307,7 @@ async def _close(writer: asyncio.StreamWriter) -> None:
 
 def _smtp_reach(sink: EmailSink) -> Reach:
     """EHLO, STARTTLS or implicit TLS, and AUTH with the sink's login (blocking: run it in a
-    thread, as bot/clients/email.py sends). QUIT, never MAIL: nothing is sent."""
+    thread, as bot/hub/sinks/email.py sends). QUIT, never MAIL: nothing is sent."""
     secrets = [sink.password.get_secret_value()] if sink.password else []
     done: list[str] = []
     step = "connect"

@@ -1,6 +1,6 @@
 """Escalation: an open outage nobody acknowledged within its owning team's `escalation.after`
 goes to the escalation's sinks and channel, once per outage (a reopened outage may escalate
-again). The rule is `escalation_due` (bot/domain/routing.py); the incident row records that it
+again). The rule is `escalation_due` (bot/hub/rules.py); the incident row records that it
 was escalated in the same transaction that owes the escalation, so a restart neither loses nor
 repeats one, and acknowledging the alert in time is all it takes for none to be sent."""
 
@@ -17,9 +17,9 @@ from bot.config.hub import Escalation
 from bot.core.after_commit import log_after_commit
 from bot.core.model import DagRef
 from bot.domain.incidents import IncidentState, snoozed
-from bot.domain.routing import escalation_due
+from bot.hub.rules import escalation_due
+from bot.hub.service.hub import Hub, alerted_at
 from bot.incidents.store.models import Incident
-from bot.services.hub import Hub, alerted_at
 from bot.store import incidents as store
 
 logger = logging.getLogger(__name__)

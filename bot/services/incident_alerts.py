@@ -17,11 +17,11 @@ from bot.core.metrics import Metrics
 from bot.core.model import DagRef
 from bot.domain.incidents import IncidentState, snoozed
 from bot.domain.proposal import Proposal, propose
+from bot.hub.service.hub import Hub
 from bot.incidents.store.models import Incident
 from bot.lineage.rules.impact import ImpactSnapshot
 from bot.lineage.store import run_history
 from bot.messages import watch as watch_messages
-from bot.services.hub import Hub
 from bot.services.links import AirflowUi, Links
 from bot.slack.store import outbox
 from bot.slack.store.models import OutboxRole

@@ -37,13 +37,13 @@ from bot.domain.incidents import (
 from bot.events import messages as ops_messages
 from bot.events.store import set_aside
 from bot.events.store.models import RunEvent
+from bot.hub.service.hub import Hub
 from bot.incidents.store.models import Incident
 from bot.lineage.rules.errors import PlanningError
 from bot.lineage.rules.impact import ImpactSnapshot
 from bot.messages import watch as watch_messages
 from bot.services.backfills import PlannerFactory
 from bot.services.escalation import Escalations
-from bot.services.hub import Hub
 from bot.services.incident_alerts import AlertOutbox, outage_words
 from bot.services.links import AirflowUi
 from bot.slack.store import outbox

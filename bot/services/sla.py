@@ -20,15 +20,15 @@ from bot.core.audit import Refused, add_audit, add_refusal
 from bot.core.metrics import Metrics
 from bot.core.model import DagRef, Interval
 from bot.core.tables import utcnow
-from bot.domain.routing import HubEvent, severity_of
 from bot.domain.sla import Miss, RunFacts, misses
 from bot.events.store import run_events
 from bot.events.store.models import RunEvent
+from bot.hub.rules import HubEvent, severity_of
+from bot.hub.service.hub import Hub
 from bot.lineage.rules.errors import PlanningError
 from bot.messages import sla as sla_messages
 from bot.messages.watch import interval_words
 from bot.services.backfills import PlannerFactory
-from bot.services.hub import Hub
 from bot.services.links import Links
 from bot.sla import store as sla_misses
 from bot.sla.store import SlaMiss

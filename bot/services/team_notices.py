@@ -15,9 +15,9 @@ from bot.config import BotConfig
 from bot.core.metrics import Metrics
 from bot.core.model import DagRef
 from bot.core.tables import utcnow
-from bot.domain.routing import HubEvent, HubKind
+from bot.hub.rules import HubEvent, HubKind
+from bot.hub.service.hub import Hub
 from bot.messages import teams as team_messages
-from bot.services.hub import Hub
 from bot.slack.store import outbox
 from bot.store.models import BackfillRequest
 

@@ -1,6 +1,6 @@
 """A receiver for the webhook sink, behaving as a careful one should (tests and the demo).
 
-`POST /hooks/{name}` checks the signature with `bot.clients.webhook.verify` before reading the
+`POST /hooks/{name}` checks the signature with `bot.hub.sinks.webhook.verify` before reading the
 body (401 on a missing, bad or stale one), then parses the JSON (400 if it is not) and records
 the delivery. `deliveries` keeps every accepted request, repeats included; `documents()` is
 what a receiver deduplicating on `X-Backfill-Bot-Delivery` would process: each id once, first
@@ -19,7 +19,7 @@ from typing import Any
 
 from aiohttp import web
 
-from bot.clients.webhook import DELIVERY_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, verify
+from bot.hub.sinks.webhook import DELIVERY_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, verify
 from bot.standins.http_server import start_app
 
 __all__ = ["Attempt", "Received", "WebhookReceiver", "running_webhook_receiver"]

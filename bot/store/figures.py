@@ -12,8 +12,8 @@ from sqlalchemy.orm import InstrumentedAttribute
 
 from bot.events.store import set_aside
 from bot.events.store.models import RunEvent, WatchCursor
+from bot.hub.store import deliveries
 from bot.slack.store.models import OutboxMessage, OutboxState
-from bot.store import deliveries
 from bot.store.models import BackfillRequest, BackfillStep
 
 __all__ = ["CursorFigures", "Figures", "read"]

@@ -35,12 +35,12 @@ from test_hub_sinks import ROUTING_KEY, SECRET, actions, delivered, types
 from test_sla import DAY, T0, dag_run
 
 from bot.config import BotConfig, parse_config
+from bot.hub.store import subscriptions as subscription_store
 from bot.slack.rules.ids import ActionId
 from bot.standins.marquez import StandInServer
 from bot.standins.pagerduty import PagerDutyStandin, running_pagerduty_standin
 from bot.standins.slack import SlackStandIn, running_slack_standin
 from bot.standins.webhook_receiver import WebhookReceiver, running_webhook_receiver
-from bot.store import subscriptions as subscription_store
 
 ALICE = "U0ALICE001"  # in no team: subscribes her own DM
 PLATFORM = "C0PLATFRM1"

@@ -19,8 +19,8 @@ from sqlalchemy import select
 
 from bot.config import parse_config
 from bot.core.audit import AuditEntry
+from bot.hub.store.models import Subscription
 from bot.standins.marquez import StandInServer
-from bot.store.hub_models import Subscription
 
 ELSEWHERE = "C0ELSEWHER"
 PLATFORM = "U0PLATFRM1"

@@ -25,14 +25,14 @@ from sqlalchemy import select
 
 from bot import doctor, doctor_sinks
 from bot.core.db import make_engine, session_factory, upgrade
+from bot.hub.store import deliveries
+from bot.hub.store.models import SinkDelivery
 from bot.settings import Settings, load_settings
 from bot.standins.marquez import StandInServer
 from bot.standins.pagerduty import running_pagerduty_standin
 from bot.standins.slack import SlackStandIn, running_slack_standin
 from bot.standins.teams import running_teams_standin
 from bot.standins.webhook_receiver import running_webhook_receiver
-from bot.store import deliveries
-from bot.store.hub_models import SinkDelivery
 
 ROUTING_KEY = "R0UTINGKEY0DOCTOR0000000000000AB"  # 32 characters, as PagerDuty's are
 HOOK_SECRET = "doctor-hook-signing-secret"

@@ -12,11 +12,11 @@ from typing import Any
 
 from smtp_support import PASSWORD, USER, smtp_server
 
-from bot.clients.email import EmailClient
 from bot.config.sinks import EmailSink
 from bot.core.model import DagRef
-from bot.domain.routing import HubEvent
-from bot.messages.hub import email_body
+from bot.hub.messages.documents import email_body
+from bot.hub.rules import HubEvent
+from bot.hub.sinks.email import EmailClient
 
 HOSTILE_DAG = "etl<script>alert(1)</script>&"
 

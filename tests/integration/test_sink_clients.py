@@ -21,9 +21,9 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from bot.clients.pagerduty import PagerDutyClient, pagerduty_event
-from bot.clients.sinks import Outcome, SinkClient, clean, retry_after
-from bot.clients.webhook import WebhookClient, sign, verify
+from bot.hub.sinks.base import Outcome, SinkClient, clean, retry_after
+from bot.hub.sinks.pagerduty import PagerDutyClient, pagerduty_event
+from bot.hub.sinks.webhook import WebhookClient, sign, verify
 from bot.standins.pagerduty import PagerDutyStandin, running_pagerduty_standin
 from bot.standins.webhook_receiver import WebhookReceiver, running_webhook_receiver
 

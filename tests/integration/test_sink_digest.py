@@ -19,19 +19,19 @@ from smtp_support import PASSWORD, USER, Mailbox, smtp_server
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from bot.clients.sink_sender import SinkSender
 from bot.config import BotConfig, parse_config
 from bot.core.db import make_engine, session_factory, upgrade
 from bot.core.metrics import Metrics
 from bot.core.model import DagRef
-from bot.domain.routing import HubEvent, HubKind
+from bot.hub.messages.digest import digest_body
+from bot.hub.messages.documents import body_for
+from bot.hub.rules import HubEvent, HubKind
+from bot.hub.service.sender import SinkSender
+from bot.hub.store import deliveries
+from bot.hub.store.models import SinkDelivery
 from bot.incidents.store.models import Incident
-from bot.messages.hub import body_for
-from bot.messages.hub_digest import digest_body
 from bot.standins.teams import TeamsStandin, running_teams_standin
 from bot.standins.webhook_receiver import WebhookReceiver, running_webhook_receiver
-from bot.store import deliveries
-from bot.store.hub_models import SinkDelivery
 
 SECRET = "digest-hook-signing-secret"
 T = datetime.now(UTC).replace(microsecond=0) + timedelta(hours=2)  # when quiet hours end
@@ -430,7 +430,7 @@ async def test_many_held_notices_fit_the_limits_and_all_are_counted(world: World
 async def test_more_than_a_digest_holds_go_in_several_in_order(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("bot.clients.sink_sender.MAX_DIGEST_ROWS", 2)
+    monkeypatch.setattr("bot.hub.service.sender.MAX_DIGEST_ROWS", 2)
     await owe(world, "data-hook", [event(n) for n in range(5)])
     world.clock.now = T
     await world.sender().drain()
@@ -446,7 +446,7 @@ async def test_a_digest_that_cannot_be_built_lets_its_notices_go_one_by_one(
     def broken(kind: str, bodies: list[dict[str, Any]], *, at: datetime) -> dict[str, Any]:
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr("bot.clients.sink_sender.digest_body", broken)
+    monkeypatch.setattr("bot.hub.service.sender.digest_body", broken)
     await owe(world, "data-hook", [event(0), event(1)])
     world.clock.now = T
     await world.sender().drain()
@@ -457,7 +457,7 @@ async def test_a_digest_that_cannot_be_built_lets_its_notices_go_one_by_one(
 async def test_the_next_digest_waits_for_one_carrying_its_incident_to_be_sent(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("bot.clients.sink_sender.MAX_DIGEST_ROWS", 2)
+    monkeypatch.setattr("bot.hub.service.sender.MAX_DIGEST_ROWS", 2)
     incident = await new_incident(world, DAGS[0])
     await owe(world, "data-hook", [event(0)])
     await owe(world, "data-hook", [event(1, incident=incident)], incident_id=incident)

@@ -18,8 +18,8 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from bot.clients.sinks import Outcome, SinkClient
-from bot.clients.teams import MAX_MESSAGE_BYTES, TeamsClient, message_size, teams_message
+from bot.hub.sinks.base import Outcome, SinkClient
+from bot.hub.sinks.teams import MAX_MESSAGE_BYTES, TeamsClient, message_size, teams_message
 from bot.standins.teams import BAD_PAYLOAD, TeamsStandin, running_teams_standin, validate
 
 SIG = "S1gN4tureSecretValue0123456789abcdefXYZ"

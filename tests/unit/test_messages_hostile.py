@@ -30,10 +30,10 @@ from bot.domain.progress import Counts
 from bot.domain.proposal import Proposal
 from bot.domain.sla import Miss
 from bot.events import messages as ops
-from bot.hub.messages import health
+from bot.hub.messages import health, subscriptions
 from bot.lineage.rules.impact import DagImpact, ImpactSnapshot, ImpactStatus, ReportImpact
 from bot.lineage.rules.planner import Plan, PlanNote, PlanStep
-from bot.messages import backfill, home, hub_slack, progress, sla, subscriptions, teams, watch
+from bot.messages import backfill, home, hub_slack, progress, sla, teams, watch
 from bot.ownership.rules import Denial, DenialKind
 from bot.slack.messages import common
 from bot.slack.messages import render as _render

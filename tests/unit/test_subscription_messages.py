@@ -14,8 +14,8 @@ import pytest
 from golden_support import Case, assert_golden, check, mrkdwn_texts
 
 from bot.config.hub import EVENT_CLASSES
-from bot.messages import subscriptions as words
-from bot.messages.subscriptions import SubscriptionLine
+from bot.hub.messages import subscriptions as words
+from bot.hub.messages.subscriptions import SubscriptionLine
 from bot.ownership.rules import Denial, DenialKind
 from bot.slack.messages import common
 from bot.slack.rules.commands import PATTERN_CHARS

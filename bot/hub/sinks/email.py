@@ -1,7 +1,7 @@
 """The e-mail sink: one message per notice over SMTP (STARTTLS or implicit TLS, AUTH), plain
 text with an HTML alternative.
 
-One attempt per `send`, classified like every sink (`bot.clients.sinks`): SMTP's 4xx replies,
+One attempt per `send`, classified like every sink (`bot.hub.sinks.base`): SMTP's 4xx replies,
 a refused or dropped connection and timeouts are retried; 530/534/535 (authentication) and a
 certificate the bot cannot trust mean the relay refuses the bot: retried slowly until a person
 fixes the settings, and so do a refused sender, every recipient refused with a 5xx and any
@@ -23,8 +23,8 @@ from email.message import EmailMessage
 from email.utils import formatdate
 from typing import Any
 
-from bot.clients.sinks import MISCONFIGURED_RETRY_S, Outcome, clean, redact
 from bot.config.sinks import EmailSink
+from bot.hub.sinks.base import MISCONFIGURED_RETRY_S, Outcome, clean, redact
 
 __all__ = ["EmailClient", "build_message"]
 

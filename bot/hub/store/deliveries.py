@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
 from bot.core.tables import utcnow
-from bot.store.hub_models import DeliveryState, SinkDelivery, SinkHealth
+from bot.hub.store.models import DeliveryState, SinkDelivery, SinkHealth
 
 REPORT_AFTER = 3  # failed attempts in a row before a sink is told to be failing
 

@@ -9,7 +9,7 @@ e-mail keeps its Message-ID; a Teams channel may show it twice.
 
 Quiet hours: a held row is not sent on its own. When its time has come, each pass first puts
 every held row of a sink whose time has come in ONE new row, the digest
-(`bot/messages/hub_digest.py`; one held row is a digest of one, so a held notice always reads
+(`bot/hub/messages/digest.py`; one held row is a digest of one, so a held notice always reads
 the same), in one transaction that marks them sent into it (`deliveries.form_digest`: two
 processes never both digest a row). The digest is then sent like any other row: the same
 retries, and a delivery id (`<sink>/digest:<first id>-<last id>`) that stays the same."""
@@ -25,11 +25,6 @@ from functools import partial
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from bot.clients.email import EmailClient
-from bot.clients.pagerduty import PagerDutyClient
-from bot.clients.sinks import Outcome, SinkClient
-from bot.clients.teams import TeamsClient
-from bot.clients.webhook import WebhookClient
 from bot.config import BotConfig
 from bot.config.sinks import EmailSink, PagerDutySink, Sink, TeamsSink
 from bot.core.after_commit import after_commit
@@ -37,10 +32,15 @@ from bot.core.metrics import Metrics
 from bot.core.tables import utcnow
 from bot.core.worker import Worker
 from bot.hub.messages import health as health_messages
-from bot.messages.hub_digest import DIGEST_KINDS, MAX_DIGEST_ROWS, digest_body
+from bot.hub.messages.digest import DIGEST_KINDS, MAX_DIGEST_ROWS, digest_body
+from bot.hub.sinks.base import Outcome, SinkClient
+from bot.hub.sinks.email import EmailClient
+from bot.hub.sinks.pagerduty import PagerDutyClient
+from bot.hub.sinks.teams import TeamsClient
+from bot.hub.sinks.webhook import WebhookClient
+from bot.hub.store import deliveries
+from bot.hub.store.models import SinkDelivery
 from bot.slack.store.outbox import enqueue as owe_slack
-from bot.store import deliveries
-from bot.store.hub_models import SinkDelivery
 
 logger = logging.getLogger(__name__)
 # A claimed row is another process's to take again only after this: longer than any one send

@@ -1,6 +1,6 @@
 """`/backfill subscribe`, `subscriptions` and `unsubscribe`: a channel (or a DM) subscribed to
-the events of the DAGs a pattern matches. The hub (bot/services/hub.py, bot/domain/routing.py)
-reads them (`bot.store.subscriptions.active`) and delivers; this only keeps them.
+the events of the DAGs a pattern matches. The hub (bot/hub/service/hub.py, bot/hub/rules.py)
+reads them (`bot.hub.store.subscriptions.active`) and delivers; this only keeps them.
 
 Where a subscription lives (`home`): a channel's under its channel id; one typed in a DM under
 the user's id. A slash command in a DM gives the DM's D… id, which the bot cannot post in when
@@ -26,15 +26,15 @@ from bot.config import BotConfig
 from bot.core.after_commit import log_after_commit
 from bot.core.audit import Refused, add_audit, add_refusal
 from bot.core.tables import utcnow
-from bot.messages import subscriptions as words
-from bot.messages.subscriptions import SubscriptionLine
+from bot.hub.messages import subscriptions as words
+from bot.hub.messages.subscriptions import SubscriptionLine
+from bot.hub.store import subscriptions as store
+from bot.hub.store.models import Subscription
 from bot.ownership.service import GroupDirectory, may_subscribe
 from bot.slack.messages.common import action_result, refusal
 from bot.slack.messages.reply import Reply
 from bot.slack.rules.commands import SubscribeCommand
 from bot.slack.rules.ids import is_direct_message
-from bot.store import subscriptions as store
-from bot.store.hub_models import Subscription
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The notification hub: each event (an incident's life, an SLA miss, a backfill approved or
-ended) routed once (`bot/domain/routing.py`) and owed, in the transaction that made the event,
-to the sinks beyond Slack (`sink_deliveries`, sent by bot/clients/sink_sender.py) and to the
+ended) routed once (`bot/hub/rules.py`) and owed, in the transaction that made the event,
+to the sinks beyond Slack (`sink_deliveries`, sent by bot/hub/service/sender.py) and to the
 Slack channels and DMs subscribed to it (outbox rows, sent by the Slack sender). What the bot
 owes is a row before anything is sent."""
 
@@ -19,24 +19,16 @@ from bot.config import BotConfig
 from bot.core.after_commit import after_commit, log_after_commit
 from bot.core.model import DagRef
 from bot.core.tables import utcnow
-from bot.domain.routing import (
-    Decision,
-    HubEvent,
-    HubKind,
-    Subscription,
-    covers,
-    route,
-    severity_of,
-)
+from bot.hub.messages import documents as hub_messages
+from bot.hub.rules import Decision, HubEvent, HubKind, Subscription, covers, route, severity_of
+from bot.hub.store import deliveries
+from bot.hub.store import subscriptions as subscription_store
 from bot.incidents.store.models import Incident
-from bot.messages import hub as hub_messages
 from bot.messages import watch as watch_messages
 from bot.messages.hub_slack import FailureNotice, NoticeState, failure_notice
 from bot.slack.store import outbox
 from bot.slack.store.models import OutboxMessage
-from bot.store import deliveries
 from bot.store import incidents as store
-from bot.store import subscriptions as subscription_store
 
 logger = logging.getLogger(__name__)
 SUBSCRIBED = "sub:"  # the edit keys of a subscribed channel's one message about an outage

@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from bot.clients.sinks import OneShotClient, Outcome, Reply, classify, clean, scrubbed
 from bot.core.http import USER_AGENT
+from bot.hub.sinks.base import OneShotClient, Outcome, Reply, classify, clean, scrubbed
 
 __all__ = [
     "EVENTS_URL",

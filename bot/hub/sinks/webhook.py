@@ -11,7 +11,7 @@ Each request carries:
 A receiver checks the signature over the raw body before parsing it, and refuses timestamps
 more than five minutes away (a captured request cannot be replayed later)::
 
-    from bot.clients.webhook import verify
+    from bot.hub.sinks.webhook import verify
     ts = request.headers["X-Backfill-Bot-Request-Timestamp"]
     sig = request.headers["X-Backfill-Bot-Signature"]
     if not verify(SECRET, ts, raw_body, sig, now=time.time()):
@@ -31,8 +31,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bot.clients.sinks import OneShotClient, Outcome, classify, public_url, scrubbed, url_secrets
 from bot.core.http import USER_AGENT
+from bot.hub.sinks.base import OneShotClient, Outcome, classify, public_url, scrubbed, url_secrets
 
 __all__ = [
     "DELIVERY_HEADER",
@@ -76,7 +76,7 @@ def verify(
 
 
 class WebhookClient(OneShotClient):
-    """POSTs each document, signed, to `url`; one attempt per `send` (see `bot.clients.sinks`).
+    """POSTs each document, signed, to `url`; one attempt per `send` (see `bot.hub.sinks.base`).
 
     `detail` shows the URL without userinfo or query string, and never the secret.
     """

@@ -1,6 +1,6 @@
 """One digest of the notices a sink held during quiet hours (pure): built from the bodies the
-held rows already carry (`bot/messages/hub.py`), in their order, so nothing is rendered twice
-and what was escaped stays escaped.
+held rows already carry (`bot/hub/messages/documents.py`), in their order, so nothing is
+rendered twice and what was escaped stays escaped.
 
 - e-mail: one message; each notice's subject as a heading, then its text (its HTML);
 - webhook: a version 1 document of type `digest` whose `events` are the held documents
@@ -20,8 +20,8 @@ from datetime import UTC, datetime
 from html import escape
 from typing import Any
 
-from bot.clients.teams import CARD_BUDGET_BYTES, message_size, teams_message
-from bot.messages.hub import WEBHOOK_VERSION
+from bot.hub.messages.documents import WEBHOOK_VERSION
+from bot.hub.sinks.teams import CARD_BUDGET_BYTES, message_size, teams_message
 
 __all__ = ["DIGEST_KINDS", "MAX_DIGEST_ROWS", "digest_body", "digest_title"]
 

@@ -13,8 +13,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.config.hub import EVENT_CLASSES, EventClass
 from bot.core.tables import utcnow
-from bot.domain.routing import Subscription as Routed
-from bot.store.hub_models import Subscription
+from bot.hub.rules import Subscription as Routed
+from bot.hub.store.models import Subscription
 
 _ID_TRIES = 20
 

@@ -10,10 +10,10 @@ from datetime import UTC
 from html import escape
 from typing import Any, Literal
 
-from bot.clients.pagerduty import pagerduty_event
-from bot.clients.teams import teams_message
 from bot.config.sinks import EmailSink, PagerDutySink, Sink, TeamsSink
-from bot.domain.routing import HubEvent
+from bot.hub.rules import HubEvent
+from bot.hub.sinks.pagerduty import pagerduty_event
+from bot.hub.sinks.teams import teams_message
 
 WEBHOOK_VERSION = "1"
 _ERROR = 1000  # characters of an error message a document carries

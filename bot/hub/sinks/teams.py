@@ -33,7 +33,8 @@ from typing import Any, Literal
 
 from yarl import URL
 
-from bot.clients.sinks import (
+from bot.core.http import USER_AGENT
+from bot.hub.sinks.base import (
     MISCONFIGURED_RETRY_S,
     OneShotClient,
     Outcome,
@@ -44,7 +45,6 @@ from bot.clients.sinks import (
     scrubbed,
     url_secrets,
 )
-from bot.core.http import USER_AGENT
 
 __all__ = ["MAX_MESSAGE_BYTES", "TeamsClient", "escape_markdown", "message_size", "teams_message"]
 
