@@ -1,5 +1,5 @@
 """Slack calls a long backfill costs: a simulated 6-hour backfill of 50 DAGs driven through the
-Runner (bot/executors/runner.py) on SQLite, with a fake clock and an in-process backend, counting
+Runner (bot/backfill/run/runner.py) on SQLite, with a fake clock and an in-process backend, counting
 what the outbox sender would send for it: the preview, the approval pointer, the status message,
 its edits, the thread replies and the summary.
 
@@ -14,7 +14,7 @@ passes every --poll-s of fake time. After each pass the rows it enqueued are cou
 sender would send them (it is woken after every pass): each row one call, except consecutive
 replies of one thread (one merged post) and a status edit a newer one supersedes (skipped).
 
-Two cadences are compared on the same simulation: the growing gap of bot/domain/progress.py
+Two cadences are compared on the same simulation: the growing gap of bot/backfill/rules/progress.py
 (`report_due`), and the gap fixed at progress_update_s. With the defaults (a pass every 5 s,
 progress_update_s 5) the second is what the runner sent before the gap grew: an edit for every
 pass that changed the status, a reply for every pass that saw a DAG start, end or be skipped.
@@ -42,21 +42,22 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bot.backfill.messages.backfill import plan_preview, request_status
+from bot.backfill.messages.progress import status_of
+from bot.backfill.rules import progress as progress_rules
+from bot.backfill.rules.progress import Counts
+from bot.backfill.rules.states import RequestState
+from bot.backfill.run.backends import Finding, Progress, State, StepWork
+from bot.backfill.run.runner import Runner
+from bot.backfill.store import guards, repository
+from bot.backfill.store.models import BackfillRequest
 from bot.config import Execution
 from bot.core.db import make_engine, session_factory, upgrade
 from bot.core.model import DagRef
-from bot.domain import progress as progress_rules
-from bot.domain.progress import Counts
-from bot.executors.backends import Finding, Progress, State, StepWork
-from bot.executors.runner import Runner
 from bot.lineage.rules.planner import plan_from_json
-from bot.messages.backfill import plan_preview, request_status
-from bot.messages.progress import status_of
 from bot.slack.messages.common import action_result
 from bot.slack.store import outbox
 from bot.slack.store.models import OutboxMessage, OutboxRole
-from bot.store import guards, repository
-from bot.store.models import BackfillRequest, RequestState
 
 NS = "bench"
 CHANNEL = "C0BENCH001"

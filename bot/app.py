@@ -27,6 +27,15 @@ import handlers.actions
 import handlers.commands
 import handlers.home
 from bot.app_services import Services
+from bot.backfill.run.airflow import AirflowBackend
+from bot.backfill.run.backends import Backend
+from bot.backfill.run.manual import ManualExecutor
+from bot.backfill.run.runner import Runner
+from bot.backfill.run.spark import SparkBackend
+from bot.backfill.service.backfills import BackfillService
+from bot.backfill.service.notices import TeamNotices
+from bot.backfill.service.retry import RetryService
+from bot.backfill.store.models import BackfillRequest
 from bot.clients.marquez import MarquezClient, RetryPolicy
 from bot.config import BotConfig
 from bot.core.db import make_engine, session_factory, upgrade
@@ -37,11 +46,6 @@ from bot.core.urls import display_url
 from bot.core.worker import Worker
 from bot.events.service.poller import MarquezPoller
 from bot.events.service.receiver import add_receiver
-from bot.executors.airflow import AirflowBackend
-from bot.executors.backends import Backend
-from bot.executors.manual import ManualExecutor
-from bot.executors.runner import Runner
-from bot.executors.spark import SparkBackend
 from bot.hub.service.hub import Hub
 from bot.hub.service.sender import SinkSender
 from bot.hub.service.subscriptions import SubscriptionService
@@ -51,20 +55,16 @@ from bot.lineage.service.planning import Planner, PlanSource
 from bot.lineage.service.reconcile import Reconciler
 from bot.lineage.service.record import record_lineage
 from bot.readiness import CHECK_TIMEOUT_S, Readiness
-from bot.services.backfill_retry import RetryService
-from bot.services.backfills import BackfillService
 from bot.services.home import HomeService
 from bot.services.incident_actions import IncidentActions
 from bot.services.incidents import IncidentService
 from bot.services.links import AirflowUi
 from bot.services.sla import SlaService
-from bot.services.team_notices import TeamNotices
 from bot.settings import Settings
 from bot.slack.service.calls import counted
 from bot.slack.service.groups import SlackGroups
 from bot.slack.service.http import SlackEvents
 from bot.slack.service.sender import OutboxSender
-from bot.store.models import BackfillRequest
 
 logger = logging.getLogger(__name__)
 RESUME_EVERY_S = 30.0

@@ -7,16 +7,16 @@ from dataclasses import dataclass, field
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from bot.backfill.run.runner import Runner
+from bot.backfill.service.backfills import BackfillService
+from bot.backfill.service.retry import RetryService
 from bot.config import BotConfig
 from bot.core.metrics import Metrics
 from bot.events.service.poller import MarquezPoller
-from bot.executors.runner import Runner
 from bot.hub.service.sender import SinkSender
 from bot.hub.service.subscriptions import SubscriptionService
 from bot.lineage.service.reconcile import Reconciler
 from bot.readiness import Readiness
-from bot.services.backfill_retry import RetryService
-from bot.services.backfills import BackfillService
 from bot.services.home import HomeService
 from bot.services.incident_actions import IncidentActions
 from bot.services.incidents import IncidentService

@@ -24,6 +24,8 @@ from pydantic import SecretStr
 
 from bot.app import build_services, create_bolt_app, create_web_app, is_slack_listener, slack_client
 from bot.app_services import Services
+from bot.backfill.rules.states import RequestState
+from bot.backfill.store import execution, repository
 from bot.config import BotConfig, load_config
 from bot.core.db import describe_url
 from bot.core.resources import resource_dir
@@ -33,8 +35,6 @@ from bot.standins.airflow import running_airflow_standin
 from bot.standins.airflow_dags import FOOD_DELIVERY_DAGS, food_delivery_history
 from bot.standins.marquez import running_standin
 from bot.standins.slack import SlackStandIn, running_slack_standin
-from bot.store import execution, repository
-from bot.store.models import RequestState
 
 EXAMPLE_CONFIG = resource_dir("bot.examples") / "bot-config.yml"
 CHANNEL = "C0BACKFILL"

@@ -13,6 +13,8 @@ from pathlib import Path
 from alembic.script import ScriptDirectory
 from sqlalchemy.engine import make_url
 
+from bot.backfill.run.airflow import AirflowBackend
+from bot.backfill.run.backends import Finding
 from bot.clients.airflow import AirflowAuthError, AirflowError
 from bot.clients.marquez import (
     MarquezBadResponse,
@@ -26,8 +28,6 @@ from bot.core.db import DatabaseError, make_engine, reported, sync_url
 from bot.core.model import DagRef
 from bot.core.schema_state import SchemaState, migrations_location, read_schema_state
 from bot.core.urls import display_url
-from bot.executors.airflow import AirflowBackend
-from bot.executors.backends import Finding
 from bot.lineage.service.catalog import Catalog, load_catalog
 from bot.settings import Settings
 

@@ -4,6 +4,7 @@ registers them all, so a foreign key by table name always finds its table."""
 
 from __future__ import annotations
 
+from bot.backfill.store import models as backfill_models  # noqa: F401  (backfill requests and steps)
 from bot.core import audit  # noqa: F401  (the audit log)
 from bot.core.tables import Base
 from bot.events.store import models as event_models  # noqa: F401  (run events, poll cursors)
@@ -12,7 +13,6 @@ from bot.incidents.store import models as incident_models  # noqa: F401  (incide
 from bot.lineage.store import models as lineage_models  # noqa: F401  (the lineage index)
 from bot.sla import store as sla_store  # noqa: F401  (SLA misses)
 from bot.slack.store import models as slack_models  # noqa: F401  (the outbox)
-from bot.store import models as backfill_models  # noqa: F401  (backfill requests and steps)
 
 metadata = Base.metadata
 

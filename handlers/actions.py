@@ -14,7 +14,7 @@ from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.app_services import Services
-from bot.messages.backfill import plan_modal
+from bot.backfill.messages.backfill import plan_modal
 from bot.slack.messages.common import refusal
 from bot.slack.messages.reply import Reply
 from bot.slack.rules.ids import ActionId

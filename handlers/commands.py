@@ -8,7 +8,7 @@ from typing import Any
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
 
 from bot.app_services import Services
-from bot.messages.backfill import help_message
+from bot.backfill.messages.backfill import help_message
 from bot.slack.messages.common import acknowledgement, refusal
 from bot.slack.rules.commands import (
     CancelCommand,

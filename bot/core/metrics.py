@@ -16,6 +16,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, G
 from prometheus_client.exposition import generate_latest
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from bot.backfill.rules.states import RequestState, StepState
 from bot.clients.airflow_models import (
     AirflowAuthError,
     AirflowBadResponse,
@@ -37,7 +38,6 @@ from bot.core.tables import utcnow
 from bot.events.rules.parse import EVENT_TYPES
 from bot.slack.store.models import OutboxMessage, OutboxRole
 from bot.store import figures
-from bot.store.models import RequestState, StepState
 
 __all__ = ["CONTENT_TYPE", "Metrics", "NoticeKind", "PostedKind", "posted_kind"]
 

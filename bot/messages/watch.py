@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from bot.domain.progress import duration_text
+from bot.backfill.rules.progress import duration_text
 from bot.domain.proposal import Proposal
 from bot.lineage.rules.impact import ImpactSnapshot, ImpactStatus
 from bot.slack.messages.render import (

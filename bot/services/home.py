@@ -10,6 +10,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from bot.backfill.rules.states import RequestState
+from bot.backfill.store.models import BackfillRequest
 from bot.config import BotConfig
 from bot.core.model import DagRef
 from bot.core.tables import utcnow
@@ -19,7 +21,6 @@ from bot.messages import home as home_messages
 from bot.messages.home import HomeBackfill, HomeIncident, HomeSlaMiss
 from bot.ownership.service import GroupDirectory
 from bot.sla.store import SlaMiss
-from bot.store.models import BackfillRequest, RequestState
 
 RECENT = timedelta(days=7)
 

@@ -17,6 +17,10 @@ from typing import Literal
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from bot.backfill.messages.backfill import snooze_denied
+from bot.backfill.rules.states import RequestState
+from bot.backfill.service.backfills import BackfillService
+from bot.backfill.store import repository
 from bot.core.audit import Refused, add_audit, add_refusal
 from bot.core.model import DagRef
 from bot.core.tables import utcnow
@@ -26,17 +30,13 @@ from bot.incidents.store.models import Incident
 from bot.lineage.rules.errors import PlanningError
 from bot.lineage.rules.planner import Plan
 from bot.messages import watch as watch_messages
-from bot.messages.backfill import snooze_denied
 from bot.ownership.rules import requires_all_owners
 from bot.ownership.service import may_snooze
-from bot.services.backfills import BackfillService
 from bot.services.incident_alerts import AlertOutbox
 from bot.slack.messages.common import action_result, refusal
 from bot.slack.messages.reply import Reply
 from bot.slack.rules.commands import PlanCommand
 from bot.store import incidents as store
-from bot.store import repository
-from bot.store.models import RequestState
 
 OPEN_REQUEST = {RequestState.PREVIEWED, RequestState.APPROVED, RequestState.RUNNING}
 GONE = "This incident no longer exists."

@@ -12,6 +12,9 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bot.backfill.rules.states import RequestState
+from bot.backfill.store import repository
+from bot.backfill.store.models import BackfillRequest
 from bot.config import BotConfig
 from bot.core.metrics import Metrics
 from bot.core.model import DagRef
@@ -26,8 +29,6 @@ from bot.services.links import AirflowUi, Links
 from bot.slack.store import outbox
 from bot.slack.store.models import OutboxRole
 from bot.store import incidents as store
-from bot.store import repository
-from bot.store.models import BackfillRequest, RequestState
 
 logger = logging.getLogger(__name__)
 _ESTIMATED_DAGS = 50  # DAGs whose run history an alert's estimate reads at most

@@ -19,6 +19,7 @@ from datetime import datetime
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from bot.backfill.service.backfills import PlannerFactory
 from bot.config import BotConfig
 from bot.core.after_commit import log_after_commit
 from bot.core.metrics import Metrics
@@ -42,7 +43,6 @@ from bot.incidents.store.models import Incident
 from bot.lineage.rules.errors import PlanningError
 from bot.lineage.rules.impact import ImpactSnapshot
 from bot.messages import watch as watch_messages
-from bot.services.backfills import PlannerFactory
 from bot.services.escalation import Escalations
 from bot.services.incident_alerts import AlertOutbox, outage_words
 from bot.services.links import AirflowUi

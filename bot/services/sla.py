@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from bot.backfill.service.backfills import PlannerFactory
 from bot.config import BotConfig
 from bot.core.audit import Refused, add_audit, add_refusal
 from bot.core.metrics import Metrics
@@ -28,7 +29,6 @@ from bot.hub.service.hub import Hub
 from bot.lineage.rules.errors import PlanningError
 from bot.messages import sla as sla_messages
 from bot.messages.watch import interval_words
-from bot.services.backfills import PlannerFactory
 from bot.services.links import Links
 from bot.sla import store as sla_misses
 from bot.sla.store import SlaMiss

@@ -10,11 +10,11 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import InstrumentedAttribute
 
+from bot.backfill.store.models import BackfillRequest, BackfillStep
 from bot.events.store import set_aside
 from bot.events.store.models import RunEvent, WatchCursor
 from bot.hub.store import deliveries
 from bot.slack.store.models import OutboxMessage, OutboxState
-from bot.store.models import BackfillRequest, BackfillStep
 
 __all__ = ["CursorFigures", "Figures", "read"]
 

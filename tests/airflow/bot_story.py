@@ -31,10 +31,10 @@ from execution_support import (
 )
 from harness import RealAirflow
 
+from bot.backfill.store.models import BackfillRequest
 from bot.clients.airflow import Airflow3Client, DagRunInfo, connect_airflow
 from bot.slack.rules.ids import ActionId
 from bot.standins.marquez import StandInServer
-from bot.store.models import BackfillRequest
 
 PIPELINE = {
     "example.etl_orders": 3,

@@ -1,4 +1,4 @@
-"""The Airflow 2 backend (bot/executors/airflow2.py through AirflowBackend) on a real Airflow
+"""The Airflow 2 backend (bot/backfill/run/airflow2.py through AirflowBackend) on a real Airflow
 2.11.2: a step's active runs stay within the cap (BOT_CONFIG's `max_active_runs_per_dag`, else
 the DAG's own `max_active_runs`), later intervals start as earlier runs end, and Cancel stops
 the running runs (their task processes are killed) while untriggered intervals never run.
@@ -17,11 +17,11 @@ import pytest
 from airflow2_support import LONG, QUICK, sleeping, until
 from harness import RealAirflow
 
+from bot.backfill.run.airflow import AirflowBackend
+from bot.backfill.run.backends import Progress, StepWork
 from bot.clients.airflow import Airflow2Client
 from bot.config import AirflowExecution
 from bot.core.model import DagRef, Interval
-from bot.executors.airflow import AirflowBackend
-from bot.executors.backends import Progress, StepWork
 
 pytestmark = pytest.mark.airflow
 

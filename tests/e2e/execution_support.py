@@ -10,10 +10,10 @@ from typing import Any
 
 from e2e_support import CHANNEL, CONFIG, OWNER, REQUESTER, Bot, buttons, eventually
 
+from bot.backfill.store import repository
+from bot.backfill.store.models import BackfillRequest
 from bot.config import BotConfig, parse_config
 from bot.slack.rules.ids import ActionId
-from bot.store import repository
-from bot.store.models import BackfillRequest
 
 COMMAND = "example.etl_orders 2021-06-04..2021-06-06"
 

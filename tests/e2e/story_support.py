@@ -16,13 +16,13 @@ import aiohttp
 from e2e_support import Bot, buttons, eventually, running_bot
 from sqlalchemy import select
 
+from bot.backfill.store import repository
+from bot.backfill.store.models import BackfillRequest
 from bot.config import BotConfig, parse_config
 from bot.incidents.store.models import Incident
 from bot.standins.airflow import AirflowStandin, running_airflow_standin
 from bot.standins.airflow_dags import FOOD_DELIVERY_DAGS, food_delivery_history
 from bot.standins.marquez import StandInServer
-from bot.store import repository
-from bot.store.models import BackfillRequest
 
 ORDERS, ANALYTICS, LOGISTICS = "C0ORDERS01", "C0ANALYT01", "C0LOGIST01"
 OWNER, BOB, CAROL = "U0ORDERS01", "U0BOB00001", "U0CAROL001"

@@ -16,14 +16,14 @@ from pathlib import Path
 import yaml
 from e2e_support import CHANNEL, CONFIG, OWNER, REQUESTER, buttons, eventually
 
+from bot.backfill.store import repository
+from bot.backfill.store.models import BackfillRequest
 from bot.core.db import make_engine, session_factory
 from bot.slack.rules.ids import ActionId
 from bot.standins.airflow import running_airflow_standin
 from bot.standins.airflow_dags import FOOD_DELIVERY_DAGS, food_delivery_history
 from bot.standins.marquez import StandInServer
 from bot.standins.slack import SlackStandIn, running_slack_standin
-from bot.store import repository
-from bot.store.models import BackfillRequest
 
 
 def free_port() -> int:

@@ -19,13 +19,13 @@ import pytest
 from e2e_support import OWNER, Bot, buttons, eventually, running_bot
 from sqlalchemy import select
 
+from bot.backfill.store.models import BackfillRequest
 from bot.config import parse_config
 from bot.events.store.models import EventSource, RunEvent
 from bot.incidents.store.models import Incident
 from bot.services.incidents import IncidentService
 from bot.slack.rules.ids import ActionId
 from bot.standins.marquez import StandInServer
-from bot.store.models import BackfillRequest
 
 ORDERS, ANALYTICS, LOGISTICS = "C0ORDERS01", "C0ANALYT01", "C0LOGIST01"
 CONFIG = {

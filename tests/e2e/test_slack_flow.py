@@ -11,9 +11,9 @@ from typing import Any
 from e2e_support import CHANNEL, OUTSIDER, OWNER, REQUESTER, Bot, buttons, eventually
 from sqlalchemy import func, select
 
+from bot.backfill.store.models import BackfillRequest
 from bot.core.audit import AuditEntry
 from bot.slack.rules.ids import ActionId
-from bot.store.models import BackfillRequest
 
 COMMAND = "example.etl_orders 2021-06-04..2021-06-06"
 

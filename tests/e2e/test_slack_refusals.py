@@ -12,11 +12,11 @@ import pytest
 from e2e_support import CHANNEL, OWNER, REQUESTER, Bot, buttons, eventually, running_bot
 from sqlalchemy import func, select
 
+from bot.backfill.store.models import BackfillRequest
 from bot.config import parse_config
 from bot.core.audit import AuditEntry
 from bot.slack.rules.ids import ActionId
 from bot.standins.marquez import StandInServer
-from bot.store.models import BackfillRequest
 
 
 def answers_for(bot: Bot, user: str) -> list[str]:

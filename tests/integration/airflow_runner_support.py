@@ -11,16 +11,16 @@ from itertools import pairwise
 import pytest
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from bot.backfill.run.airflow import AirflowBackend
+from bot.backfill.run.runner import Runner
+from bot.backfill.run.submit_retry import SubmitRetry
+from bot.backfill.store import repository
+from bot.backfill.store.models import BackfillRequest
 from bot.clients.airflow import RetryPolicy
 from bot.config import AirflowExecution, Execution
 from bot.core.db import make_engine, session_factory, upgrade
 from bot.core.tables import utcnow
-from bot.executors.airflow import AirflowBackend
-from bot.executors.runner import Runner
-from bot.executors.submit_retry import SubmitRetry
 from bot.standins.airflow import AirflowStandin
-from bot.store import repository
-from bot.store.models import BackfillRequest
 
 ROOT, CHILD = "example.etl_orders", "example.etl_customers"  # both daily in the stand-in
 DAY = {"start": "2021-06-04T00:00:00Z", "end": "2021-06-05T00:00:00Z"}

@@ -25,12 +25,15 @@ from airflow_runner_support import (
 )
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from bot.backfill.rules.progress import Counts
+from bot.backfill.rules.states import RequestState
+from bot.backfill.run.backends import StepWork
+from bot.backfill.run.runner import Runner
+from bot.backfill.store import repository
+from bot.backfill.store.models import BackfillRequest
 from bot.config import AirflowExecution, parse_config
 from bot.config.base import ConfigError
 from bot.core.model import DagRef
-from bot.domain.progress import Counts
-from bot.executors.backends import StepWork
-from bot.executors.runner import Runner
 from bot.lineage.rules.planner import interval_from_json
 from bot.standins.airflow import (
     AirflowStandin,
@@ -39,8 +42,6 @@ from bot.standins.airflow import (
     StandinDag,
     running_airflow_standin,
 )
-from bot.store import repository
-from bot.store.models import BackfillRequest, RequestState
 
 __all__ = ["sessions"]
 

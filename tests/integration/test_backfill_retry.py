@@ -14,20 +14,21 @@ import pytest
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from bot.backfill.messages.progress import status_payload
+from bot.backfill.rules.progress import Counts
+from bot.backfill.rules.states import RequestState
+from bot.backfill.run.backends import Finding, Progress, State, StepWork
+from bot.backfill.run.runner import Runner
+from bot.backfill.service.backfills import BackfillService
+from bot.backfill.service.retry import RetryService
+from bot.backfill.store import repository
+from bot.backfill.store.models import BackfillRequest
 from bot.config import Execution, parse_config
 from bot.core.audit import AuditEntry
 from bot.core.db import make_engine, session_factory, upgrade
 from bot.core.model import DagRef
-from bot.domain.progress import Counts
-from bot.executors.backends import Finding, Progress, State, StepWork
-from bot.executors.runner import Runner
-from bot.messages.progress import status_payload
-from bot.services.backfill_retry import RetryService
-from bot.services.backfills import BackfillService
 from bot.slack.rules.ids import ActionId
 from bot.slack.store.models import OutboxMessage, OutboxRole
-from bot.store import repository
-from bot.store.models import BackfillRequest, RequestState
 
 OWNER, REQUESTER, RETRIER = "U0OWNER001", "U0REQ00001", "U0RETRY001"
 CHANNEL = "C0BACKFILL"

@@ -14,16 +14,16 @@ from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy import func, select
 
 from bot.app import build_services, create_web_app
+from bot.backfill.rules.states import RequestState
+from bot.backfill.run.manual import ManualExecutor
+from bot.backfill.service.backfills import BackfillService
+from bot.backfill.store import repository
 from bot.config import parse_config
 from bot.core.audit import AuditEntry
 from bot.core.db import make_engine, session_factory, upgrade
-from bot.executors.manual import ManualExecutor
 from bot.lineage.service.planning import Planner
-from bot.services.backfills import BackfillService
 from bot.settings import load_settings
 from bot.slack.store.models import OutboxMessage
-from bot.store import repository
-from bot.store.models import RequestState
 
 PLAN = {
     "dag_id": "example.etl_orders",

@@ -15,10 +15,10 @@ from alembic.migration import MigrationContext
 from sqlalchemy import Connection, insert, inspect, select, text
 from sqlalchemy.exc import IntegrityError
 
+from bot.backfill.store.models import BackfillRequest, BackfillStep
 from bot.core.db import async_url, downgrade, make_engine, sync_url, upgrade
 from bot.lineage.rules.impact import ImpactSnapshot, ImpactStatus
 from bot.schema import Base
-from bot.store.models import BackfillRequest, BackfillStep
 
 T = TypeVar("T")
 

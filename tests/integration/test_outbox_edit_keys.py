@@ -12,13 +12,13 @@ import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bot.backfill.store import repository
+from bot.backfill.store.models import BackfillRequest
 from bot.core.db import make_engine, session_factory, upgrade
 from bot.slack.service.sender import OutboxSender
 from bot.slack.store import outbox
 from bot.slack.store.models import OutboxRole
 from bot.standins.slack import SlackStandIn, running_slack_standin
-from bot.store import repository
-from bot.store.models import BackfillRequest
 
 CHANNEL = "C0EDITKEY1"
 KEY = "grouped"

@@ -11,15 +11,16 @@ from datetime import timedelta
 import pytest
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from bot.backfill.rules.progress import Counts
+from bot.backfill.rules.states import RequestState
+from bot.backfill.run.backends import Busy, Finding, Progress, State, StepRejected, StepWork
+from bot.backfill.run.runner import Runner
+from bot.backfill.store import repository
+from bot.backfill.store.models import BackfillRequest
 from bot.config import Execution
 from bot.core.db import make_engine, session_factory, upgrade
 from bot.core.model import DagRef
 from bot.core.tables import utcnow
-from bot.domain.progress import Counts
-from bot.executors.backends import Busy, Finding, Progress, State, StepRejected, StepWork
-from bot.executors.runner import Runner
-from bot.store import repository
-from bot.store.models import BackfillRequest, RequestState
 
 DAY = {"start": "2021-06-04T00:00:00Z", "end": "2021-06-05T00:00:00Z"}
 PLAN = {

@@ -23,13 +23,13 @@ from airflow_runner_support import (
 )
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from bot.executors.submit_retry import SubmitRetry
+from bot.backfill.rules.states import RequestState
+from bot.backfill.run.submit_retry import SubmitRetry
 from bot.standins.airflow import (
     FOOD_DELIVERY_DAGS,
     AirflowStandin,
     running_airflow_standin,
 )
-from bot.store.models import RequestState
 
 __all__ = ["sessions"]  # the fixture, shared with the other runner-on-Airflow tests
 

@@ -1,7 +1,7 @@
 """How often a running backfill reports in Slack, through the Runner and the outbox rows it
 writes, on SQLite and PostgreSQL, with a fake clock and a backend whose runs progress in fake
-time: status edits only when the status changed and the report gap (bot/domain/progress.py) has
-passed, thread lines gathered into one reply per report, the final state reported at once with
+time: status edits only when the status changed and the report gap (bot/backfill/rules/progress.py)
+has passed, thread lines gathered into one reply per report, the final state reported at once with
 everything still owed, a failure reported sooner, and nothing lost across a restart."""
 
 from __future__ import annotations
@@ -15,15 +15,16 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from bot.backfill.rules.progress import Counts, report_gap
+from bot.backfill.rules.states import RequestState
+from bot.backfill.run.backends import Finding, Progress, State, StepWork
+from bot.backfill.run.runner import Runner
+from bot.backfill.store import repository
+from bot.backfill.store.models import BackfillRequest
 from bot.config import Execution
 from bot.core.db import make_engine, session_factory, upgrade
 from bot.core.model import DagRef
-from bot.domain.progress import Counts, report_gap
-from bot.executors.backends import Finding, Progress, State, StepWork
-from bot.executors.runner import Runner
 from bot.slack.store.models import OutboxMessage, OutboxRole
-from bot.store import repository
-from bot.store.models import BackfillRequest, RequestState
 
 T0 = datetime(2021, 6, 7, 9, 0, tzinfo=UTC)
 MIN = timedelta(minutes=1)

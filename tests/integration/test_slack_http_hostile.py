@@ -24,13 +24,13 @@ from sqlalchemy import func, select
 
 from bot.app import build_services, create_bolt_app, create_web_app, slack_client
 from bot.app_services import Services
+from bot.backfill.store.models import BackfillRequest
 from bot.config import parse_config
 from bot.core.db import upgrade
 from bot.settings import load_settings
 from bot.slack.rules.ids import ActionId
 from bot.standins.marquez import StandInServer
 from bot.standins.slack import BotReply, SlackStandIn, running_slack_standin
-from bot.store.models import BackfillRequest
 
 OWNER = "U0ORDERS01"
 REQUESTER = "U0REQUEST1"

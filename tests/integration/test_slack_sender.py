@@ -13,13 +13,13 @@ from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetry
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy import select
 
+from bot.backfill.store import guards, repository
 from bot.core.db import make_engine, session_factory, upgrade
 from bot.core.tables import utcnow
 from bot.slack.service.sender import OutboxSender
 from bot.slack.store import outbox
 from bot.slack.store.models import OutboxMessage, OutboxRole
 from bot.standins.slack import SlackStandIn, running_slack_standin
-from bot.store import guards, repository
 
 CHANNEL = "C0BURST001"
 PLAN = {

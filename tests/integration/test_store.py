@@ -12,10 +12,8 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from bot.core.audit import list_audit
-from bot.core.db import make_engine, session_factory, upgrade
-from bot.store.models import BackfillRequest, BackfillStep
-from bot.store.repository import (
+from bot.backfill.store.models import BackfillRequest, BackfillStep
+from bot.backfill.store.repository import (
     InvalidTransition,
     RequestNotFound,
     StepNotFound,
@@ -27,6 +25,8 @@ from bot.store.repository import (
     transition_request,
     transition_step,
 )
+from bot.core.audit import list_audit
+from bot.core.db import make_engine, session_factory, upgrade
 
 Sessions = async_sessionmaker[AsyncSession]
 

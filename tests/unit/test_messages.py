@@ -15,9 +15,7 @@ from golden_support import Case, assert_golden, elements, mrkdwn_texts
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bot.core.model import DagRef, DateRange, Interval
-from bot.lineage.rules.planner import Plan, PlanStep
-from bot.messages.backfill import (
+from bot.backfill.messages.backfill import (
     RequestStatus,
     StepStatus,
     denied,
@@ -27,6 +25,9 @@ from bot.messages.backfill import (
     request_status,
     status_list,
 )
+from bot.backfill.rules.states import REQUEST_TRANSITIONS, RequestState, StepState
+from bot.core.model import DagRef, DateRange, Interval
+from bot.lineage.rules.planner import Plan, PlanStep
 from bot.ownership.rules import Denial, DenialKind
 from bot.slack.messages.common import acknowledgement, action_result, refusal
 from bot.slack.messages.render import (
@@ -40,7 +41,6 @@ from bot.slack.messages.render import (
 )
 from bot.slack.rules.ids import ActionId, BlockId, ViewCallbackId
 from bot.slack.rules.limits import check_message, check_view
-from bot.store.models import REQUEST_TRANSITIONS, RequestState, StepState
 
 RANGE = DateRange(date(2021, 6, 4), date(2021, 6, 6))
 REQUEST = "5f0c1e0a9d2b4c7e8f1a2b3c4d5e6f70"

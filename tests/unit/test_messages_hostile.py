@@ -24,22 +24,24 @@ from typing import Any
 import pytest
 from golden_support import Case, assert_golden, check, elements, slack_templates
 
+from bot.backfill.messages import backfill, progress
+from bot.backfill.messages import notices as teams
+from bot.backfill.rules.progress import Counts
+from bot.backfill.store.models import BackfillRequest, BackfillStep
 from bot.core.model import DagRef, DateRange, Interval
 from bot.core.templates import environment
-from bot.domain.progress import Counts
 from bot.domain.proposal import Proposal
 from bot.domain.sla import Miss
 from bot.events import messages as ops
 from bot.hub.messages import health, subscriptions
 from bot.lineage.rules.impact import DagImpact, ImpactSnapshot, ImpactStatus, ReportImpact
 from bot.lineage.rules.planner import Plan, PlanNote, PlanStep
-from bot.messages import backfill, home, hub_slack, progress, sla, teams, watch
+from bot.messages import home, hub_slack, sla, watch
 from bot.ownership.rules import Denial, DenialKind
 from bot.slack.messages import common
 from bot.slack.messages import render as _render
 from bot.slack.messages.render import channel_mention, code, sentence, user_mention
 from bot.slack.rules.limits import BUTTON_URL, CONFIRM_TEXT
-from bot.store.models import BackfillRequest, BackfillStep
 
 MODULES: tuple[ModuleType, ...] = (
     backfill, common, home, hub_slack, ops, progress, sla, subscriptions, teams, watch,

@@ -10,10 +10,11 @@ from golden_support import Case, assert_golden, check, mrkdwn_texts
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bot.backfill.messages import notices as teams
 from bot.core.model import Interval
 from bot.domain.sla import Miss
 from bot.events import messages as ops
-from bot.messages import home, sla, teams
+from bot.messages import home, sla
 from bot.messages.home import HomeBackfill, HomeIncident, HomeSlaMiss
 
 SLA, HOME, NOTICE = "watch/sla_notice.json.j2", "watch/home.json.j2", "watch/notice.json.j2"

@@ -11,13 +11,13 @@ from datetime import UTC, date, datetime, timedelta
 import pytest
 from golden_support import Case, assert_golden, check, elements, mrkdwn_texts
 
+from bot.backfill.messages import progress
+from bot.backfill.messages.backfill import plan_preview, request_status
+from bot.backfill.rules.progress import Counts
+from bot.backfill.store.models import BackfillRequest, BackfillStep
 from bot.core.model import DagRef, DateRange, Interval
-from bot.domain.progress import Counts
 from bot.lineage.rules.planner import Plan, PlanStep
-from bot.messages import progress
-from bot.messages.backfill import plan_preview, request_status
 from bot.slack.rules.ids import ActionId
-from bot.store.models import BackfillRequest, BackfillStep
 
 T0 = datetime(2021, 6, 7, 9, 0, tzinfo=UTC)
 TEMPLATE = "backfill/progress.json.j2"

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from bot.core.model import Interval
-from bot.domain.progress import (
+from bot.backfill.rules.progress import (
     MAX_REPORT_GAP,
     Counts,
     StepView,
@@ -16,6 +15,7 @@ from bot.domain.progress import (
     report_due,
     report_gap,
 )
+from bot.core.model import Interval
 
 DIAMOND = [
     StepView("a", "root", "pending"),

@@ -59,10 +59,10 @@ class Shown:
 
 def test_every_shortcode_in_the_templates_is_known() -> None:
     used: set[str] = set()
-    for folder in ("templates", "bot/messages"):
-        for path in (ROOT / folder).rglob("*"):
-            if path.is_file() and path.suffix in {".j2", ".py"}:
-                used |= set(re.findall(r":([a-z_0-9+-]+):", path.read_text(encoding="utf-8")))
+    # the templates, and every capability's messages (a module, or a package of them)
+    words = [p for p in (ROOT / "bot").rglob("*.py") if "messages" in (p.stem, *p.parent.parts)]
+    for path in [*(ROOT / "templates").rglob("*.j2"), *words]:
+        used |= set(re.findall(r":([a-z_0-9+-]+):", path.read_text(encoding="utf-8")))
     assert {"white_check_mark", "warning", "large_green_circle"} <= used  # the scan found them
     assert sorted(used - set(EMOJI)) == []
 

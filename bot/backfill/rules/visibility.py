@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from bot.slack.rules.ids import is_direct_message
 
 if TYPE_CHECKING:
-    from bot.store.models import BackfillRequest
+    from bot.backfill.store.models import BackfillRequest
 
 
 def lives_in(request: BackfillRequest, channel: str) -> bool:

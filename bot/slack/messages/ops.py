@@ -39,5 +39,5 @@ def ops_notice(icon: str, title: str, text: str, facts: Sequence[str]) -> dict[s
 
 
 def moment(value: datetime) -> str:
-    """A time as ops notices show it: `2021-06-04 12:00:00 UTC`."""
+    """A time as ops notices show it: the date, the time to the second, and UTC."""
     return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")

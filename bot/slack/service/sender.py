@@ -21,6 +21,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from bot.backfill.store.models import BackfillRequest
 from bot.core.after_commit import after_commit
 from bot.core.metrics import Metrics
 from bot.core.tables import utcnow
@@ -29,7 +30,6 @@ from bot.slack.messages.common import action_result
 from bot.slack.messages.render import channel_mention, code, sentence
 from bot.slack.store import outbox
 from bot.slack.store.models import OutboxMessage, OutboxRole, OutboxState
-from bot.store.models import BackfillRequest
 
 logger = logging.getLogger(__name__)
 

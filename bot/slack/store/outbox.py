@@ -11,10 +11,10 @@ from typing import Any
 from sqlalchemy import ColumnElement, CursorResult, and_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bot.backfill.store.models import BackfillRequest
 from bot.core.tables import utcnow
 from bot.incidents.store.models import Incident
 from bot.slack.store.models import OutboxMessage, OutboxRole, OutboxState
-from bot.store.models import BackfillRequest
 
 
 async def enqueue(

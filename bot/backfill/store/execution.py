@@ -15,10 +15,11 @@ from typing import Any
 from sqlalchemy import and_, or_, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bot.backfill.rules.states import RequestState, StepState
+from bot.backfill.store.models import BackfillRequest, BackfillStep
 from bot.core.model import Interval
 from bot.core.tables import utcnow
 from bot.lineage.rules.planner import interval_from_json
-from bot.store.models import BackfillRequest, BackfillStep, RequestState, StepState
 
 _MESSAGE = 1000
 

@@ -3,7 +3,7 @@ replies saying which DAGs started, finished or were skipped, ending with a summa
 
 Lines are rendered when the runner sees what they tell (`event_lines`) and kept with the request
 until it reports; `reply` then packs whatever gathered into one thread reply. So a long backfill
-posts a reply per report, not per event (bot/domain/progress.py `report_due` says when); the
+posts a reply per report, not per event (bot/backfill/rules/progress.py `report_due` says when); the
 status message is edited, never reposted.
 """
 
@@ -16,11 +16,18 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from bot.domain.progress import Counts, duration_text
-from bot.messages.backfill import REQUEST_LOOK, STEP_LOOK, RequestStatus, StepStatus, request_status
+from bot.backfill.messages.backfill import (
+    REQUEST_LOOK,
+    STEP_LOOK,
+    RequestStatus,
+    StepStatus,
+    request_status,
+)
+from bot.backfill.rules.progress import Counts, duration_text
+from bot.backfill.rules.states import RequestState, StepState
+from bot.backfill.store.models import BackfillRequest, BackfillStep
 from bot.slack.messages.render import NAME, clip, clip_mrkdwn, link, macros, pack, plural, render
 from bot.slack.rules.limits import MESSAGE_BLOCKS, SECTION_TEXT
-from bot.store.models import BackfillRequest, BackfillStep, RequestState, StepState
 
 OPEN_STATES = {RequestState.PREVIEWED, RequestState.APPROVED, RequestState.RUNNING}
 _SUMMARY_ROWS = 60

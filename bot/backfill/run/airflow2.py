@@ -29,12 +29,12 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
+from bot.backfill.rules.progress import Counts
+from bot.backfill.run.airflow3 import ready
+from bot.backfill.run.backends import Progress, State, StepWork
 from bot.clients.airflow import Airflow2Client, AirflowConflict, AirflowNotFound, DagRunInfo
 from bot.config import AirflowExecution
 from bot.core.model import Interval, iso
-from bot.domain.progress import Counts
-from bot.executors.airflow3 import ready
-from bot.executors.backends import Progress, State, StepWork
 
 AIRFLOW_MAX_ACTIVE_RUNS = 16
 """Airflow's own `[core] max_active_runs_per_dag` default: a DAG reporting none has this."""

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from bot.backfill.rules.progress import Counts
 from bot.core.model import DagRef, Interval
-from bot.domain.progress import Counts
 
 State = dict[str, Any]
 

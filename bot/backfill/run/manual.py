@@ -8,11 +8,11 @@ from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bot.backfill.store.models import BackfillRequest, BackfillStep
 from bot.lineage.rules.planner import Plan, PlanNote
 from bot.slack.messages.render import escape_code
 from bot.slack.store import outbox
 from bot.slack.store.models import OutboxRole
-from bot.store.models import BackfillRequest, BackfillStep
 
 
 def _day(text: str) -> str:

@@ -15,28 +15,29 @@ from typing import Any, Literal
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from bot.backfill.messages.backfill import denied, plan_preview, request_status, status_list
+from bot.backfill.messages.progress import status_of
+from bot.backfill.rules.states import RequestState
+from bot.backfill.run.base import Executor
+from bot.backfill.service.lookup import RequestLookup
+from bot.backfill.service.notices import TeamNotices
+from bot.backfill.store import execution, guards, repository
+from bot.backfill.store.models import BackfillRequest
 from bot.clients.marquez import MarquezError, MarquezUnavailable
 from bot.config import BotConfig
 from bot.core.audit import add_audit
 from bot.core.model import DagRef
-from bot.executors.base import Executor
 from bot.lineage.rules.errors import PlanningError
 from bot.lineage.rules.planner import Plan, PlanNote, PlanStep, plan_from_json
 from bot.lineage.service.planning import PlanRequest, PlanSource
-from bot.messages.backfill import denied, plan_preview, request_status, status_list
-from bot.messages.progress import status_of
 from bot.ownership.rules import requires_all_owners
 from bot.ownership.service import GroupDirectory, may_approve, still_to_approve
-from bot.services.request_lookup import RequestLookup
-from bot.services.team_notices import TeamNotices
 from bot.slack.messages.common import action_result, refusal
 from bot.slack.messages.render import code, plural, sentence, user_mention
 from bot.slack.messages.reply import Reply
 from bot.slack.rules.commands import PlanCommand
 from bot.slack.store import outbox
 from bot.slack.store.models import OutboxRole
-from bot.store import execution, guards, repository
-from bot.store.models import BackfillRequest, RequestState
 
 logger = logging.getLogger(__name__)
 

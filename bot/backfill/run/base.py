@@ -12,8 +12,8 @@ from typing import Protocol
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bot.backfill.store.models import BackfillRequest
 from bot.lineage.rules.planner import Plan, PlanNote
-from bot.store.models import BackfillRequest
 
 
 class Executor(Protocol):

@@ -4,8 +4,8 @@ Each pass over a request has three phases. (A) Outside any transaction, ask the 
 the steps under way (and cancel them if the request was cancelled). (B) In one transaction,
 record what changed: step states and counts, steps to skip, steps claimed to start, and the
 thread lines those changes owe, gathered with the request; when a report is due (the gap of
-bot/domain/progress.py `report_due`, which grows as the backfill ages, or the final state) the
-gathered lines become one thread reply and the status message one edit, if it changed.
+bot/backfill/rules/progress.py `report_due`, which grows as the backfill ages, or the final state)
+the gathered lines become one thread reply and the status message one edit, if it changed.
 (C) Outside, submit the claimed steps, then record each backend's answer. A claim is a
 conditional UPDATE, so two bot processes never start the same step, and a backend's `submit`
 finds work a crashed process already started. A submission the backend refuses for good
@@ -25,12 +25,8 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from bot.config import Execution
-from bot.core.metrics import Metrics
-from bot.core.model import DagRef
-from bot.core.tables import utcnow
-from bot.core.worker import Worker
-from bot.domain.progress import (
+from bot.backfill.messages import progress as progress_messages
+from bot.backfill.rules.progress import (
     ACTIVE,
     SUBMITTED,
     Counts,
@@ -39,14 +35,19 @@ from bot.domain.progress import (
     outcome,
     report_due,
 )
-from bot.executors.backends import Backend, Busy, Progress, StepRejected, StepWork
-from bot.executors.submit_retry import SubmitRetry, span
+from bot.backfill.rules.states import RequestState, StepState
+from bot.backfill.run.backends import Backend, Busy, Progress, StepRejected, StepWork
+from bot.backfill.run.submit_retry import SubmitRetry, span
+from bot.backfill.store import execution, repository
+from bot.backfill.store.models import BackfillRequest, BackfillStep
+from bot.config import Execution
+from bot.core.metrics import Metrics
+from bot.core.model import DagRef
+from bot.core.tables import utcnow
+from bot.core.worker import Worker
 from bot.lineage.rules.planner import Plan, PlanNote, interval_from_json
-from bot.messages import progress as progress_messages
 from bot.slack.store import outbox
 from bot.slack.store.models import OutboxRole
-from bot.store import execution, repository
-from bot.store.models import BackfillRequest, BackfillStep, RequestState, StepState
 
 logger = logging.getLogger(__name__)
 EndHook = Callable[[AsyncSession, BackfillRequest], Coroutine[Any, Any, None]]

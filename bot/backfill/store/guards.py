@@ -6,9 +6,9 @@ from __future__ import annotations
 from sqlalchemy import CursorResult, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bot.backfill.store.models import BackfillRequest
 from bot.core.audit import AuditEntry
 from bot.core.tables import utcnow
-from bot.store.models import BackfillRequest
 
 HANDED_OFF = "request.handed_off"
 

@@ -15,17 +15,18 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from bot.backfill.messages.backfill import plan_preview, unknown_backfill
+from bot.backfill.rules.states import RequestState, StepState
 from bot.backfill.rules.visibility import lives_in
+from bot.backfill.store import guards, repository
+from bot.backfill.store.models import BackfillRequest
 from bot.core.audit import Refused, add_audit, add_refusal
 from bot.core.tables import utcnow
 from bot.lineage.rules.planner import Plan, plan_from_json
-from bot.messages.backfill import plan_preview, unknown_backfill
 from bot.slack.messages.common import action_result, refusal
 from bot.slack.messages.reply import Reply
 from bot.slack.store import outbox
 from bot.slack.store.models import OutboxRole
-from bot.store import guards, repository
-from bot.store.models import BackfillRequest, RequestState, StepState
 
 
 def retry_plan(plan: Plan, dag_ids: Collection[str]) -> Plan:

@@ -17,9 +17,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from bot.backfill.rules.progress import Counts
+from bot.backfill.run.backends import Finding, Progress, State, StepWork
 from bot.core.model import DagRef, Interval, iso
-from bot.domain.progress import Counts
-from bot.executors.backends import Finding, Progress, State, StepWork
 
 logger = logging.getLogger(__name__)
 # A run another process reports on every poll is alive; silent this long, it died with it.

@@ -9,14 +9,15 @@ from contextlib import suppress
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from bot.backfill.messages.backfill import unknown_backfill
+from bot.backfill.rules.states import RequestState
 from bot.backfill.rules.visibility import lives_in, may_see
+from bot.backfill.service.notices import TeamNotices
+from bot.backfill.store import repository
+from bot.backfill.store.models import BackfillRequest
 from bot.core.audit import Refused, add_refusal
-from bot.messages.backfill import unknown_backfill
-from bot.services.team_notices import TeamNotices
 from bot.slack.messages.common import refusal
 from bot.slack.messages.reply import Reply
-from bot.store import repository
-from bot.store.models import BackfillRequest, RequestState
 
 PREFIX_MATCHES = 50
 """Requests a short id is looked up among (those the asker may see are kept)."""

@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from datetime import UTC
 from typing import Any, Literal
 
+from bot.backfill.rules.progress import Counts
+from bot.backfill.rules.states import RequestState, StepState
 from bot.core.model import Interval
-from bot.domain.progress import Counts
 from bot.lineage.rules.planner import Plan, PlanStep
 from bot.ownership.rules import Denial, DenialKind
 from bot.slack.messages.render import (
@@ -25,7 +26,6 @@ from bot.slack.messages.render import (
     render,
 )
 from bot.slack.rules.limits import MESSAGE_BLOCKS, SECTION_TEXT, VIEW_BLOCKS
-from bot.store.models import RequestState, StepState
 
 STATUS_ROWS = 20  # requests in /backfill status
 _LISTED_RUNS = 3  # a step lists this many intervals, then summarises them
@@ -192,7 +192,7 @@ def _status_view(status: RequestStatus, *, max_rows: int) -> dict[str, Any]:
         "rows": rows,
         "more": plural(hidden, "more DAG") if hidden else "",
         "cancellable": status.cancellable,
-        # What did not succeed can be run again (bot/services/backfill_retry.py).
+        # What did not succeed can be run again (bot/backfill/service/retry.py).
         "retryable": status.state == RequestState.FAILED,
         "awaiting": _awaiting(status.awaiting),
     }

@@ -19,17 +19,11 @@ from typing import Any, cast
 from sqlalchemy import CursorResult, Executable, delete, func, literal, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bot.backfill.rules.states import REQUEST_TRANSITIONS, STEP_TRANSITIONS, RequestState, StepState
+from bot.backfill.store.models import BackfillRequest, BackfillStep
 from bot.core.after_commit import log_after_commit
 from bot.core.audit import add_audit
 from bot.core.tables import UTCDateTime, new_id, utcnow
-from bot.store.models import (
-    REQUEST_TRANSITIONS,
-    STEP_TRANSITIONS,
-    BackfillRequest,
-    BackfillStep,
-    RequestState,
-    StepState,
-)
 
 logger = logging.getLogger(__name__)
 _STEP_STARTED = frozenset({StepState.SUBMITTED, StepState.RUNNING})

@@ -5,9 +5,7 @@ Tables on the shared base (`bot.core.tables`): ids, UTC datetimes and named cons
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import date, datetime
-from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import (
@@ -22,54 +20,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
+from bot.backfill.rules.states import RequestState, StepState
 from bot.core.tables import Base, UTCDateTime, new_id, one_of, utcnow
-
-
-class RequestState(StrEnum):
-    """The life of a backfill request."""
-
-    PREVIEWED = "previewed"
-    APPROVED = "approved"
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-    REFUSED = "refused"
-
-
-class StepState(StrEnum):
-    """The life of one step (one DAG) of a backfill."""
-
-    PENDING = "pending"
-    SUBMITTED = "submitted"
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    SKIPPED = "skipped"
-    CANCELLED = "cancelled"
-
-
-REQUEST_TRANSITIONS: Mapping[str, frozenset[str]] = {
-    RequestState.PREVIEWED: frozenset(
-        {RequestState.APPROVED, RequestState.REFUSED, RequestState.CANCELLED}
-    ),
-    RequestState.APPROVED: frozenset(
-        {RequestState.RUNNING, RequestState.CANCELLED, RequestState.FAILED}
-    ),
-    RequestState.RUNNING: frozenset(
-        {RequestState.SUCCEEDED, RequestState.FAILED, RequestState.CANCELLED}
-    ),
-}
-"""Allowed request moves: state → the states it may move to. States not listed are final."""
-
-STEP_TRANSITIONS: Mapping[str, frozenset[str]] = {
-    StepState.PENDING: frozenset({StepState.SUBMITTED, StepState.SKIPPED, StepState.CANCELLED}),
-    StepState.SUBMITTED: frozenset(
-        {StepState.RUNNING, StepState.FAILED, StepState.CANCELLED, StepState.SUCCEEDED}
-    ),
-    StepState.RUNNING: frozenset({StepState.SUCCEEDED, StepState.FAILED, StepState.CANCELLED}),
-}
-"""Allowed step moves: state → the states it may move to. States not listed are final."""
 
 
 class BackfillRequest(Base):

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from bot.messages.backfill import REQUEST_LOOK
+from bot.backfill.messages.backfill import REQUEST_LOOK
+from bot.backfill.rules.states import RequestState
 from bot.slack.messages.render import NAME, clip, link, plural, render
-from bot.store.models import RequestState
 
 _ROWS = 15  # DAGs named in one notice before "and N more"
 

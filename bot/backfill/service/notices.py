@@ -11,15 +11,15 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bot.backfill.messages import notices as team_messages
+from bot.backfill.store.models import BackfillRequest
 from bot.config import BotConfig
 from bot.core.metrics import Metrics
 from bot.core.model import DagRef
 from bot.core.tables import utcnow
 from bot.hub.rules import HubEvent, HubKind
 from bot.hub.service.hub import Hub
-from bot.messages import teams as team_messages
 from bot.slack.store import outbox
-from bot.store.models import BackfillRequest
 
 EndHook = Callable[[AsyncSession, BackfillRequest], Coroutine[Any, Any, None]]
 

@@ -12,6 +12,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
+from bot.backfill.run.airflow2 import Airflow2Steps
+from bot.backfill.run.airflow3 import Airflow3Steps
+from bot.backfill.run.backends import Finding, Progress, State, StepRejected, StepWork
 from bot.clients.airflow import (
     Airflow2Client,
     Airflow3Client,
@@ -23,9 +26,6 @@ from bot.clients.airflow import (
 )
 from bot.config import AirflowExecution
 from bot.core.model import DagRef
-from bot.executors.airflow2 import Airflow2Steps
-from bot.executors.airflow3 import Airflow3Steps
-from bot.executors.backends import Finding, Progress, State, StepRejected, StepWork
 
 _CHECKS_AT_ONCE = 8
 

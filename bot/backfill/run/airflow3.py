@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from bot.backfill.rules.progress import Counts, contiguous
+from bot.backfill.run.backends import Busy, Progress, State, StepRejected, StepWork
 from bot.clients.airflow import (
     Airflow2Client,
     Airflow3Client,
@@ -24,8 +26,6 @@ from bot.clients.airflow import (
 )
 from bot.config import AirflowExecution
 from bot.core.model import DagRef, Interval, iso
-from bot.domain.progress import Counts, contiguous
-from bot.executors.backends import Busy, Progress, State, StepRejected, StepWork
 
 # Clocks of the bot and of Airflow differ a little; a backfill created this long before our claim
 # can still be ours.

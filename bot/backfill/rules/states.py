@@ -1,0 +1,54 @@
+"""The life of a backfill request and of its steps: every state, the moves between them, and
+the groupings the rest of the bot asks about. The one place these are written."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+
+
+class RequestState(StrEnum):
+    """The life of a backfill request."""
+
+    PREVIEWED = "previewed"
+    APPROVED = "approved"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    REFUSED = "refused"
+
+
+class StepState(StrEnum):
+    """The life of one step (one DAG) of a backfill."""
+
+    PENDING = "pending"
+    SUBMITTED = "submitted"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    CANCELLED = "cancelled"
+
+
+REQUEST_TRANSITIONS: Mapping[str, frozenset[str]] = {
+    RequestState.PREVIEWED: frozenset(
+        {RequestState.APPROVED, RequestState.REFUSED, RequestState.CANCELLED}
+    ),
+    RequestState.APPROVED: frozenset(
+        {RequestState.RUNNING, RequestState.CANCELLED, RequestState.FAILED}
+    ),
+    RequestState.RUNNING: frozenset(
+        {RequestState.SUCCEEDED, RequestState.FAILED, RequestState.CANCELLED}
+    ),
+}
+"""Allowed request moves: state → the states it may move to. States not listed are final."""
+
+STEP_TRANSITIONS: Mapping[str, frozenset[str]] = {
+    StepState.PENDING: frozenset({StepState.SUBMITTED, StepState.SKIPPED, StepState.CANCELLED}),
+    StepState.SUBMITTED: frozenset(
+        {StepState.RUNNING, StepState.FAILED, StepState.CANCELLED, StepState.SUCCEEDED}
+    ),
+    StepState.RUNNING: frozenset({StepState.SUCCEEDED, StepState.FAILED, StepState.CANCELLED}),
+}
+"""Allowed step moves: state → the states it may move to. States not listed are final."""

@@ -1,1 +1,0 @@
-"""Executors run approved backfills: the protocol in `base`, implementations beside it."""
