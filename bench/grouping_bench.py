@@ -43,13 +43,13 @@ from bot.app import build_services, create_bolt_app, create_web_app, slack_clien
 from bot.app_services import Services
 from bot.config import parse_config
 from bot.core.db import upgrade
+from bot.incidents.store import incidents as incident_store
 from bot.settings import load_settings
 from bot.slack.store import outbox
 from bot.slack.store.models import OutboxMessage, OutboxRole, OutboxState
 from bot.standins.marquez import running_standin
 from bot.standins.slack import running_slack_standin
 from bot.standins.slack_state import Message, SlackState
-from bot.store import incidents as incident_store
 
 CHANNEL = "C0ORDERS01"
 ROOT = "example.etl_orders"

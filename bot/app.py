@@ -46,21 +46,21 @@ from bot.core.urls import display_url
 from bot.core.worker import Worker
 from bot.events.service.poller import MarquezPoller
 from bot.events.service.receiver import add_receiver
+from bot.health.readiness import CHECK_TIMEOUT_S, Readiness
+from bot.home.service import HomeService
 from bot.hub.service.hub import Hub
 from bot.hub.service.sender import SinkSender
 from bot.hub.service.subscriptions import SubscriptionService
+from bot.incidents.rules.links import AirflowUi
+from bot.incidents.service.actions import IncidentActions
+from bot.incidents.service.watcher import IncidentService
 from bot.lineage.service.index import LineageIndex
 from bot.lineage.service.index_planner import IndexPlanner
 from bot.lineage.service.planning import Planner, PlanSource
 from bot.lineage.service.reconcile import Reconciler
 from bot.lineage.service.record import record_lineage
-from bot.readiness import CHECK_TIMEOUT_S, Readiness
-from bot.services.home import HomeService
-from bot.services.incident_actions import IncidentActions
-from bot.services.incidents import IncidentService
-from bot.services.links import AirflowUi
-from bot.services.sla import SlaService
 from bot.settings import Settings
+from bot.sla.service import SlaService
 from bot.slack.service.calls import counted
 from bot.slack.service.groups import SlackGroups
 from bot.slack.service.http import SlackEvents
@@ -305,7 +305,7 @@ def create_web_app(
     bolt: AsyncApp, services: Services, *, sla_check_s: float | None = SLA_CHECK_S
 ) -> web.Application:
     """`POST /slack/events` for commands, interactivity and events; `POST /api/v1/lineage`;
-    `GET /healthz` (the process answers), `GET /readyz` (it can work: bot/readiness.py) and
+    `GET /healthz` (the process answers), `GET /readyz` (it can work: bot/health/readiness.py) and
     `GET /metrics`. SLA checks run every `sla_check_s` (None: only when called, as in the demo,
     whose SLA clock moves only when a person moves it)."""
 

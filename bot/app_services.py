@@ -13,15 +13,15 @@ from bot.backfill.service.retry import RetryService
 from bot.config import BotConfig
 from bot.core.metrics import Metrics
 from bot.events.service.poller import MarquezPoller
+from bot.health.readiness import Readiness
+from bot.home.service import HomeService
 from bot.hub.service.sender import SinkSender
 from bot.hub.service.subscriptions import SubscriptionService
+from bot.incidents.service.actions import IncidentActions
+from bot.incidents.service.watcher import IncidentService
 from bot.lineage.service.reconcile import Reconciler
-from bot.readiness import Readiness
-from bot.services.home import HomeService
-from bot.services.incident_actions import IncidentActions
-from bot.services.incidents import IncidentService
-from bot.services.sla import SlaService
 from bot.settings import Settings
+from bot.sla.service import SlaService
 from bot.slack.service.sender import OutboxSender
 
 

@@ -36,8 +36,8 @@ from bot.clients.marquez import (
 from bot.core.after_commit import after_commit
 from bot.core.tables import utcnow
 from bot.events.rules.parse import EVENT_TYPES
+from bot.health import figures
 from bot.slack.store.models import OutboxMessage, OutboxRole
-from bot.store import figures
 
 __all__ = ["CONTENT_TYPE", "Metrics", "NoticeKind", "PostedKind", "posted_kind"]
 

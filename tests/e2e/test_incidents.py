@@ -22,8 +22,8 @@ from sqlalchemy import select
 from bot.backfill.store.models import BackfillRequest
 from bot.config import parse_config
 from bot.events.store.models import EventSource, RunEvent
+from bot.incidents.service.watcher import IncidentService
 from bot.incidents.store.models import Incident
-from bot.services.incidents import IncidentService
 from bot.slack.rules.ids import ActionId
 from bot.standins.marquez import StandInServer
 

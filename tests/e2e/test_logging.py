@@ -64,7 +64,7 @@ async def test_json_lines_carry_the_ids_of_what_happened(
         assert datetime.fromisoformat(entry["time"]).tzinfo is not None
     [opened] = [e for e in entries if e.get("state") == "open"]
     assert opened["level"] == "INFO"
-    assert opened["logger"] == "bot.services.incidents"
+    assert opened["logger"] == "bot.incidents.service.watcher"
     assert opened["dag_id"] == "example.etl_orders"
     assert opened["message"] == (
         f"incident {opened['incident_id']} of example.etl_orders (2021-06-04) opened"

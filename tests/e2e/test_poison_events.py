@@ -23,8 +23,8 @@ from test_incidents import CONFIG, ORDERS, event, shown, store
 
 from bot.config import parse_config
 from bot.events.store.models import EventSource, RunEvent
-from bot.services.incidents import IncidentService
-from bot.services.sla import SlaService
+from bot.incidents.service.watcher import IncidentService
+from bot.sla.service import SlaService
 from bot.standins.marquez import StandInServer
 
 OPS = "C0OPS00001"

@@ -19,7 +19,7 @@ from test_slack_scoping import forged_click, refusals
 from bot.config import parse_config
 from bot.events.store.models import EventSource, RunEvent
 from bot.lineage.rules.graph import LineageCycleError
-from bot.services.sla import SlaService
+from bot.sla.service import SlaService
 from bot.slack.rules.ids import ActionId
 from bot.standins.marquez import StandInServer
 

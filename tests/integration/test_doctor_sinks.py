@@ -23,8 +23,9 @@ import yaml
 from smtp_support import PASSWORD, USER, certificate, smtp_server
 from sqlalchemy import select
 
-from bot import doctor, doctor_sinks
+from bot import doctor
 from bot.core.db import make_engine, session_factory, upgrade
+from bot.doctor import sinks as doctor_sinks
 from bot.hub.store import deliveries
 from bot.hub.store.models import SinkDelivery
 from bot.settings import Settings, load_settings

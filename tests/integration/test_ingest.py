@@ -16,15 +16,15 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.core.db import make_engine, session_factory, upgrade
-from bot.domain.incidents import on_failure
 from bot.events.rules.event import ParsedEvent
 from bot.events.rules.parse import ERROR_MAX, NAME_MAX, InvalidEvent, parse_run_event
 from bot.events.rules.producers import AirflowRef
 from bot.events.store.models import EventSource, RunEvent
 from bot.events.store.run_events import store_events
+from bot.incidents.rules.lifecycle import on_failure
+from bot.incidents.store import incidents as incident_store
 from bot.incidents.store.models import Incident
 from bot.standins.food_delivery import food_delivery_events
-from bot.store import incidents as incident_store
 from pipeline.food_delivery.lineage import history_events
 
 Sessions = async_sessionmaker[AsyncSession]

@@ -1,5 +1,5 @@
 """Links into the Airflow 2 and 3 UIs, as pure functions of plain data
-(bot/domain/airflow_links.py)."""
+(bot/incidents/rules/airflow_links.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import pytest
 
-from bot.domain.airflow_links import run_url, task_log_url
+from bot.incidents.rules.airflow_links import run_url, task_log_url
 
 BASE = "https://airflow.example.com"
 SCHEDULED = "scheduled__2021-06-04T00:00:00+00:00"

@@ -1,4 +1,4 @@
-"""The incident rules as pure functions of plain data (bot/domain/incidents.py)."""
+"""The incident rules as pure functions of plain data (bot/incidents/rules/lifecycle.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bot.domain.incidents import (
+from bot.events.rules.producers import AirflowRef
+from bot.incidents.rules.lifecycle import (
     TRANSITIONS,
     EventFacts,
     EventKind,
@@ -24,7 +25,6 @@ from bot.domain.incidents import (
     span,
     with_failure,
 )
-from bot.events.rules.producers import AirflowRef
 from bot.lineage.rules.impact import DagImpact, ImpactSnapshot, ImpactStatus, ReportImpact
 
 DAY = datetime(2021, 6, 4, tzinfo=UTC)

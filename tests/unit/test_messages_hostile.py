@@ -30,14 +30,17 @@ from bot.backfill.rules.progress import Counts
 from bot.backfill.store.models import BackfillRequest, BackfillStep
 from bot.core.model import DagRef, DateRange, Interval
 from bot.core.templates import environment
-from bot.domain.proposal import Proposal
-from bot.domain.sla import Miss
 from bot.events import messages as ops
+from bot.home import messages as home
 from bot.hub.messages import health, subscriptions
+from bot.incidents.messages import alerts as watch
+from bot.incidents.messages import subscribers as hub_slack
+from bot.incidents.rules.proposal import Proposal
 from bot.lineage.rules.impact import DagImpact, ImpactSnapshot, ImpactStatus, ReportImpact
 from bot.lineage.rules.planner import Plan, PlanNote, PlanStep
-from bot.messages import home, hub_slack, sla, watch
 from bot.ownership.rules import Denial, DenialKind
+from bot.sla import messages as sla
+from bot.sla.rules import Miss
 from bot.slack.messages import common
 from bot.slack.messages import render as _render
 from bot.slack.messages.render import channel_mention, code, sentence, user_mention

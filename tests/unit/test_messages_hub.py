@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from golden_support import Case, assert_golden, mrkdwn_texts
 
-from bot.messages.hub_slack import FailureNotice, failure_notice
+from bot.incidents.messages.subscribers import FailureNotice, failure_notice
 
 HUB = "common/hub_notice.json.j2"
 OPENED = FailureNotice(

@@ -12,10 +12,11 @@ from hypothesis import strategies as st
 
 from bot.backfill.messages import notices as teams
 from bot.core.model import Interval
-from bot.domain.sla import Miss
 from bot.events import messages as ops
-from bot.messages import home, sla
-from bot.messages.home import HomeBackfill, HomeIncident, HomeSlaMiss
+from bot.home import messages as home
+from bot.home.messages import HomeBackfill, HomeIncident, HomeSlaMiss
+from bot.sla import messages as sla
+from bot.sla.rules import Miss
 
 SLA, HOME, NOTICE = "watch/sla_notice.json.j2", "watch/home.json.j2", "watch/notice.json.j2"
 TEAM = "common/team_notice.json.j2"

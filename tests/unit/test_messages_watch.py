@@ -13,9 +13,9 @@ from golden_support import Case, assert_golden, check, elements, mrkdwn_texts
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bot.domain.proposal import Proposal
+from bot.incidents.messages import alerts as watch
+from bot.incidents.rules.proposal import Proposal
 from bot.lineage.rules.impact import DagImpact, ImpactSnapshot, ImpactStatus, ReportImpact
-from bot.messages import watch
 from bot.slack.messages.render import channel_mention, sentence, user_mention
 from bot.slack.rules.ids import ActionId
 

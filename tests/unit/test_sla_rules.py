@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from bot.core.model import Interval
-from bot.domain.sla import RunFacts, expected_intervals, learned_delay, misses
+from bot.sla.rules import RunFacts, expected_intervals, learned_delay, misses
 
 DAY = timedelta(days=1)
 T0 = datetime(2021, 6, 1, tzinfo=UTC)

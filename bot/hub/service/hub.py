@@ -23,12 +23,12 @@ from bot.hub.messages import documents as hub_messages
 from bot.hub.rules import Decision, HubEvent, HubKind, Subscription, covers, route, severity_of
 from bot.hub.store import deliveries
 from bot.hub.store import subscriptions as subscription_store
+from bot.incidents.messages import alerts as watch_messages
+from bot.incidents.messages.subscribers import FailureNotice, NoticeState, failure_notice
+from bot.incidents.store import incidents as store
 from bot.incidents.store.models import Incident
-from bot.messages import watch as watch_messages
-from bot.messages.hub_slack import FailureNotice, NoticeState, failure_notice
 from bot.slack.store import outbox
 from bot.slack.store.models import OutboxMessage
-from bot.store import incidents as store
 
 logger = logging.getLogger(__name__)
 SUBSCRIBED = "sub:"  # the edit keys of a subscribed channel's one message about an outage

@@ -9,7 +9,7 @@ from sqlalchemy import JSON, CheckConstraint, ForeignKey, Index, Integer, String
 from sqlalchemy.orm import Mapped, mapped_column
 
 from bot.core.tables import Base, UTCDateTime, new_id, one_of, utcnow
-from bot.domain.incidents import IncidentState
+from bot.incidents.rules.lifecycle import IncidentState
 
 
 class Incident(Base):
@@ -44,7 +44,8 @@ class Incident(Base):
     """The typed impact snapshot (`bot/lineage/rules/impact.py`) as JSON; `{}` for a grouped
     failure."""
     runs: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
-    """The outage's failed intervals (`bot/store/incidents.py` reads them); None before 0007."""
+    """The outage's failed intervals (`bot/incidents/store/incidents.py` reads them); None before
+    0007."""
     channel: Mapped[str | None] = mapped_column(String(64))
     alert_ts: Mapped[str | None] = mapped_column(String(32))
     snoozed_until: Mapped[datetime | None] = mapped_column(UTCDateTime())
@@ -56,7 +57,8 @@ class Incident(Base):
     airflow_run_id: Mapped[str | None] = mapped_column(String(250))
     airflow_task_id: Mapped[str | None] = mapped_column(String(250))
     proposal: Mapped[dict[str, Any] | None] = mapped_column(JSON)
-    """The backfill the alert proposes (`bot/domain/proposal.py`), planned with the impact."""
+    """The backfill the alert proposes (`bot/incidents/rules/proposal.py`), planned with the
+    impact."""
     backfill_request_id: Mapped[str | None] = mapped_column(
         String(32), ForeignKey("backfill_requests.id", ondelete="SET NULL")
     )

@@ -16,11 +16,11 @@ from bot.config import BotConfig
 from bot.config.hub import Escalation
 from bot.core.after_commit import log_after_commit
 from bot.core.model import DagRef
-from bot.domain.incidents import IncidentState, snoozed
 from bot.hub.rules import escalation_due
 from bot.hub.service.hub import Hub, alerted_at
+from bot.incidents.rules.lifecycle import IncidentState, snoozed
+from bot.incidents.store import incidents as store
 from bot.incidents.store.models import Incident
-from bot.store import incidents as store
 
 logger = logging.getLogger(__name__)
 

@@ -10,7 +10,9 @@ from typing import Any
 from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot.domain.incidents import (
+from bot.events.rules.producers import AirflowRef
+from bot.events.store.models import RunEvent
+from bot.incidents.rules.lifecycle import (
     TRANSITIONS,
     EventFacts,
     FailedRun,
@@ -21,8 +23,6 @@ from bot.domain.incidents import (
     span,
     with_failure,
 )
-from bot.events.rules.producers import AirflowRef
-from bot.events.store.models import RunEvent
 from bot.incidents.store.models import Incident
 from bot.lineage.rules.impact import ImpactSnapshot
 from bot.slack.store.models import OutboxMessage, OutboxRole
@@ -215,7 +215,8 @@ def opened(
 
 def set_airflow(incident: Incident, ref: AirflowRef) -> None:
     """Record where in Airflow the failure the alert shows is: its run, task and try (the alert's
-    links to the run and to the task's log; `bot/domain/incidents.py` `alert_airflow` decides)."""
+    links to the run and to the task's log; `bot/incidents/rules/lifecycle.py` `alert_airflow`
+    decides)."""
     incident.airflow_run_id = ref.run_id
     incident.airflow_task_id = ref.task_id
     incident.try_number = ref.try_number

@@ -15,10 +15,10 @@ from bot.backfill.store.models import BackfillRequest
 from bot.config import BotConfig
 from bot.core.model import DagRef
 from bot.core.tables import utcnow
-from bot.domain.incidents import IncidentState
+from bot.home import messages as home_messages
+from bot.home.messages import HomeBackfill, HomeIncident, HomeSlaMiss
+from bot.incidents.rules.lifecycle import IncidentState
 from bot.incidents.store.models import Incident
-from bot.messages import home as home_messages
-from bot.messages.home import HomeBackfill, HomeIncident, HomeSlaMiss
 from bot.ownership.service import GroupDirectory
 from bot.sla.store import SlaMiss
 

@@ -1,4 +1,4 @@
-"""The checks of `backfill-bot doctor` other than Slack's (bot/doctor_slack.py): BOT_CONFIG,
+"""The checks of `backfill-bot doctor` other than Slack's (bot/doctor/slack.py): BOT_CONFIG,
 Marquez, DAG ownership, Airflow and the database. Each returns rows and never raises for what
 it checks: a system that fails becomes a FAIL row naming the fix (bot/doctor.py guards the rest).
 """

@@ -1,7 +1,8 @@
 """Incidents from stored run events: a failed DAG run (tasks roll up to their DAG) opens an
 incident and owes its alert; a failure downstream of an open incident joins it; a repeat edits
 the alert; a later success of the same DAG and interval resolves it. The rules are
-`bot/domain/incidents.py`; the SQL is `bot/store/incidents.py`; this module runs them.
+`bot/incidents/rules/lifecycle.py`; the SQL is `bot/incidents/store/incidents.py`; this module runs
+them.
 
 Events are handled in the order they were stored, each in one transaction with what it owes
 Slack (outbox rows) and its `processed_at`, so a crash loses nothing and repeats nothing. The
@@ -25,7 +26,12 @@ from bot.core.after_commit import log_after_commit
 from bot.core.metrics import Metrics
 from bot.core.tables import utcnow
 from bot.core.worker import Worker
-from bot.domain.incidents import (
+from bot.events import messages as ops_messages
+from bot.events.store import set_aside
+from bot.events.store.models import RunEvent
+from bot.hub.service.hub import Hub
+from bot.incidents.messages import alerts as watch_messages
+from bot.incidents.rules.lifecycle import (
     EventFacts,
     EventKind,
     IncidentState,
@@ -35,19 +41,14 @@ from bot.domain.incidents import (
     on_success,
     with_failure,
 )
-from bot.events import messages as ops_messages
-from bot.events.store import set_aside
-from bot.events.store.models import RunEvent
-from bot.hub.service.hub import Hub
+from bot.incidents.rules.links import AirflowUi
+from bot.incidents.service.alerts import AlertOutbox, outage_words
+from bot.incidents.service.escalation import Escalations
+from bot.incidents.store import incidents as store
 from bot.incidents.store.models import Incident
 from bot.lineage.rules.errors import PlanningError
 from bot.lineage.rules.impact import ImpactSnapshot
-from bot.messages import watch as watch_messages
-from bot.services.escalation import Escalations
-from bot.services.incident_alerts import AlertOutbox, outage_words
-from bot.services.links import AirflowUi
 from bot.slack.store import outbox
-from bot.store import incidents as store
 
 logger = logging.getLogger(__name__)
 

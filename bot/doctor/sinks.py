@@ -30,7 +30,7 @@ from bot.config.sinks import EmailSink, PagerDutySink, Sink, TeamsSink, WebhookS
 from bot.core.db import DatabaseError, make_engine, reported
 from bot.core.schema_state import read_schema_state
 from bot.core.tables import utcnow
-from bot.doctor_checks import Result, Row, listed, missing_sqlite_file
+from bot.doctor.checks import Result, Row, listed, missing_sqlite_file
 from bot.hub.service.sender import REMOVED_SINK_WAIT_S
 from bot.hub.sinks.base import public_url, redact, url_secrets
 from bot.hub.sinks.email import log_in, tls_context

@@ -1,6 +1,6 @@
 """`backfill-bot doctor`: check the settings and BOT_CONFIG against Slack, Marquez, Airflow, the
 database and the sinks, and print one row per check with its result and, for each problem, the
-fix. Sinks are reached without being sent anything (bot/doctor_sinks.py).
+fix. Sinks are reached without being sent anything (bot/doctor/sinks.py).
 
 Exit code: 0 when every check is OK, WARN or SKIP; 1 when any is FAIL. The checks run side by
 side and each stands alone: Slack down does not stop the Marquez check. A check that breaks in a
@@ -19,7 +19,7 @@ from typing import TextIO
 
 from bot.core.db import redact
 from bot.core.logs import escaped
-from bot.doctor_checks import (
+from bot.doctor.checks import (
     Result,
     Row,
     airflow_rows,
@@ -28,8 +28,8 @@ from bot.doctor_checks import (
     load_dags,
     marquez_rows,
 )
-from bot.doctor_sinks import sink_rows
-from bot.doctor_slack import slack_rows
+from bot.doctor.sinks import sink_rows
+from bot.doctor.slack import slack_rows
 from bot.settings import Settings
 
 __all__ = ["EXIT_PROBLEMS", "Result", "Row", "add_parser", "check", "main", "render"]

@@ -1,7 +1,7 @@
 """What an incident owes Slack, as outbox rows in the caller's transaction: its alert (posted
 once in the owning team's channel, then edited in place) and replies in the alert's thread.
 Who is told comes from BOT_CONFIG's teams and the impact snapshot; the words come from
-`bot/messages/watch.py`."""
+`bot/incidents/messages/alerts.py`."""
 
 from __future__ import annotations
 
@@ -18,17 +18,17 @@ from bot.backfill.store.models import BackfillRequest
 from bot.config import BotConfig
 from bot.core.metrics import Metrics
 from bot.core.model import DagRef
-from bot.domain.incidents import IncidentState, snoozed
-from bot.domain.proposal import Proposal, propose
 from bot.hub.service.hub import Hub
+from bot.incidents.messages import alerts as watch_messages
+from bot.incidents.rules.lifecycle import IncidentState, snoozed
+from bot.incidents.rules.links import AirflowUi, Links
+from bot.incidents.rules.proposal import Proposal, propose
+from bot.incidents.store import incidents as store
 from bot.incidents.store.models import Incident
 from bot.lineage.rules.impact import ImpactSnapshot
 from bot.lineage.store import run_history
-from bot.messages import watch as watch_messages
-from bot.services.links import AirflowUi, Links
 from bot.slack.store import outbox
 from bot.slack.store.models import OutboxRole
-from bot.store import incidents as store
 
 logger = logging.getLogger(__name__)
 _ESTIMATED_DAGS = 50  # DAGs whose run history an alert's estimate reads at most

@@ -1,7 +1,7 @@
 """What a channel or DM subscribed with `/backfill subscribe` sees of a failure (one message,
 edited as the outage is acknowledged and resolved), and what an escalation posts in the next
 target's channel (templates/common/hub_notice.json.j2). SLA misses and backfills reach
-subscribers as the notices their owners get (bot/messages/sla.py,
+subscribers as the notices their owners get (bot/sla/messages.py,
 bot/backfill/messages/notices.py)."""
 
 from __future__ import annotations

@@ -24,19 +24,19 @@ from bot.backfill.store import repository
 from bot.core.audit import Refused, add_audit, add_refusal
 from bot.core.model import DagRef
 from bot.core.tables import utcnow
-from bot.domain.incidents import IncidentState, backfill_range, span
-from bot.domain.proposal import without_root
+from bot.incidents.messages import alerts as watch_messages
+from bot.incidents.rules.lifecycle import IncidentState, backfill_range, span
+from bot.incidents.rules.proposal import without_root
+from bot.incidents.service.alerts import AlertOutbox
+from bot.incidents.store import incidents as store
 from bot.incidents.store.models import Incident
 from bot.lineage.rules.errors import PlanningError
 from bot.lineage.rules.planner import Plan
-from bot.messages import watch as watch_messages
 from bot.ownership.rules import requires_all_owners
 from bot.ownership.service import may_snooze
-from bot.services.incident_alerts import AlertOutbox
 from bot.slack.messages.common import action_result, refusal
 from bot.slack.messages.reply import Reply
 from bot.slack.rules.commands import PlanCommand
-from bot.store import incidents as store
 
 OPEN_REQUEST = {RequestState.PREVIEWED, RequestState.APPROVED, RequestState.RUNNING}
 GONE = "This incident no longer exists."

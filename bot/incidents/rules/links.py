@@ -1,7 +1,7 @@
 """Links the bot puts on alerts and notices: a DAG in Marquez, a DAG, a DAG run and a task's
 log in Airflow (where Airflow's UI is known). Built from ids that came from outside, so every
-part is percent-encoded (bot/domain/airflow_links.py); a link that cannot be built is left out,
-never the message."""
+part is percent-encoded (bot/incidents/rules/airflow_links.py); a link that cannot be built is left
+out, never the message."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from urllib.parse import quote
 
 from bot.config import BotConfig
 from bot.core.model import DagRef
-from bot.domain import airflow_links
+from bot.incidents.rules import airflow_links
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bot.backfill.rules.progress import duration_text
-from bot.domain.proposal import Proposal
+from bot.incidents.rules.proposal import Proposal
 from bot.lineage.rules.impact import ImpactSnapshot, ImpactStatus
 from bot.slack.messages.render import (
     LIST,

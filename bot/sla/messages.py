@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.domain.sla import Miss
-from bot.messages.watch import interval_words
+from bot.incidents.messages.alerts import interval_words
+from bot.sla.rules import Miss
 from bot.slack.messages.render import NAME, clip, defuse, render, sentence, user_mention, web_url
 from bot.slack.rules.ids import ActionId
 

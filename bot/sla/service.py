@@ -1,5 +1,5 @@
 """SLA misses: the stored run events of each DAG (DAG-level, with nominal times) are the run
-history; `bot.domain.sla` decides lateness from it, the DAG's rule and the clock. Each miss is
+history; `bot.sla.rules` decides lateness from it, the DAG's rule and the clock. Each miss is
 notified once per DAG, interval and kind: to the owning team (and the rule's `notify` teams),
 and to the teams whose reports read what the DAG feeds, which will be late too."""
 
@@ -21,22 +21,22 @@ from bot.core.audit import Refused, add_audit, add_refusal
 from bot.core.metrics import Metrics
 from bot.core.model import DagRef, Interval
 from bot.core.tables import utcnow
-from bot.domain.sla import Miss, RunFacts, misses
 from bot.events.store import run_events
 from bot.events.store.models import RunEvent
 from bot.hub.rules import HubEvent, severity_of
 from bot.hub.service.hub import Hub
+from bot.incidents.messages.alerts import interval_words
+from bot.incidents.rules.links import Links
+from bot.incidents.store import incidents
 from bot.lineage.rules.errors import PlanningError
-from bot.messages import sla as sla_messages
-from bot.messages.watch import interval_words
-from bot.services.links import Links
+from bot.sla import messages as sla_messages
 from bot.sla import store as sla_misses
+from bot.sla.rules import Miss, RunFacts, misses
 from bot.sla.store import SlaMiss
 from bot.slack.messages.common import action_result
 from bot.slack.messages.reply import Reply
 from bot.slack.rules.ids import ActionId
 from bot.slack.store import outbox
-from bot.store import incidents
 
 logger = logging.getLogger(__name__)
 HISTORY = timedelta(days=30)

@@ -22,7 +22,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.app import slack_client  # the client `serve` uses: same URL, timeout and retries
 from bot.config import BotConfig
 from bot.core.urls import display_url
-from bot.doctor_checks import Result, Row, listed
+from bot.doctor.checks import Result, Row, listed
 from bot.settings import Settings
 
 SCOPE_USES: Mapping[str, str] = {

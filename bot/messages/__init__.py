@@ -1,1 +1,0 @@
-"""Every Slack message, modal and Home view of the bot."""
