@@ -50,9 +50,9 @@ from bot.app import build_services, create_bolt_app, create_web_app, slack_clien
 from bot.config import parse_config
 from bot.core.db import upgrade
 from bot.settings import load_settings
-from bot.standins.marquez import running_standin
-from bot.standins.slack import running_slack_standin
-from bot.standins.slack_state import Message
+from standins.marquez.server import running_standin
+from standins.slack.server import running_slack_standin
+from standins.slack.state import Message
 
 CHANNEL = "C0ORDERS01"
 CONFIG = {

@@ -22,10 +22,10 @@ from pathlib import Path
 import aiohttp
 
 from bot.config import load_config
-from bot.demo import EXAMPLE_CONFIG, REQUESTER, running_demo
-from bot.demo_chat import Conversation
-from bot.demo_story import play
 from bot.settings import load_settings
+from standins.demo.chat import Conversation
+from standins.demo.run import EXAMPLE_CONFIG, REQUESTER, running_demo
+from standins.demo.story import play
 
 COMMANDS = {
     "help (ephemeral only)": "/backfill help",

@@ -47,9 +47,9 @@ from bot.incidents.store import incidents as incident_store
 from bot.settings import load_settings
 from bot.slack.store import outbox
 from bot.slack.store.models import OutboxMessage, OutboxRole, OutboxState
-from bot.standins.marquez import running_standin
-from bot.standins.slack import running_slack_standin
-from bot.standins.slack_state import Message, SlackState
+from standins.marquez.server import running_standin
+from standins.slack.server import running_slack_standin
+from standins.slack.state import Message, SlackState
 
 CHANNEL = "C0ORDERS01"
 ROOT = "example.etl_orders"

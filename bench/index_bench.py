@@ -39,7 +39,7 @@ from bot.lineage.service.index import LineageIndex
 from bot.lineage.service.index_planner import IndexPlanner
 from bot.lineage.service.planning import PlanRequest
 from bot.lineage.service.reconcile import Reconciler
-from bot.standins.marquez import running_standin
+from standins.marquez.server import running_standin
 
 
 class Counting(MarquezClient):

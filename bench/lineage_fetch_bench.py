@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bot.clients.marquez import MarquezClient
 from bot.config import BotConfig
 from bot.lineage.service.planning import Planner, PlanRequest
-from bot.standins.marquez import running_standin
+from standins.marquez.server import running_standin
 
 PRODUCER = "https://github.com/example/bench"
 NS = "bench"

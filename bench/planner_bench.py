@@ -28,7 +28,7 @@ from bot.core.model import DagRef, DateRange
 from bot.lineage.rules.graph import build_lineage
 from bot.lineage.rules.planner import make_plan
 from bot.lineage.rules.schedule import PeriodicSchedule, Schedule
-from bot.standins.synthetic import JobSpec, lineage_nodes
+from standins.seeds.synthetic import JobSpec, lineage_nodes
 
 NS = "synthetic"
 RANGE = DateRange(date(2021, 6, 4), date(2021, 6, 6))

@@ -40,7 +40,7 @@ from story_support import (  # noqa: E402
 )
 
 from bot.slack.rules.ids import ActionId  # noqa: E402
-from bot.standins.marquez import running_standin  # noqa: E402
+from standins.marquez.server import running_standin  # noqa: E402
 
 TARGET = 15
 

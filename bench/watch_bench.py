@@ -45,8 +45,8 @@ from bot.core.db import make_engine, session_factory, upgrade
 from bot.events.service.poller import MarquezPoller
 from bot.events.service.receiver import PATH, add_receiver
 from bot.events.store.models import RunEvent
-from bot.standins.marquez import create_app
-from bot.standins.marquez_state import MarquezState
+from standins.marquez.server import create_app
+from standins.marquez.state import MarquezState
 
 NS = "bench"
 PRODUCER = "https://github.com/example/watch-bench"

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import errno
+import importlib.util
 import json
 import logging
 import os
@@ -214,19 +215,30 @@ async def _impact(args: argparse.Namespace, settings: Settings, config: BotConfi
     return render_impact_text(impact)
 
 
+DEMO_EXTRA = "pip install 'backfill-bot[demo]'"
+
+
+def _needs_standins(command: str) -> None:
+    """The stand-ins ship apart from the bot (the `demo` extra); without them, one line."""
+    if importlib.util.find_spec("standins") is None:
+        raise CliError(f"`{command}` needs the stand-ins: {DEMO_EXTRA}", EXIT_CONFIG)
+
+
 def _run(args: argparse.Namespace) -> str | None:
+    if args.command in {"standin", "demo", "chat"}:
+        _needs_standins(f"backfill-bot {args.command}")
     if args.command == "standin" and args.service == "slack":
-        from bot.standins import slack
+        from standins.slack import server as slack
 
         asyncio.run(slack.serve_forever(args.host, args.port, events_url=args.events_url))
         return None
     if args.command == "standin" and args.service == "airflow":
-        from bot.standins import airflow
+        from standins.airflow import server as airflow
 
         asyncio.run(airflow.serve_forever(args.host, args.port, args.api, args.run_seconds))
         return None
     if args.command == "standin":
-        from bot.standins.marquez import serve_forever
+        from standins.marquez.server import serve_forever
 
         asyncio.run(serve_forever(args.host, args.port, args.seed))
         return None
@@ -273,11 +285,11 @@ def _run(args: argparse.Namespace) -> str | None:
 
         try:
             if args.command == "chat":
-                from bot.demo_chat import interactive
+                from standins.demo.chat import interactive
 
                 asyncio.run(interactive(settings, config, out))
                 return None
-            from bot.demo_story import scripted
+            from standins.demo.story import scripted
 
             finished = asyncio.run(
                 scripted(

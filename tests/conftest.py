@@ -18,7 +18,7 @@ import psycopg
 import pytest
 
 import bot.schema  # noqa: F401  (every table registered, as in the running bot)
-from bot.standins.marquez import StandInServer, running_standin
+from standins.marquez.server import StandInServer, running_standin
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED_FIXTURES = REPO_ROOT.parent / "shared" / "fixtures"

@@ -34,7 +34,7 @@ from harness import RealAirflow
 from bot.backfill.store.models import BackfillRequest
 from bot.clients.airflow import Airflow3Client, DagRunInfo, connect_airflow
 from bot.slack.rules.ids import ActionId
-from bot.standins.marquez import StandInServer
+from standins.marquez.server import StandInServer
 
 PIPELINE = {
     "example.etl_orders": 3,

@@ -25,8 +25,8 @@ import pytest
 from harness import AIRFLOW2, AIRFLOW3, AirflowKind, RealAirflow, start_airflow
 from openlineage_support import OpenLineageAirflow, running_recorder
 
-from bot.standins.marquez import StandInServer, running_standin
 from pipeline.food_delivery.lineage import history_events
+from standins.marquez.server import StandInServer, running_standin
 
 TEST_DAGS = Path(__file__).resolve().parent / "dags"
 FAILED_DAYS = [date(2021, 6, 4), date(2021, 6, 5), date(2021, 6, 6)]

@@ -12,7 +12,7 @@ import pytest
 from bot_story import ROOT, bot_runs, cancel_mid_way, run_the_planned_backfill
 from harness import RealAirflow
 
-from bot.standins.marquez import StandInServer
+from standins.marquez.server import StandInServer
 
 pytestmark = pytest.mark.airflow
 

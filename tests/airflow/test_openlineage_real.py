@@ -39,7 +39,7 @@ from openlineage_support import (
 
 from bot.config import parse_config
 from bot.events.store.models import RunEvent
-from bot.standins.marquez import running_standin
+from standins.marquez.server import running_standin
 
 pytestmark = pytest.mark.airflow
 

@@ -10,7 +10,7 @@ from datetime import date
 from browser_support import Shots
 from playwright.async_api import Page, expect
 
-from bot.demo import Demo
+from standins.demo.run import Demo
 
 SUCCEEDED = re.compile(r"Succeeded · backfill of")  # the status message's headline (has_text
 # alone would match any "succeeded", case aside)

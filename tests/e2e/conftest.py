@@ -9,7 +9,7 @@ import pytest
 from e2e_support import CONFIG, Bot, running_bot
 
 from bot.config import BotConfig, parse_config
-from bot.standins.marquez import StandInServer
+from standins.marquez.server import StandInServer
 
 
 @pytest.fixture

@@ -17,8 +17,8 @@ from bot.app_services import Services
 from bot.config import BotConfig
 from bot.core.db import upgrade
 from bot.settings import load_settings
-from bot.standins.marquez import StandInServer
-from bot.standins.slack import SlackStandIn, running_slack_standin
+from standins.marquez.server import StandInServer
+from standins.slack.server import SlackStandIn, running_slack_standin
 
 T = TypeVar("T")
 OWNER = "U0ORDERS01"

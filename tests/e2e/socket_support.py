@@ -14,13 +14,13 @@ from execution_support import airflow_env
 
 from bot.app import create_bolt_app
 from bot.config import BotConfig, load_config
-from bot.demo import EXAMPLE_CONFIG
 from bot.slack.service import socket_mode
-from bot.standins.airflow import running_airflow_standin
-from bot.standins.airflow_dags import FOOD_DELIVERY_DAGS, food_delivery_history
-from bot.standins.marquez import StandInServer
-from bot.standins.slack import running_slack_standin
-from bot.standins.slack_socket import Envelope, EnvelopeType
+from standins.airflow.dags import FOOD_DELIVERY_DAGS, food_delivery_history
+from standins.airflow.server import running_airflow_standin
+from standins.demo.run import EXAMPLE_CONFIG
+from standins.marquez.server import StandInServer
+from standins.slack.server import running_slack_standin
+from standins.slack.socket_mode import Envelope, EnvelopeType
 
 REDELIVERY_S = 0.2  # Slack waits a few seconds before sending an unacknowledged event again
 

@@ -20,9 +20,9 @@ from bot.backfill.store import repository
 from bot.backfill.store.models import BackfillRequest
 from bot.config import BotConfig, parse_config
 from bot.incidents.store.models import Incident
-from bot.standins.airflow import AirflowStandin, running_airflow_standin
-from bot.standins.airflow_dags import FOOD_DELIVERY_DAGS, food_delivery_history
-from bot.standins.marquez import StandInServer
+from standins.airflow.dags import FOOD_DELIVERY_DAGS, food_delivery_history
+from standins.airflow.server import AirflowStandin, running_airflow_standin
+from standins.marquez.server import StandInServer
 
 ORDERS, ANALYTICS, LOGISTICS = "C0ORDERS01", "C0ANALYT01", "C0LOGIST01"
 OWNER, BOB, CAROL = "U0ORDERS01", "U0BOB00001", "U0CAROL001"

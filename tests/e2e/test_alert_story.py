@@ -34,7 +34,7 @@ from story_support import (
 )
 
 from bot.slack.rules.ids import ActionId
-from bot.standins.marquez import StandInServer
+from standins.marquez.server import StandInServer
 
 PLANNED_DAGS = 7  # example.etl_orders and everything downstream of it
 

@@ -26,10 +26,10 @@ from execution_support import (
 
 from bot.config import BotConfig
 from bot.slack.rules.ids import ActionId
-from bot.standins.airflow import AirflowStandin, running_airflow_standin
-from bot.standins.airflow_dags import FOOD_DELIVERY_DAGS, food_delivery_history
-from bot.standins.airflow_state import DagRun
-from bot.standins.marquez import StandInServer
+from standins.airflow.dags import FOOD_DELIVERY_DAGS, food_delivery_history
+from standins.airflow.server import AirflowStandin, running_airflow_standin
+from standins.airflow.state import DagRun
+from standins.marquez.server import StandInServer
 
 PLANNED = {
     "example.etl_orders": 3,

@@ -18,9 +18,9 @@ from execution_support import (
     thread_text,
 )
 
-from bot.standins.airflow import running_airflow_standin
-from bot.standins.airflow_dags import FOOD_DELIVERY_DAGS, food_delivery_history
-from bot.standins.marquez import StandInServer
+from standins.airflow.dags import FOOD_DELIVERY_DAGS, food_delivery_history
+from standins.airflow.server import running_airflow_standin
+from standins.marquez.server import StandInServer
 
 ROOT = "example.etl_orders"
 

@@ -20,10 +20,10 @@ from bot.backfill.store import repository
 from bot.backfill.store.models import BackfillRequest
 from bot.core.db import make_engine, session_factory
 from bot.slack.rules.ids import ActionId
-from bot.standins.airflow import running_airflow_standin
-from bot.standins.airflow_dags import FOOD_DELIVERY_DAGS, food_delivery_history
-from bot.standins.marquez import StandInServer
-from bot.standins.slack import SlackStandIn, running_slack_standin
+from standins.airflow.dags import FOOD_DELIVERY_DAGS, food_delivery_history
+from standins.airflow.server import running_airflow_standin
+from standins.marquez.server import StandInServer
+from standins.slack.server import SlackStandIn, running_slack_standin
 
 
 def free_port() -> int:

@@ -13,9 +13,9 @@ from e2e_support import CHANNEL, CONFIG, running_bot
 from execution_support import airflow_env, approve, finished, request_backfill, status_message
 
 from bot.config import parse_config
-from bot.standins.airflow import running_airflow_standin
-from bot.standins.airflow_dags import StandinDag
-from bot.standins.marquez import running_standin
+from standins.airflow.dags import StandinDag
+from standins.airflow.server import running_airflow_standin
+from standins.marquez.server import running_standin
 
 PRODUCER = "https://github.com/example/scale-test"
 NS = "scale"

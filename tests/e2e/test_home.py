@@ -15,7 +15,7 @@ from test_incidents import CONFIG, event, store
 
 from bot.config import parse_config
 from bot.sla.store import SlaMiss
-from bot.standins.marquez import StandInServer
+from standins.marquez.server import StandInServer
 
 
 @pytest.fixture

@@ -27,9 +27,9 @@ from test_home import open_home
 
 from bot.config import BotConfig, parse_config
 from bot.slack.rules.ids import ActionId
-from bot.standins.airflow import AirflowStandin
-from bot.standins.marquez import StandInServer, running_standin
-from bot.standins.slack_state import SlackState
+from standins.airflow.server import AirflowStandin
+from standins.marquez.server import StandInServer, running_standin
+from standins.slack.state import SlackState
 
 ORDERS, ANALYTICS = "C0ORDERS01", "C0ANALYT01"
 OWNER, ANALYST = "U0ORDERS01", "U0ANNA0001"

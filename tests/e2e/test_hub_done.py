@@ -37,10 +37,10 @@ from test_sla import DAY, T0, dag_run
 from bot.config import BotConfig, parse_config
 from bot.hub.store import subscriptions as subscription_store
 from bot.slack.rules.ids import ActionId
-from bot.standins.marquez import StandInServer
-from bot.standins.pagerduty import PagerDutyStandin, running_pagerduty_standin
-from bot.standins.slack import SlackStandIn, running_slack_standin
-from bot.standins.webhook_receiver import WebhookReceiver, running_webhook_receiver
+from standins.marquez.server import StandInServer
+from standins.sinks.pagerduty import PagerDutyStandin, running_pagerduty_standin
+from standins.sinks.webhook import WebhookReceiver, running_webhook_receiver
+from standins.slack.server import SlackStandIn, running_slack_standin
 
 ALICE = "U0ALICE001"  # in no team: subscribes her own DM
 PLATFORM = "C0PLATFRM1"

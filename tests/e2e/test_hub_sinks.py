@@ -34,10 +34,10 @@ from bot.config import BotConfig
 from bot.hub.store import deliveries
 from bot.hub.store.models import SinkDelivery
 from bot.slack.rules.ids import ActionId
-from bot.standins.marquez import StandInServer
-from bot.standins.pagerduty import PagerDutyStandin, running_pagerduty_standin
-from bot.standins.teams import running_teams_standin
-from bot.standins.webhook_receiver import WebhookReceiver, running_webhook_receiver
+from standins.marquez.server import StandInServer
+from standins.sinks.pagerduty import PagerDutyStandin, running_pagerduty_standin
+from standins.sinks.teams import running_teams_standin
+from standins.sinks.webhook import WebhookReceiver, running_webhook_receiver
 
 ROUTING_KEY = "R0UTINGKEY0ORDERS0000000000000AB"  # 32 characters, as PagerDuty's are
 SECRET = "data-hook-signing-secret"

@@ -25,7 +25,7 @@ from bot.events.store.models import EventSource, RunEvent
 from bot.incidents.service.watcher import IncidentService
 from bot.incidents.store.models import Incident
 from bot.slack.rules.ids import ActionId
-from bot.standins.marquez import StandInServer
+from standins.marquez.server import StandInServer
 
 ORDERS, ANALYTICS, LOGISTICS = "C0ORDERS01", "C0ANALYT01", "C0LOGIST01"
 CONFIG = {

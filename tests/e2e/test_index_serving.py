@@ -12,7 +12,7 @@ from bot.core.db import upgrade
 from bot.lineage.service.index_planner import IndexPlanner
 from bot.lineage.service.planning import Planner, PlanRequest
 from bot.settings import load_settings
-from bot.standins.marquez import StandInServer
+from standins.marquez.server import StandInServer
 
 REQUEST = PlanRequest("example.etl_orders", "2021-06-04..2021-06-06")
 

@@ -23,8 +23,8 @@ from e2e_support import CHANNEL, Bot, eventually
 from story_support import post_events, run_event
 
 from bot.core import logs
-from bot.standins.marquez import StandInServer
-from bot.standins.slack import running_slack_standin
+from standins.marquez.server import StandInServer
+from standins.slack.server import running_slack_standin
 
 DAY = datetime(2021, 6, 4, tzinfo=UTC)
 

@@ -32,9 +32,9 @@ from bot.core.tables import utcnow
 from bot.slack.rules.ids import ActionId
 from bot.slack.store import outbox
 from bot.slack.store.models import OutboxMessage
-from bot.standins.airflow import running_airflow_standin
-from bot.standins.airflow_dags import FOOD_DELIVERY_DAGS, food_delivery_history
-from bot.standins.marquez import StandInServer, start_standin
+from standins.airflow.dags import FOOD_DELIVERY_DAGS, food_delivery_history
+from standins.airflow.server import running_airflow_standin
+from standins.marquez.server import StandInServer, start_standin
 
 LATER = {"text": "later"}
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]

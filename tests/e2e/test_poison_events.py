@@ -25,7 +25,7 @@ from bot.config import parse_config
 from bot.events.store.models import EventSource, RunEvent
 from bot.incidents.service.watcher import IncidentService
 from bot.sla.service import SlaService
-from bot.standins.marquez import StandInServer
+from standins.marquez.server import StandInServer
 
 OPS = "C0OPS00001"
 POISON = "example.etl_orders_7_days"

@@ -22,7 +22,7 @@ from sqlalchemy.engine import make_url
 from bot.config import BotConfig, parse_config
 from bot.core.db import downgrade, sync_url, upgrade
 from bot.core.schema_state import head_revisions
-from bot.standins.marquez import StandInServer, start_standin
+from standins.marquez.server import StandInServer, start_standin
 
 QUIET = {"watch": {"poll": False}, "index": {"enabled": False}}
 

@@ -25,7 +25,7 @@ from sqlalchemy import select
 from bot.config import parse_config
 from bot.events.store.models import RunEvent
 from bot.incidents.store.models import Incident
-from bot.standins.marquez import running_standin
+from standins.marquez.server import running_standin
 
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "openlineage"
 AIRFLOW = CORPUS / "airflow-3.3.2"

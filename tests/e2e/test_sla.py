@@ -21,7 +21,7 @@ from bot.events.store.models import EventSource, RunEvent
 from bot.lineage.rules.graph import LineageCycleError
 from bot.sla.service import SlaService
 from bot.slack.rules.ids import ActionId
-from bot.standins.marquez import StandInServer
+from standins.marquez.server import StandInServer
 
 T0 = datetime(2021, 6, 1, tzinfo=UTC)
 DAY = timedelta(days=1)

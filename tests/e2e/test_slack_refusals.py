@@ -16,7 +16,7 @@ from bot.backfill.store.models import BackfillRequest
 from bot.config import parse_config
 from bot.core.audit import AuditEntry
 from bot.slack.rules.ids import ActionId
-from bot.standins.marquez import StandInServer
+from standins.marquez.server import StandInServer
 
 
 def answers_for(bot: Bot, user: str) -> list[str]:

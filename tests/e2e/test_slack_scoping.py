@@ -20,7 +20,7 @@ from story_support import DAYS, alerts, incident, post_events, run_event
 from bot.config import parse_config
 from bot.core.audit import AuditEntry
 from bot.slack.rules.ids import ActionId
-from bot.standins.marquez import StandInServer
+from standins.marquez.server import StandInServer
 
 ELSEWHERE = "C0ELSEWHER"
 DM = "D0REQUEST1"

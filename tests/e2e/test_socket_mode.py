@@ -24,10 +24,10 @@ from execution_support import (
 from socket_support import envelopes, socket_mode_bot
 
 from bot.app import create_bolt_app
-from bot.demo import APPROVER, CHANNEL, REQUESTER
 from bot.slack.rules.ids import ActionId
 from bot.slack.service import socket_mode
-from bot.standins.marquez import StandInServer
+from standins.demo.run import APPROVER, CHANNEL, REQUESTER
+from standins.marquez.server import StandInServer
 
 
 @pytest.fixture

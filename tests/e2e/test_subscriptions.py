@@ -20,7 +20,7 @@ from sqlalchemy import select
 from bot.config import parse_config
 from bot.core.audit import AuditEntry
 from bot.hub.store.models import Subscription
-from bot.standins.marquez import StandInServer
+from standins.marquez.server import StandInServer
 
 ELSEWHERE = "C0ELSEWHER"
 PLATFORM = "U0PLATFRM1"

@@ -18,8 +18,8 @@ from e2e_support import Bot, eventually, running_bot, start_bot
 from test_incidents import CONFIG, ORDERS
 
 from bot.config import parse_config
-from bot.standins.marquez import StandInServer, running_standin
-from bot.standins.slack import running_slack_standin
+from standins.marquez.server import StandInServer, running_standin
+from standins.slack.server import running_slack_standin
 
 PRODUCER = "https://github.com/example/watch-test"
 WATCH = {**CONFIG["watch"], "start_from": "2021-06-09T00:00:00Z", "poll_interval_s": 3600}  # type: ignore[dict-item]

@@ -13,7 +13,7 @@ from e2e_support import Bot, eventually, running_bot
 from test_incidents import ORDERS
 from test_watch_flow import alerts, config, run_event, shown
 
-from bot.standins.marquez import StandInServer
+from standins.marquez.server import StandInServer
 
 DAY = datetime(2021, 6, 10, tzinfo=UTC)
 DOWNSTREAM = ("example.etl_orders_7_days", "example.etl_delivery_7_days")

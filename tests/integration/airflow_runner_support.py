@@ -20,7 +20,7 @@ from bot.clients.airflow import RetryPolicy
 from bot.config import AirflowExecution, Execution
 from bot.core.db import make_engine, session_factory, upgrade
 from bot.core.tables import utcnow
-from bot.standins.airflow import AirflowStandin
+from standins.airflow.server import AirflowStandin
 
 ROOT, CHILD = "example.etl_orders", "example.etl_customers"  # both daily in the stand-in
 DAY = {"start": "2021-06-04T00:00:00Z", "end": "2021-06-05T00:00:00Z"}

@@ -31,12 +31,7 @@ from openapi_support import SpecResponse, spec_errors
 from werkzeug.datastructures import Headers, ImmutableMultiDict
 from yarl import URL
 
-from bot.standins.airflow import (
-    AirflowStandin,
-    ManualClock,
-    StandinDag,
-    running_airflow_standin,
-)
+from standins.airflow.server import AirflowStandin, ManualClock, StandinDag, running_airflow_standin
 
 SPECS = Path(__file__).resolve().parents[2].parent / "shared/fixtures/airflow"
 V1_SPEC, V2_SPEC = SPECS / "v1.yaml", SPECS / "v2-rest-api-generated.yaml"

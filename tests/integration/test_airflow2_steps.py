@@ -35,7 +35,7 @@ from bot.config import AirflowExecution, parse_config
 from bot.config.base import ConfigError
 from bot.core.model import DagRef
 from bot.lineage.rules.planner import interval_from_json
-from bot.standins.airflow import (
+from standins.airflow.server import (
     AirflowStandin,
     DagRun,
     ManualClock,

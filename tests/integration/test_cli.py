@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from bot.standins.marquez import StandInServer
+from standins.marquez.server import StandInServer
 
 ROOT = "example.etl_orders"
 DOWNSTREAM = [

@@ -143,8 +143,8 @@ async def test_db_upgrade_creates_the_schema(tmp_path: Path) -> None:
 
 
 async def test_serve_runs_the_bot_as_its_own_process(tmp_path: Path) -> None:
-    from bot.standins.marquez import running_standin
-    from bot.standins.slack import running_slack_standin
+    from standins.marquez.server import running_standin
+    from standins.slack.server import running_slack_standin
 
     port = free_port()
     async with running_standin(seed="food_delivery") as marquez, running_slack_standin() as slack:

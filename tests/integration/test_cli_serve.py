@@ -21,7 +21,7 @@ import pytest
 from aiohttp import web
 
 from bot.settings import Settings
-from bot.standins.slack import SlackStandIn, running_slack_standin
+from standins.slack.server import SlackStandIn, running_slack_standin
 
 REPO = Path(__file__).resolve().parents[2]
 APP_VARIABLES = (

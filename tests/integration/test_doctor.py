@@ -23,9 +23,9 @@ from sqlalchemy import create_engine, text
 from bot import doctor
 from bot.core.db import downgrade, sync_url, upgrade
 from bot.settings import Settings, load_settings
-from bot.standins.airflow import FOOD_DELIVERY_DAGS, AirflowStandin, running_airflow_standin
-from bot.standins.marquez import StandInServer
-from bot.standins.slack import SlackStandIn, running_slack_standin
+from standins.airflow.server import FOOD_DELIVERY_DAGS, AirflowStandin, running_airflow_standin
+from standins.marquez.server import StandInServer
+from standins.slack.server import SlackStandIn, running_slack_standin
 
 CHANNELS = {"C0ORDERS01": "orders", "C0LOGIST01": "logistics", "C0ANALYT01": "analytics"}
 CONFIG = """

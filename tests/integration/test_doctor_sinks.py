@@ -29,11 +29,11 @@ from bot.doctor import sinks as doctor_sinks
 from bot.hub.store import deliveries
 from bot.hub.store.models import SinkDelivery
 from bot.settings import Settings, load_settings
-from bot.standins.marquez import StandInServer
-from bot.standins.pagerduty import running_pagerduty_standin
-from bot.standins.slack import SlackStandIn, running_slack_standin
-from bot.standins.teams import running_teams_standin
-from bot.standins.webhook_receiver import running_webhook_receiver
+from standins.marquez.server import StandInServer
+from standins.sinks.pagerduty import running_pagerduty_standin
+from standins.sinks.teams import running_teams_standin
+from standins.sinks.webhook import running_webhook_receiver
+from standins.slack.server import SlackStandIn, running_slack_standin
 
 ROUTING_KEY = "R0UTINGKEY0DOCTOR0000000000000AB"  # 32 characters, as PagerDuty's are
 HOOK_SECRET = "doctor-hook-signing-secret"

@@ -24,8 +24,8 @@ from bot.events.store.run_events import store_events
 from bot.incidents.rules.lifecycle import on_failure
 from bot.incidents.store import incidents as incident_store
 from bot.incidents.store.models import Incident
-from bot.standins.food_delivery import food_delivery_events
 from pipeline.food_delivery.lineage import history_events
+from standins.seeds.food_delivery import food_delivery_events
 
 Sessions = async_sessionmaker[AsyncSession]
 OPEN_LINEAGE = Path(__file__).resolve().parents[2].parent / "shared/fixtures/marquez/open_lineage"

@@ -21,7 +21,7 @@ from bot.clients.marquez import EventsPage, MarquezClient, MarquezUnavailable, R
 from bot.config import Watch
 from bot.events.service.poller import MarquezPoller
 from bot.events.store.models import RunEvent
-from bot.standins.marquez import StandInServer
+from standins.marquez.server import StandInServer
 
 FEED = "GET /api/v1/events/lineage"
 START = T0 - timedelta(hours=26)  # start_from: the whole 24 h window is behind the cursor

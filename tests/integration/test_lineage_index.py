@@ -23,7 +23,7 @@ from bot.lineage.service.index_planner import IndexPlanner
 from bot.lineage.service.planning import Planner, PlanRequest
 from bot.lineage.service.reconcile import Reconciler
 from bot.lineage.store.index import record_events
-from bot.standins.marquez import StandInServer
+from standins.marquez.server import StandInServer
 
 FD = "food_delivery"
 PRODUCER = "https://github.com/example/tests"

@@ -20,7 +20,7 @@ from bot.core.db import make_engine, session_factory, upgrade
 from bot.slack.service.sender import OutboxSender
 from bot.slack.store import outbox
 from bot.slack.store.models import OutboxRole
-from bot.standins.slack import SlackStandIn, running_slack_standin
+from standins.slack.server import SlackStandIn, running_slack_standin
 
 CHANNEL = "C0THREADS1"
 PLAN = {

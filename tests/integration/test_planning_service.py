@@ -16,7 +16,7 @@ from bot.config import BotConfig
 from bot.core.model import DagRef
 from bot.lineage.service.catalog import Catalog
 from bot.lineage.service.planning import Planner, PlanRequest
-from bot.standins.marquez import StandInServer, running_standin
+from standins.marquez.server import StandInServer, running_standin
 
 PRODUCER = "https://github.com/OpenLineage/OpenLineage/tree/1.9.1/integration/airflow"
 

@@ -29,8 +29,8 @@ from bot.core.db import make_engine, session_factory, upgrade
 from bot.events.service.poller import MarquezPoller, describe_duration
 from bot.events.store.models import RunEvent, WatchCursor
 from bot.slack.store.models import OutboxMessage
-from bot.standins.food_delivery import food_delivery_events
-from bot.standins.marquez import StandInServer
+from standins.marquez.server import StandInServer
+from standins.seeds.food_delivery import food_delivery_events
 
 Sessions = async_sessionmaker[AsyncSession]
 SEED_START = datetime(2021, 5, 1, tzinfo=UTC)

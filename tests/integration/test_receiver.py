@@ -26,8 +26,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from bot.core.db import make_engine, session_factory, upgrade
 from bot.events.service.receiver import MAX_BODY_BYTES, PATH, add_receiver
 from bot.events.store.models import RunEvent
-from bot.standins.food_delivery import food_delivery_events
 from pipeline.food_delivery.lineage import history_events
+from standins.seeds.food_delivery import food_delivery_events
 
 Sessions = async_sessionmaker[AsyncSession]
 KEY = "ol-secret-key"

@@ -25,11 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.backfill.rules.states import RequestState
 from bot.backfill.run.submit_retry import SubmitRetry
-from bot.standins.airflow import (
-    FOOD_DELIVERY_DAGS,
-    AirflowStandin,
-    running_airflow_standin,
-)
+from standins.airflow.server import FOOD_DELIVERY_DAGS, AirflowStandin, running_airflow_standin
 
 __all__ = ["sessions"]  # the fixture, shared with the other runner-on-Airflow tests
 

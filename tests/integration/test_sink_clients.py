@@ -24,8 +24,8 @@ from aiohttp.test_utils import TestServer
 from bot.hub.sinks.base import Outcome, SinkClient, clean, retry_after
 from bot.hub.sinks.pagerduty import PagerDutyClient, pagerduty_event
 from bot.hub.sinks.webhook import WebhookClient, sign, verify
-from bot.standins.pagerduty import PagerDutyStandin, running_pagerduty_standin
-from bot.standins.webhook_receiver import WebhookReceiver, running_webhook_receiver
+from standins.sinks.pagerduty import PagerDutyStandin, running_pagerduty_standin
+from standins.sinks.webhook import WebhookReceiver, running_webhook_receiver
 
 SECRET = "whsec-0123456789abcdef"
 ROUTING_KEY = "R0UT1NGKEY0123456789abcdefABCDEF"

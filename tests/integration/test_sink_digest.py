@@ -30,8 +30,8 @@ from bot.hub.service.sender import SinkSender
 from bot.hub.store import deliveries
 from bot.hub.store.models import SinkDelivery
 from bot.incidents.store.models import Incident
-from bot.standins.teams import TeamsStandin, running_teams_standin
-from bot.standins.webhook_receiver import WebhookReceiver, running_webhook_receiver
+from standins.sinks.teams import TeamsStandin, running_teams_standin
+from standins.sinks.webhook import WebhookReceiver, running_webhook_receiver
 
 SECRET = "digest-hook-signing-secret"
 T = datetime.now(UTC).replace(microsecond=0) + timedelta(hours=2)  # when quiet hours end

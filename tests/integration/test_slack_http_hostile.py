@@ -29,8 +29,8 @@ from bot.config import parse_config
 from bot.core.db import upgrade
 from bot.settings import load_settings
 from bot.slack.rules.ids import ActionId
-from bot.standins.marquez import StandInServer
-from bot.standins.slack import BotReply, SlackStandIn, running_slack_standin
+from standins.marquez.server import StandInServer
+from standins.slack.server import BotReply, SlackStandIn, running_slack_standin
 
 OWNER = "U0ORDERS01"
 REQUESTER = "U0REQUEST1"

@@ -19,7 +19,7 @@ from bot.core.tables import utcnow
 from bot.slack.service.sender import OutboxSender
 from bot.slack.store import outbox
 from bot.slack.store.models import OutboxMessage, OutboxRole
-from bot.standins.slack import SlackStandIn, running_slack_standin
+from standins.slack.server import SlackStandIn, running_slack_standin
 
 CHANNEL = "C0BURST001"
 PLAN = {

@@ -38,8 +38,7 @@ from openapi_core import OpenAPI
 from openapi_core.datatypes import RequestParameters
 from werkzeug.datastructures import Headers
 
-from bot.standins import food_delivery
-from bot.standins.airflow import (
+from standins.airflow.server import (
     FOOD_DELIVERY_DAGS,
     AirflowStandin,
     HistoricRun,
@@ -47,6 +46,7 @@ from bot.standins.airflow import (
     food_delivery_history,
     running_airflow_standin,
 )
+from standins.seeds import food_delivery
 
 # The fixtures imported from airflow_spec_support:
 __all__ = ["airflow2", "airflow3", "clock", "v1", "v1_openapi", "v2", "v2_openapi"]

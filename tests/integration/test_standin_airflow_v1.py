@@ -28,10 +28,7 @@ from airflow_spec_support import (
 )
 
 from bot.clients.airflow import Airflow2Client, AirflowNotFound
-from bot.standins.airflow import (
-    AirflowStandin,
-    ManualClock,
-)
+from standins.airflow.server import AirflowStandin, ManualClock
 
 # The fixtures imported from airflow_spec_support:
 __all__ = ["airflow2", "clock", "v1", "v1_openapi"]

@@ -18,7 +18,7 @@ import aiohttp
 import pytest
 from yarl import URL
 
-from bot.standins.marquez import (
+from standins.marquez.server import (
     EventValidationError,
     MarquezState,
     StandInServer,

@@ -30,7 +30,7 @@ from openapi_support import SpecResponse, spec_errors
 from werkzeug.datastructures import Headers, ImmutableMultiDict
 from yarl import URL
 
-from bot.standins.marquez import StandInServer
+from standins.marquez.server import StandInServer
 
 SPEC_PATH = Path(__file__).resolve().parents[2].parent / "shared/fixtures/marquez/openapi.yml"
 FIXTURES = SPEC_PATH.parent

@@ -24,7 +24,7 @@ from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetry
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.standins.slack import (
+from standins.slack.server import (
     SlackStandIn,
     SlackStandInOptions,
     running_slack_standin,

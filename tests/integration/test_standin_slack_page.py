@@ -12,9 +12,9 @@ from typing import Any
 import aiohttp
 import pytest
 
-from bot.demo_world import DemoClock, DemoWorld
-from bot.standins.slack import SlackStandIn, running_slack_standin
-from bot.standins.slack_state import Ephemeral
+from standins.demo.world import DemoClock, DemoWorld
+from standins.slack.server import SlackStandIn, running_slack_standin
+from standins.slack.state import Ephemeral
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ import pytest
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.standins.slack import SlackStandIn, running_slack_standin
-from bot.standins.slack_state import DEFAULT_SCOPES
+from standins.slack.server import SlackStandIn, running_slack_standin
+from standins.slack.state import DEFAULT_SCOPES
 
 JsonDict = dict[str, Any]
 

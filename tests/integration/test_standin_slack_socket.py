@@ -19,7 +19,7 @@ from aiohttp import WSMsgType, web
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.standins.slack import SlackStandIn, running_slack_standin
+from standins.slack.server import SlackStandIn, running_slack_standin
 
 JsonDict = dict[str, Any]
 COMMAND = "example.etl_orders 2021-06-04..2021-06-06"

@@ -20,7 +20,7 @@ from aiohttp.test_utils import TestServer
 
 from bot.hub.sinks.base import Outcome, SinkClient
 from bot.hub.sinks.teams import MAX_MESSAGE_BYTES, TeamsClient, message_size, teams_message
-from bot.standins.teams import BAD_PAYLOAD, TeamsStandin, running_teams_standin, validate
+from standins.sinks.teams import BAD_PAYLOAD, TeamsStandin, running_teams_standin, validate
 
 SIG = "S1gN4tureSecretValue0123456789abcdefXYZ"
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

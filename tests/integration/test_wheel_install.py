@@ -1,7 +1,8 @@
 """backfill-bot built as a wheel, installed into a new venv and run from outside the repository:
 the wheel carries its templates, migrations and example config, and its commands (plan,
 impact, db upgrade, events list, doctor, serve, demo and the three stand-ins) work with nothing
-from the checkout.
+from the checkout. The stand-ins are a wheel of their own (standins/pyproject.toml), brought by
+the `demo` extra: without it, `demo` and `standin` answer with one line naming the extra.
 
 Building and installing needs a package index (pip's cache makes it quick). Without one the
 tests skip locally, but fail under CI=true, so CI can never go green by skipping them.
@@ -87,12 +88,22 @@ def pip(*args: str) -> None:
     pytest.fail(f"pip {' '.join(args[:3])} … failed:\n{output[-4000:]}")
 
 
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+
 @dataclass(frozen=True)
 class Installed:
     venv: Path
     wheel: Path
+    standins_wheel: Path
     workdir: Path  # outside the repository: nothing there for Python to find by accident
     scratch: Path
+    without_demo: dict[str, Result]
+    """What `backfill-bot demo`, `chat` and `standin marquez` answered before the extra."""
 
     def command(self, name: str) -> str:
         return str(self.venv / "bin" / name)
@@ -105,24 +116,38 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     # Build from a copy: an in-tree build writes build/ and *.egg-info into the checkout, and a
     # build/lib left from an earlier build would carry deleted files into the wheel.
     shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(*NOT_SOURCE))
-    pip("wheel", "--no-deps", "--wheel-dir", str(root / "dist"), str(source))
-    [wheel] = (root / "dist").glob("backfill_bot-*.whl")
+    dist = root / "dist"
+    pip("wheel", "--no-deps", "--wheel-dir", str(dist), str(source))
+    pip("wheel", "--no-deps", "--wheel-dir", str(dist), str(source / "standins"))
+    [wheel] = dist.glob("backfill_bot-*.whl")
+    [standins_wheel] = dist.glob("backfill_bot_standins-*.whl")
     venv = root / "venv"
     # A new venv without --system-site-packages; pip installs into it from this one (--python),
     # which saves bootstrapping a second pip.
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    pip("--python", str(venv / "bin" / "python"), "install", "-c", str(REPO / "constraints.txt"),
-        str(wheel))  # fmt: skip
+    python = str(venv / "bin" / "python")
+    constraints = str(REPO / "constraints.txt")
+    pip("--python", python, "install", "-c", constraints, str(wheel))
     (root / "elsewhere").mkdir()
     (root / "scratch").mkdir()
-    return Installed(venv, wheel, root / "elsewhere", root / "scratch")
+    without_demo = {
+        " ".join(args): _run_now(venv, root / "elsewhere", *args)
+        for args in (("demo", "--headless"), ("chat",), ("standin", "marquez"))
+    }
+    # The extra, as a user adds it: the stand-ins' wheel found beside the bot's.
+    pip("--python", python, "install", "-c", constraints, "--find-links", str(dist),
+        f"{wheel}[demo]")  # fmt: skip
+    return Installed(
+        venv, wheel, standins_wheel, root / "elsewhere", root / "scratch", without_demo
+    )
 
 
-@dataclass
-class Result:
-    code: int
-    out: str
-    err: str
+def _run_now(venv: Path, cwd: Path, *args: str) -> Result:
+    done = subprocess.run(
+        [str(venv / "bin" / "backfill-bot"), *args], cwd=cwd, env=clean_env(),
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    return Result(done.returncode, done.stdout, done.stderr)
 
 
 async def run(installed: Installed, *args: str, **env: str) -> Result:
@@ -201,6 +226,8 @@ def test_the_wheel_carries_every_module_templates_migrations_and_the_example(
 ) -> None:
     with zipfile.ZipFile(installed.wheel) as wheel:
         shipped = set(wheel.namelist())
+    with zipfile.ZipFile(installed.standins_wheel) as wheel:
+        standins = set(wheel.namelist())
 
     def files(folder: str, pattern: str, prefix: str = "") -> set[str]:
         found = (REPO / folder).rglob(pattern)
@@ -210,19 +237,37 @@ def test_the_wheel_carries_every_module_templates_migrations_and_the_example(
             if p.is_file() and "__pycache__" not in p.parts
         }
 
-    expected = {"bot/py.typed"} | files("bot/standins/data", "[!.]*")
+    expected = {"bot/py.typed"}
     for top in ("bot", "handlers", "pipeline"):
         expected |= files(top, "*.py")
     for folder in ("templates", "migrations", "examples"):  # shipped inside bot/
         expected |= files(folder, "[!.]*", prefix="bot/")
     assert {"bot/templates/cli/plan.txt.j2", "bot/migrations/env.py"} <= expected
     assert sorted(expected - shipped) == []
+    # The stand-ins and the demo are not the product: they ship in their own wheel.
+    assert sorted(name for name in shipped if name.startswith("standins/")) == []
+    carried = files("standins", "*.py") | files("standins/seeds/data", "[!.]*")
+    carried |= files("standins/slack/static", "[!.]*")
+    assert {"standins/slack/static/index.html", "standins/demo/run.py"} <= carried
+    assert sorted(carried - standins) == []
+
+
+def test_without_the_demo_extra_demo_and_the_standins_name_it(installed: Installed) -> None:
+    for command, result in installed.without_demo.items():
+        assert result.code == 4, (command, result)
+        assert result.out == "", (command, result)
+        name = command.split()[0]
+        assert result.err == (
+            f"backfill-bot: error: `backfill-bot {name}` needs the stand-ins: "
+            "pip install 'backfill-bot[demo]'\n"
+        ), (command, result)
 
 
 async def test_the_installed_bot_reads_its_files_from_the_install(installed: Installed) -> None:
     script = (
-        "import bot.demo, bot.core.templates, bot.core.db\n"
-        "print(bot.core.templates.TEMPLATES, bot.core.db.MIGRATIONS_DIR, bot.demo.EXAMPLE_CONFIG)\n"
+        "import bot.core.db, bot.core.resources, bot.core.templates\n"
+        "example = bot.core.resources.resource_dir('bot.examples') / 'bot-config.yml'\n"
+        "print(bot.core.templates.TEMPLATES, bot.core.db.MIGRATIONS_DIR, example)\n"
     )
     process = await asyncio.create_subprocess_exec(
         installed.command("python"), "-c", script, cwd=installed.workdir, env=clean_env(),

@@ -22,11 +22,11 @@ if str(REPO_ROOT) not in sys.path:  # an editable install made before pipeline/ 
 
 from pyspark.sql import Row, SparkSession  # noqa: E402
 
-from bot.standins.marquez import StandInServer, start_standin  # noqa: E402
 from pipeline.food_delivery.catalog import JOBS, TABLES, first_period, midnight  # noqa: E402
 from pipeline.food_delivery.jobs import PipelineSettings  # noqa: E402
 from pipeline.food_delivery.runs import Outcome, Planned, full_plan, run_stages  # noqa: E402
 from pipeline.food_delivery.warehouse import table_dir  # noqa: E402
+from standins.marquez.server import StandInServer, start_standin  # noqa: E402
 
 FIRST_DAY, LAST_DAY = date(2021, 5, 24), date(2021, 6, 13)
 FAILED_DAYS = frozenset({date(2021, 6, 4), date(2021, 6, 5), date(2021, 6, 6)})

@@ -28,10 +28,10 @@ from execution_support import (
 )
 
 from bot.slack.rules.ids import ActionId
-from bot.standins.marquez import running_standin
 from pipeline.food_delivery.jobs import PipelineSettings
 from pipeline.food_delivery.lineage import history_events
 from pipeline.food_delivery.runs import full_plan, run_stages
+from standins.marquez.server import running_standin
 
 pytestmark = pytest.mark.spark
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from bot.standins.food_delivery import food_delivery_events
-from bot.standins.marquez_state import MarquezState
+from standins.marquez.state import MarquezState
+from standins.seeds.food_delivery import food_delivery_events
 
 AIRFLOW = "https://github.com/OpenLineage/OpenLineage/tree/1.9.1/integration/airflow"
 FD = "food_delivery"

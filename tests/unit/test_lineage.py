@@ -13,7 +13,7 @@ from bot.lineage.rules.graph import (
     settled_jobs,
 )
 from bot.lineage.rules.planner import PlanError, make_plan, resolve_exclusions
-from bot.standins.synthetic import JobSpec, lineage_nodes
+from standins.seeds.synthetic import JobSpec, lineage_nodes
 
 NS = "synthetic"
 

@@ -13,7 +13,7 @@ from bot.core.model import DagRef, DateRange, merge_intervals
 from bot.lineage.rules.graph import build_lineage
 from bot.lineage.rules.planner import PlanError, make_plan, plan_from_json
 from bot.lineage.rules.schedule import PeriodicSchedule, Schedule
-from bot.standins.synthetic import JobSpec, lineage_nodes
+from standins.seeds.synthetic import JobSpec, lineage_nodes
 
 NS = "synthetic"
 

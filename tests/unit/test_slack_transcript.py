@@ -9,16 +9,16 @@ from typing import Any
 
 import pytest
 
-from bot.standins.emoji import EMOJI, emojize
-from bot.standins.slack_state import Ephemeral, SlackState
-from bot.standins.slack_transcript import (
+from standins.slack.emoji import EMOJI, emojize
+from standins.slack.state import Ephemeral, SlackState
+from standins.slack.terminal import (
     Directory,
     mrkdwn_to_text,
     render,
     render_message,
     sanitize,
-    transcript,
 )
+from standins.slack.transcript import transcript
 
 ROOT = Path(__file__).resolve().parents[2]
 PEOPLE = Directory(

@@ -1,1 +1,0 @@
-"""Local stand-ins for external services (Marquez), shared by the tests and the demo."""

@@ -1,0 +1,182 @@
+"""JSON views of the stand-in's state: Airflow 2's `DAG`/`DAGRun` (v1.yaml) and Airflow 3's
+`DAGResponse`/`DAGRunResponse`/`BackfillResponse` (v2-rest-api-generated.yaml)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from standins.airflow.http import iso_v1, iso_v2
+from standins.airflow.state import AirflowState, Backfill, DagRun, DagState
+
+JsonDict = dict[str, Any]
+
+
+def _next_dagrun(dag: DagState, now: datetime) -> tuple[datetime, datetime, datetime]:
+    """(logical date, interval end = run after) of the run the timetable schedules next."""
+    timetable = dag.dag.timetable
+    start = timetable.align_prev(now)
+    end = timetable.following(start)
+    return start, start, end
+
+
+def dag_v1(state: AirflowState, dag: DagState) -> JsonDict:
+    logical, start, end = _next_dagrun(dag, state.now())
+    timetable = dag.dag.timetable
+    return {
+        "dag_id": dag.dag_id,
+        "dag_display_name": dag.dag_id,
+        "root_dag_id": None,
+        "is_paused": dag.is_paused,
+        "is_active": True,
+        "is_subdag": False,
+        "last_parsed_time": iso_v1(dag.created_at),
+        "last_pickled": None,
+        "last_expired": None,
+        "scheduler_lock": None,
+        "pickle_id": None,
+        "default_view": "grid",
+        "fileloc": dag.dag.path,
+        "file_token": dag.dag.file_token,
+        "owners": list(dag.dag.owners),
+        "description": dag.dag.description,
+        "schedule_interval": {"__type": "CronExpression", "value": timetable.summary()},
+        "timetable_description": timetable.description(),
+        "tags": [{"name": tag} for tag in dag.dag.tags],
+        "max_active_tasks": 16,
+        "max_active_runs": dag.dag.max_active_runs,
+        "has_task_concurrency_limits": False,
+        "has_import_errors": False,
+        "next_dagrun": iso_v1(logical),
+        "next_dagrun_data_interval_start": iso_v1(start),
+        "next_dagrun_data_interval_end": iso_v1(end),
+        "next_dagrun_create_after": iso_v1(end),
+        "max_consecutive_failed_dag_runs": 0,
+    }
+
+
+def dag_v2(state: AirflowState, dag: DagState) -> JsonDict:
+    logical, start, end = _next_dagrun(dag, state.now())
+    timetable = dag.dag.timetable
+    return {
+        "dag_id": dag.dag_id,
+        "dag_display_name": dag.dag_id,
+        "is_paused": dag.is_paused,
+        "is_stale": False,
+        "last_parsed_time": iso_v2(dag.created_at),
+        "last_parse_duration": 0.05,
+        "last_expired": None,
+        "bundle_name": "dags-folder",
+        "bundle_version": None,
+        "relative_fileloc": dag.dag.path.rsplit("/dags/", 1)[-1],
+        "fileloc": dag.dag.path,
+        "description": dag.dag.description,
+        "timetable_summary": timetable.summary(),
+        "timetable_description": timetable.description(),
+        "timetable_partitioned": False,
+        "timetable_periodic": True,
+        "tags": [
+            {"name": tag, "dag_id": dag.dag_id, "dag_display_name": dag.dag_id}
+            for tag in dag.dag.tags
+        ],
+        "max_active_tasks": 16,
+        "max_active_runs": dag.dag.max_active_runs,
+        "max_consecutive_failed_dag_runs": 0,
+        "has_task_concurrency_limits": False,
+        "has_import_errors": False,
+        "next_dagrun_logical_date": iso_v2(logical),
+        "next_dagrun_data_interval_start": iso_v2(start),
+        "next_dagrun_data_interval_end": iso_v2(end),
+        "next_dagrun_run_after": iso_v2(end),
+        "allowed_run_types": None,
+        "owners": list(dag.dag.owners),
+        "is_backfillable": True,
+        "file_token": dag.dag.file_token,
+    }
+
+
+def run_v1(run: DagRun) -> JsonDict:
+    return {
+        "dag_run_id": run.run_id,
+        "dag_id": run.dag_id,
+        "logical_date": iso_v1(run.logical_date),
+        "execution_date": iso_v1(run.logical_date),
+        "start_date": iso_v1(run.start_date),
+        "end_date": iso_v1(run.end_date),
+        "data_interval_start": iso_v1(run.data_interval_start),
+        "data_interval_end": iso_v1(run.data_interval_end),
+        "last_scheduling_decision": iso_v1(run.last_scheduling_decision),
+        "run_type": run.run_type,
+        "state": run.state,
+        "external_trigger": run.external_trigger,
+        "conf": run.conf,
+        "note": run.note,
+    }
+
+
+def run_v2(state: AirflowState, run: DagRun) -> JsonDict:
+    dag = state.dag(run.dag_id)
+    versions = []
+    if dag is not None:
+        versions.append(
+            {
+                "id": dag.version_id,
+                "version_number": 1,
+                "dag_id": dag.dag_id,
+                "bundle_name": "dags-folder",
+                "bundle_version": None,
+                "created_at": iso_v2(dag.created_at),
+                "dag_display_name": dag.dag_id,
+                "bundle_url": None,
+            }
+        )
+    return {
+        "dag_run_id": run.run_id,
+        "dag_id": run.dag_id,
+        "logical_date": iso_v2(run.logical_date),
+        "queued_at": iso_v2(run.queued_at),
+        "start_date": iso_v2(run.start_date),
+        "end_date": iso_v2(run.end_date),
+        "duration": run.duration,
+        "data_interval_start": iso_v2(run.data_interval_start),
+        "data_interval_end": iso_v2(run.data_interval_end),
+        "run_after": iso_v2(run.run_after),
+        "last_scheduling_decision": iso_v2(run.last_scheduling_decision),
+        "run_type": run.run_type,
+        "state": run.state,
+        "triggered_by": run.triggered_by,
+        "triggering_user_name": run.triggering_user_name,
+        "conf": run.conf,
+        "note": run.note,
+        "dag_versions": versions,
+        "bundle_version": None,
+        "dag_display_name": run.dag_id,
+        "partition_key": None,
+        "partition_date": None,
+    }
+
+
+def backfill_v2(backfill: Backfill) -> JsonDict:
+    return {
+        "id": backfill.id,
+        "dag_id": backfill.dag_id,
+        "from_date": iso_v2(backfill.from_date),
+        "to_date": iso_v2(backfill.to_date),
+        "dag_run_conf": backfill.dag_run_conf,
+        "is_paused": backfill.is_paused,
+        "reprocess_behavior": backfill.reprocess_behavior,
+        "max_active_runs": backfill.max_active_runs,
+        "created_at": iso_v2(backfill.created_at),
+        "completed_at": iso_v2(backfill.completed_at),
+        "updated_at": iso_v2(backfill.updated_at),
+        "dag_display_name": backfill.dag_id,
+    }
+
+
+def task_reference_v1(run: DagRun, task_id: str) -> JsonDict:
+    return {
+        "task_id": task_id,
+        "dag_id": run.dag_id,
+        "execution_date": iso_v1(run.logical_date),
+        "dag_run_id": run.run_id,
+    }

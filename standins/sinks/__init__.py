@@ -1,0 +1,1 @@
+"""standins.sinks."""
