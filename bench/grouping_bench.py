@@ -39,12 +39,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from alert_latency_bench import Failure, downstream_of, fail_event
 
-from bot.app import build_services, create_bolt_app, create_web_app, slack_client
+from bot.app import build_services, create_bolt_app, create_web_app
 from bot.app_services import Services
 from bot.config import parse_config
 from bot.core.db import upgrade
 from bot.incidents.store import incidents as incident_store
 from bot.settings import load_settings
+from bot.slack.service.client import slack_client
 from bot.slack.store import outbox
 from bot.slack.store.models import OutboxMessage, OutboxRole, OutboxState
 from standins.marquez.server import running_standin

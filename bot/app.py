@@ -17,7 +17,6 @@ from typing import Any
 from aiohttp import web
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from slack_bolt.async_app import AsyncApp
-from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from yarl import URL
@@ -36,6 +35,7 @@ from bot.backfill.service.backfills import BackfillService
 from bot.backfill.service.notices import TeamNotices
 from bot.backfill.service.retry import RetryService
 from bot.backfill.store.models import BackfillRequest
+from bot.backfill.store.parent import StatusMessages
 from bot.clients.marquez import MarquezClient, RetryPolicy
 from bot.config import BotConfig
 from bot.core.db import make_engine, session_factory, upgrade
@@ -46,6 +46,7 @@ from bot.core.urls import display_url
 from bot.core.worker import Worker
 from bot.events.service.poller import MarquezPoller
 from bot.events.service.receiver import add_receiver
+from bot.health import figures
 from bot.health.readiness import CHECK_TIMEOUT_S, Readiness
 from bot.home.service import HomeService
 from bot.hub.service.hub import Hub
@@ -54,48 +55,40 @@ from bot.hub.service.subscriptions import SubscriptionService
 from bot.incidents.rules.links import AirflowUi
 from bot.incidents.service.actions import IncidentActions
 from bot.incidents.service.watcher import IncidentService
+from bot.incidents.store.parent import Alerts
 from bot.lineage.service.index import LineageIndex
 from bot.lineage.service.index_planner import IndexPlanner
 from bot.lineage.service.planning import Planner, PlanSource
 from bot.lineage.service.reconcile import Reconciler
 from bot.lineage.service.record import record_lineage
-from bot.settings import Settings
+from bot.settings import Settings, SetupError
 from bot.sla.service import SlaService
 from bot.slack.service.calls import counted
 from bot.slack.service.groups import SlackGroups
 from bot.slack.service.http import SlackEvents
 from bot.slack.service.sender import OutboxSender
+from bot.slack.store.parents import Parents
 
 logger = logging.getLogger(__name__)
 RESUME_EVERY_S = 30.0
+# What outbox rows hang off: backfills' status messages and incidents' alerts.
+SLACK_PARENTS = Parents(requests=StatusMessages(), incidents=Alerts())
 SLA_CHECK_S = 60.0
 STOP_TIMEOUT_S = 15.0
-
-
-class SetupError(ValueError):
-    """`serve` cannot start as configured; the message names the variable to set."""
-
-
-def slack_client(settings: Settings) -> AsyncWebClient:
-    if settings.slack_bot_token is None:
-        raise SetupError("SLACK_BOT_TOKEN is not set: the bot needs its xoxb- token")
-    return AsyncWebClient(
-        token=settings.slack_bot_token.get_secret_value(),
-        base_url=settings.slack_api_url,
-        timeout=20,  # well inside the outbox lease, so a slow post is never sent twice
-        retry_handlers=[AsyncRateLimitErrorRetryHandler(max_retry_count=2)],
-    )
 
 
 def build_services(settings: Settings, config: BotConfig, given: AsyncWebClient) -> Services:
     engine = make_engine(settings.database_url)
     sessions = session_factory(engine)
-    metrics = Metrics()
+    metrics = Metrics(sink_names=[sink.name for sink in config.sinks])
     slack = counted(given, metrics.slack_call)  # bolt's clients are copied from this one
     # The sender rides out 429s itself (Retry-After, per row, within its lease): its client
     # must not also wait them out inside one call.
     sender_client = AsyncWebClient(token=slack.token, base_url=slack.base_url, timeout=20)
-    sender = OutboxSender(sessions, counted(sender_client, metrics.slack_call), metrics=metrics)
+    sender = OutboxSender(
+        sessions, counted(sender_client, metrics.slack_call), parents=SLACK_PARENTS,
+        metrics=metrics,
+    )  # fmt: skip
     key = settings.marquez_api_key.get_secret_value() if settings.marquez_api_key else None
 
     def marquez(
@@ -138,7 +131,6 @@ def build_services(settings: Settings, config: BotConfig, given: AsyncWebClient)
     # The hub: every event routed once, to sinks beyond Slack (PagerDuty, e-mail, webhooks,
     # Teams; their rows delivered by one sender) and to the channels subscribed to it.
     sinks = SinkSender(sessions, config, metrics=metrics, wake_slack=sender.wake)
-    metrics.sink_names = tuple(sink.name for sink in config.sinks)
     hub = Hub(
         config,
         wake_sender=sinks.wake,
@@ -318,7 +310,8 @@ def create_web_app(
         return web.json_response(body, status=200 if ready else 503)
 
     async def metrics(_: web.Request) -> web.Response:
-        await services.metrics.refresh(services.sessions)
+        async with services.sessions() as session:
+            services.metrics.refresh(await figures.read(session))
         return web.Response(
             body=services.metrics.exposition(), headers={"Content-Type": METRICS_CONTENT_TYPE}
         )

@@ -18,6 +18,10 @@ from bot.core.urls import display_url
 DEFAULT_DATABASE_URL = "sqlite:///./var/backfill-bot.db"
 
 
+class SetupError(ValueError):
+    """`serve` cannot start as configured; the message names the variable to set."""
+
+
 class SettingsError(ValueError):
     """An environment variable has an invalid value; the message names the variable."""
 

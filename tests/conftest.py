@@ -17,11 +17,12 @@ from typing import Any
 import psycopg
 import pytest
 
-import bot.schema  # noqa: F401  (every table registered, as in the running bot)
+import bot.schema
+from bot.config import BotConfig, parse_config
 from standins.marquez.server import StandInServer, running_standin
+from tests.support.e2e import CONFIG, Bot, running_bot
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-SHARED_FIXTURES = REPO_ROOT.parent / "shared" / "fixtures"
 POSTGRES_ADMIN_URL = os.environ.get(
     "TEST_POSTGRES_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
 )
@@ -82,3 +83,20 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         return f"sqlite:///{tmp_path / 'bot.db'}"
     url: Any = request.getfixturevalue("fresh_postgres_db")
     return str(url)
+
+
+@pytest.fixture
+def bot_config() -> BotConfig:
+    """The end-to-end tests' BOT_CONFIG (tests/support/e2e.py)."""
+    return parse_config(CONFIG)
+
+
+@pytest.fixture
+async def bot(
+    tmp_path: Path, food_delivery_marquez: StandInServer, bot_config: BotConfig
+) -> AsyncIterator[Bot]:
+    """The whole bot on loopback against the seeded Marquez stand-in and the Slack stand-in."""
+    async with running_bot(
+        f"sqlite:///{tmp_path / 'bot.db'}", food_delivery_marquez, bot_config
+    ) as running:
+        yield running

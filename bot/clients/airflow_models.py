@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.core.http import error_message, truncate
+from bot.core.http import ApiError, error_message, truncate
 
 __all__ = [
     "AirflowAuthError",
@@ -29,12 +29,14 @@ __all__ = [
 ]
 
 
-class AirflowError(Exception):
+class AirflowError(ApiError):
     """Base of every error the Airflow clients raise.
 
     `detail` is a sentence a Slack user can read (Airflow's own text for 4xx answers);
     `status` is the HTTP status, None when no answer came; `endpoint` is e.g. "GET /api/v2/dags/x".
     """
+
+    system = "airflow"
 
     def __init__(self, detail: str, *, status: int | None = None, endpoint: str = "") -> None:
         super().__init__(detail)
@@ -52,21 +54,31 @@ class AirflowUnavailable(AirflowError):
     """Connection refused, timeout, or 5xx after retries (or a non-retryable call's first try),
     or 429 (rate-limited): something that may pass, worth trying again later."""
 
+    kind = "unavailable"
+
 
 class AirflowAuthError(AirflowError):
     """401/403 that renewing the token (or re-sending basic auth) did not fix."""
+
+    kind = "auth"
 
 
 class AirflowNotFound(AirflowError):
     """404: no such DAG, run or backfill."""
 
+    kind = "not_found"
+
 
 class AirflowConflict(AirflowError):
     """409: e.g. a backfill of this DAG is already running, or the run id exists."""
 
+    kind = "conflict"
+
 
 class AirflowBadResponse(AirflowError):
     """A 2xx (or 3xx) answer that is not what the spec promises."""
+
+    kind = "bad_response"
 
 
 class AirflowRequestError(AirflowError):

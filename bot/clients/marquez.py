@@ -1,6 +1,6 @@
 """Async client for the Marquez 0.51 HTTP API.
 
-Behaviour follows `shared/fixtures/marquez/NOTES.md` where it differs from the published spec.
+Behaviour follows `tests/fixtures/marquez/NOTES.md` where it differs from the published spec.
 The client returns Marquez's JSON objects as plain dicts; parsing them is the caller's job.
 """
 
@@ -22,6 +22,7 @@ from bot.core.http import (
     SAFE_TO_REPEAT,
     USER_AGENT,
     Answer,
+    ApiError,
     GaveUp,
     Page,
     Retryable,
@@ -35,7 +36,6 @@ from bot.core.http import (
     truncate,
 )
 from bot.core.urls import display_url
-from bot.lineage.rules.errors import PlanningError
 
 __all__ = [
     "RUN_STATES",
@@ -62,8 +62,10 @@ _POST_RETRYABLE = Retryable(
 _QueryValue = str | int
 
 
-class MarquezError(PlanningError):
+class MarquezError(ApiError):
     """Base of every error the Marquez client raises."""
+
+    system = "marquez"
 
     def __init__(self, message: str, *, url: str, status: int | None = None) -> None:
         super().__init__(message)
@@ -80,6 +82,8 @@ class MarquezError(PlanningError):
 class MarquezUnavailable(MarquezError):
     """Marquez could not be reached, timed out, or kept answering 5xx until retries ran out."""
 
+    kind = "unavailable"
+
     def __str__(self) -> str:
         return self.message
 
@@ -87,9 +91,13 @@ class MarquezUnavailable(MarquezError):
 class MarquezNotFound(MarquezError):
     """404; `message` is Marquez's own text, e.g. "Job 'ns:x' not found."."""
 
+    kind = "not_found"
+
 
 class MarquezBadResponse(MarquezError):
     """A 2xx answer that is not JSON or not shaped like the endpoint's documented body."""
+
+    kind = "bad_response"
 
 
 class MarquezRequestError(MarquezError):

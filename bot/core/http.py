@@ -73,6 +73,17 @@ class SessionOwner:
         return self._session
 
 
+class ApiError(Exception):
+    """Base of every error an API client raises (Marquez, Airflow): transport trouble, told
+    apart from the domain's own errors. `system` and `kind` label it in /metrics
+    (backfill_bot_request_errors): the system it came from, and what went wrong."""
+
+    system = "api"
+    kind = "request_error"
+    """unavailable (unreachable, timeout, 5xx), auth, not_found, conflict, request_error (another
+    4xx) or bad_response; a 429 is counted as rate_limited whatever the class."""
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     """How often and how patiently to retry; `attempts` counts the first try."""

@@ -9,37 +9,21 @@ read from it when scraped, so every process of one database reports the same fig
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal, get_args
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge
 from prometheus_client.exposition import generate_latest
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot.backfill.rules.states import RequestState, StepState
-from bot.clients.airflow_models import (
-    AirflowAuthError,
-    AirflowBadResponse,
-    AirflowConflict,
-    AirflowError,
-    AirflowNotFound,
-    AirflowRequestError,
-    AirflowUnavailable,
-)
-from bot.clients.marquez import (
-    MarquezBadResponse,
-    MarquezError,
-    MarquezNotFound,
-    MarquezRequestError,
-    MarquezUnavailable,
-)
 from bot.core.after_commit import after_commit
+from bot.core.http import ApiError
+from bot.core.model import RUN_EVENT_TYPES
 from bot.core.tables import utcnow
-from bot.events.rules.parse import EVENT_TYPES
-from bot.health import figures
-from bot.slack.store.models import OutboxMessage, OutboxRole
 
-__all__ = ["CONTENT_TYPE", "Metrics", "NoticeKind", "PostedKind", "posted_kind"]
+__all__ = ["CONTENT_TYPE", "CursorFigures", "Figures", "Metrics", "NoticeKind", "PostedKind"]
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 NoticeKind = Literal["incident_alert", "sla_notice", "ops_notice", "team_notice"]
@@ -47,18 +31,7 @@ NoticeKind = Literal["incident_alert", "sla_notice", "ops_notice", "team_notice"
 # parentless plain messages, so they share one kind.
 PostedKind = Literal["incident_alert", "incident_reply", "backfill", "team_notice", "notice"]
 
-_KINDS: tuple[tuple[type[Exception], str], ...] = (
-    (AirflowAuthError, "auth"),
-    (AirflowNotFound, "not_found"),
-    (MarquezNotFound, "not_found"),
-    (AirflowConflict, "conflict"),
-    (AirflowBadResponse, "bad_response"),
-    (MarquezBadResponse, "bad_response"),
-    (AirflowRequestError, "request_error"),
-    (MarquezRequestError, "request_error"),
-    (AirflowUnavailable, "unavailable"),
-    (MarquezUnavailable, "unavailable"),
-)
+_SYSTEMS = ("airflow", "marquez")  # the API clients whose errors are counted
 ERROR_KINDS = (
     "unavailable",
     "rate_limited",
@@ -89,8 +62,41 @@ class _Labels:
         return value
 
 
+@dataclass(frozen=True)
+class CursorFigures:
+    """One feed the watcher polls: where its cursor is, whether the last poll reached it."""
+
+    name: str
+    position: datetime
+    reachable: bool
+
+
+@dataclass(frozen=True)
+class Figures:
+    """What the database says when /metrics is scraped (bot/health/figures.py reads it): every
+    process of one database reports the same, whichever did the work."""
+
+    set_aside: int
+    outbox_pending: int
+    outbox_oldest_pending: datetime | None
+    """When the oldest message still to send was written (None: nothing pending)."""
+    requests: dict[str, int]
+    """Backfill requests by state (states without any are absent)."""
+    request_states: tuple[str, ...]
+    """Every state a request can be in: each gets its gauge, 0 when none is."""
+    steps: dict[str, int]
+    step_states: tuple[str, ...]
+    cursors: list[CursorFigures]
+    newest_event: datetime | None
+    """The newest eventTime stored from any source (pushed events are often ahead of the poll)."""
+    sink_pending: dict[str, int]
+    """Deliveries owed to each sink beyond Slack (sinks with none are absent)."""
+    failing_sinks: set[str]
+
+
 class Metrics:
-    def __init__(self) -> None:
+    def __init__(self, *, sink_names: Sequence[str] = ()) -> None:
+        """`sink_names`: BOT_CONFIG's sinks, whose gauges exist from the start."""
         r = self.registry = CollectorRegistry()
         self.run_event_failures = Counter(
             "backfill_bot_run_event_failures",
@@ -209,12 +215,12 @@ class Metrics:
             ["sink"],
             registry=r,
         )
-        self.sink_names: tuple[str, ...] = ()  # BOT_CONFIG's sinks, set by the composition root
+        self.sink_names = tuple(sink_names)
         self._slack_methods = _Labels()
         self._slack_statuses = _Labels()
         # Series that exist from the start: a rate over them works before the first event.
         for source in ("receiver", "marquez"):
-            for event_type in sorted(EVENT_TYPES):
+            for event_type in sorted(RUN_EVENT_TYPES):
                 self.events_ingested.labels(source, event_type)
         for kind in get_args(NoticeKind):
             self.notices.labels(kind)
@@ -222,7 +228,7 @@ class Metrics:
             self.notices_posted.labels(posted)
         for outcome in ("ok", "failed"):
             self.polls.labels(outcome)
-        for system in ("airflow", "marquez"):
+        for system in _SYSTEMS:
             for error_kind in ERROR_KINDS:
                 self.request_errors.labels(system, error_kind)
 
@@ -235,11 +241,11 @@ class Metrics:
         """Count a notice once the transaction that owes it commits."""
         after_commit(session, self.notices.labels(kind).inc)
 
-    def notice_posted(self, session: AsyncSession, row: OutboxMessage) -> None:
+    def notice_posted(self, session: AsyncSession, kind: PostedKind) -> None:
         """Count a message Slack accepted as a new post, once the transaction that records it
         as sent commits: a post whose record is rolled back is posted again when its lease
         ends, and is counted then, so each owed message is counted once."""
-        after_commit(session, self.notices_posted.labels(posted_kind(row)).inc)
+        after_commit(session, self.notices_posted.labels(kind).inc)
 
     def slack_call(self, method: str, status: str) -> None:
         self.slack_calls.labels(self._slack_methods(method), self._slack_statuses(status)).inc()
@@ -251,29 +257,25 @@ class Metrics:
         current: BaseException | None = error
         while current is not None and id(current) not in seen:
             seen.add(id(current))
-            if isinstance(current, AirflowError | MarquezError):
-                system = "airflow" if isinstance(current, AirflowError) else "marquez"
-                self.request_errors.labels(system, _kind(current)).inc()
+            if isinstance(current, ApiError) and current.system in _SYSTEMS:
+                kind = "rate_limited" if getattr(current, "status", None) == 429 else current.kind
+                self.request_errors.labels(current.system, kind).inc()
                 return
             current = current.__cause__ or current.__context__
 
     # --- read when scraped ---------------------------------------------------------------
 
-    async def refresh(
-        self, sessions: async_sessionmaker[AsyncSession], *, now: datetime | None = None
-    ) -> None:
-        """Read the gauges that describe the database."""
-        async with sessions() as session:
-            found = await figures.read(session)
+    def refresh(self, found: Figures, *, now: datetime | None = None) -> None:
+        """Set the gauges that describe the database, from what was read when scraped."""
         now = now or utcnow()
         self.run_events_set_aside.set(found.set_aside)
         self.outbox_pending.set(found.outbox_pending)
         oldest = found.outbox_oldest_pending
         self.outbox_oldest_pending_age.set(_seconds(now - oldest) if oldest else 0.0)
-        for state in RequestState:
-            self.backfills.labels(state.value).set(found.requests.get(state.value, 0))
-        for step_state in StepState:
-            self.backfill_steps.labels(step_state.value).set(found.steps.get(step_state.value, 0))
+        for state in found.request_states:
+            self.backfills.labels(state).set(found.requests.get(state, 0))
+        for step_state in found.step_states:
+            self.backfill_steps.labels(step_state).set(found.steps.get(step_state, 0))
         # BOT_CONFIG's sinks, and any still owed rows after being removed from it
         for sink in sorted({*self.sink_names, *found.sink_pending, *found.failing_sinks}):
             self.sink_pending.labels(sink).set(found.sink_pending.get(sink, 0))
@@ -287,25 +289,6 @@ class Metrics:
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
-
-
-def posted_kind(row: OutboxMessage) -> PostedKind:
-    """The kind of message an outbox row is, from its role and parent (the outbox keeps no
-    kind of its own)."""
-    if row.role == OutboxRole.PLAIN:
-        # A plain message with a request is a team's notice of a backfill it is part of.
-        return "team_notice" if row.request_id is not None else "notice"
-    if row.incident_id is not None:
-        return "incident_alert" if row.role == OutboxRole.STATUS else "incident_reply"
-    # A parented row without an incident is a backfill's, even if the request was since
-    # deleted (its request_id is then NULL): incidents are never deleted.
-    return "backfill"
-
-
-def _kind(error: AirflowError | MarquezError) -> str:
-    if getattr(error, "status", None) == 429:
-        return "rate_limited"
-    return next((kind for cls, kind in _KINDS if isinstance(error, cls)), "request_error")
 
 
 def _seconds(delta: timedelta) -> float:

@@ -100,3 +100,7 @@ def merge_intervals(intervals: list[Interval]) -> list[Interval]:
         else:
             merged.append(item)
     return merged
+
+
+RUN_EVENT_TYPES = frozenset({"START", "RUNNING", "COMPLETE", "ABORT", "FAIL", "OTHER"})
+"""The `eventType`s of an OpenLineage run event (the spec's values)."""

@@ -19,11 +19,11 @@ import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.app import slack_client  # the client `serve` uses: same URL, timeout and retries
 from bot.config import BotConfig
 from bot.core.urls import display_url
 from bot.doctor.checks import Result, Row, listed
 from bot.settings import Settings
+from bot.slack.service.client import slack_client  # `serve`'s: same URL, timeout and retries
 
 SCOPE_USES: Mapping[str, str] = {
     "commands": "the /backfill command",

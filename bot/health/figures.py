@@ -3,46 +3,19 @@ database reports the same, whichever did the work. Each is one small aggregate q
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
-
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import InstrumentedAttribute
 
+from bot.backfill.rules.states import RequestState, StepState
 from bot.backfill.store.models import BackfillRequest, BackfillStep
+from bot.core.metrics import CursorFigures, Figures
 from bot.events.store import set_aside
 from bot.events.store.models import RunEvent, WatchCursor
 from bot.hub.store import deliveries
 from bot.slack.store.models import OutboxMessage, OutboxState
 
-__all__ = ["CursorFigures", "Figures", "read"]
-
-
-@dataclass(frozen=True)
-class CursorFigures:
-    """One feed the watcher polls: where its cursor is, whether the last poll reached it."""
-
-    name: str
-    position: datetime
-    reachable: bool
-
-
-@dataclass(frozen=True)
-class Figures:
-    set_aside: int
-    outbox_pending: int
-    outbox_oldest_pending: datetime | None
-    """When the oldest message still to send was written (None: nothing pending)."""
-    requests: dict[str, int]
-    """Backfill requests by state (states without any are absent)."""
-    steps: dict[str, int]
-    cursors: list[CursorFigures]
-    newest_event: datetime | None
-    """The newest eventTime stored from any source (pushed events are often ahead of the poll)."""
-    sink_pending: dict[str, int]
-    """Deliveries owed to each sink beyond Slack (sinks with none are absent)."""
-    failing_sinks: set[str]
+__all__ = ["read"]
 
 
 async def read(session: AsyncSession) -> Figures:
@@ -63,7 +36,9 @@ async def read(session: AsyncSession) -> Figures:
         outbox_pending=int(pending),
         outbox_oldest_pending=oldest,
         requests=await _by_state(session, BackfillRequest.state),
+        request_states=tuple(RequestState),
         steps=await _by_state(session, BackfillStep.state),
+        step_states=tuple(StepState),
         cursors=[CursorFigures(name, position, bool(up)) for name, position, up in cursors],
         newest_event=await session.scalar(select(func.max(RunEvent.event_time))),
         sink_pending=await deliveries.pending_by_sink(session),

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from bot.core.templates import environment
+from bot.lineage.rules.impact import Impact
 from bot.lineage.rules.planner import Plan
-from bot.lineage.service.planning import Impact
 from bot.slack.messages.render import describe_intervals
 
 

@@ -16,6 +16,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.backfill.service.backfills import PlannerFactory
+from bot.clients.marquez import MarquezError
 from bot.config import BotConfig
 from bot.core.audit import Refused, add_audit, add_refusal
 from bot.core.metrics import Metrics
@@ -136,7 +137,7 @@ class SlaService:
         try:
             async with self.planners() as planner:
                 impact = await planner.impact(dag.dag_id, dag.namespace)
-        except PlanningError as exc:  # unknown DAG, Marquez down, a lineage cycle, …
+        except (PlanningError, MarquezError) as exc:  # unknown DAG, Marquez down, a cycle, …
             logger.warning("no impact for the late %s: %s", dag.dag_id, exc)
             return [], 0
         reports = [(hit.report.name, hit.report.team or "") for hit in impact.reports]

@@ -1,7 +1,7 @@
 """A Marquez 0.51.1 stand-in: the HTTP API the bot uses, over an in-memory model.
 
 Shared by the tests and the local demo (`backfill-bot standin marquez`). Behaviour follows
-shared/fixtures/marquez/NOTES.md, which was read from Marquez's source; where the published
+tests/fixtures/marquez/NOTES.md, which was read from Marquez's source; where the published
 openapi.yml disagrees, the stand-in does what Marquez's code does (201 on POST /lineage,
 `totalCount` on run lists, `GET /api/v1/jobs`, `lastRunStates`, ...).
 """

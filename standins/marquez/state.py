@@ -1,7 +1,7 @@
 """The in-memory model behind the Marquez stand-in, updated the way OpenLineageDao updates Postgres.
 
 Every write takes the event's own `eventTime` as "now", and upserts are last-received-wins, as
-in Marquez 0.51.1 (see shared/fixtures/marquez/NOTES.md, section 1.4). Rendering lives in
+in Marquez 0.51.1 (see tests/fixtures/marquez/NOTES.md, section 1.4). Rendering lives in
 `marquez_views`; this module only records facts.
 """
 

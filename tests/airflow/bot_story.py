@@ -8,16 +8,18 @@ on Airflow 2.11.
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
-
-from e2e_support import CHANNEL, OWNER, Bot, buttons, eventually, running_bot
-from execution_support import (
+from bot.backfill.store.models import BackfillRequest
+from bot.clients.airflow import Airflow3Client, DagRunInfo, connect_airflow
+from bot.slack.rules.ids import ActionId
+from standins.marquez.server import StandInServer
+from tests.airflow.harness import RealAirflow
+from tests.support.e2e import CHANNEL, OWNER, Bot, buttons, eventually, running_bot
+from tests.support.execution import (
     airflow_env,
     approve,
     execution_config,
@@ -29,12 +31,6 @@ from execution_support import (
     thread_text,
     upstream_of,
 )
-from harness import RealAirflow
-
-from bot.backfill.store.models import BackfillRequest
-from bot.clients.airflow import Airflow3Client, DagRunInfo, connect_airflow
-from bot.slack.rules.ids import ActionId
-from standins.marquez.server import StandInServer
 
 PIPELINE = {
     "example.etl_orders": 3,

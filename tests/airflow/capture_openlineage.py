@@ -24,9 +24,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# Run as a script (`python tests/airflow/capture_openlineage.py`): the repository is the root of
+# the `tests` package it imports.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from harness import (
+from tests.airflow.harness import (
     AIRFLOW_VERSION,
     OPENLINEAGE_NAMESPACE,
     REPO_ROOT,
@@ -34,7 +36,7 @@ from harness import (
     RealAirflow,
     start_airflow,
 )
-from openlineage_support import (
+from tests.airflow.openlineage import (
     LineageRecorder,
     dag_of,
     job_name,

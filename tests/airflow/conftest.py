@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import AIRFLOW2, AIRFLOW3, AirflowKind, RealAirflow, start_airflow
-from openlineage_support import OpenLineageAirflow, running_recorder
 
 from pipeline.food_delivery.lineage import history_events
 from standins.marquez.server import StandInServer, running_standin
+from tests.airflow.harness import AIRFLOW2, AIRFLOW3, AirflowKind, RealAirflow, start_airflow
+from tests.airflow.openlineage import OpenLineageAirflow, running_recorder
 
 TEST_DAGS = Path(__file__).resolve().parent / "dags"
 FAILED_DAYS = [date(2021, 6, 4), date(2021, 6, 5), date(2021, 6, 6)]

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness_kinds import (
+from tests.airflow.harness_kinds import (
     AIRFLOW2,
     AIRFLOW3,
     OPENLINEAGE_NAMESPACE,
@@ -57,7 +57,7 @@ from harness_kinds import (
     ensure_installed,
     openlineage_env,
 )
-from harness_procs import (
+from tests.airflow.harness_procs import (
     HOMES_DIR,
     REPO_ROOT,
     VAR_DIR,

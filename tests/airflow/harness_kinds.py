@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from harness_procs import REPO_ROOT, VAR_DIR, file_lock
+from tests.airflow.harness_procs import REPO_ROOT, VAR_DIR, file_lock
 
 OPENLINEAGE_NAMESPACE = "airflow-test"
 """The job namespace of every DAG and task when OpenLineage is on (`[openlineage] namespace`)."""

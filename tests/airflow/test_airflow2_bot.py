@@ -9,10 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from bot_story import ROOT, bot_runs, cancel_mid_way, run_the_planned_backfill
-from harness import RealAirflow
 
 from standins.marquez.server import StandInServer
+from tests.airflow.bot_story import ROOT, bot_runs, cancel_mid_way, run_the_planned_backfill
+from tests.airflow.harness import RealAirflow
 
 pytestmark = pytest.mark.airflow
 

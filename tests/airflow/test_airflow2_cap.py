@@ -14,14 +14,14 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from airflow2_support import LONG, QUICK, sleeping, until
-from harness import RealAirflow
 
 from bot.backfill.run.airflow import AirflowBackend
 from bot.backfill.run.backends import Progress, StepWork
 from bot.clients.airflow import Airflow2Client
 from bot.config import AirflowExecution
 from bot.core.model import DagRef, Interval
+from tests.airflow.airflow2 import LONG, QUICK, sleeping, until
+from tests.airflow.harness import RealAirflow
 
 pytestmark = pytest.mark.airflow
 

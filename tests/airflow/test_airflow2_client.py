@@ -18,8 +18,6 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from airflow2_support import IDLE, LONG, QUICK, sleeping, until
-from harness import RealAirflow
 
 from bot.clients.airflow import (
     Airflow2Client,
@@ -29,6 +27,8 @@ from bot.clients.airflow import (
     DagRunInfo,
     connect_airflow,
 )
+from tests.airflow.airflow2 import IDLE, LONG, QUICK, sleeping, until
+from tests.airflow.harness import RealAirflow
 
 pytestmark = pytest.mark.airflow
 

@@ -23,7 +23,6 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import aiohttp
 import pytest
-from harness import RealAirflow
 
 from bot.clients.airflow import (
     Airflow3Client,
@@ -34,6 +33,7 @@ from bot.clients.airflow import (
     DagRunInfo,
     connect_airflow,
 )
+from tests.airflow.harness import RealAirflow
 
 pytestmark = pytest.mark.airflow
 log = logging.getLogger(__name__)

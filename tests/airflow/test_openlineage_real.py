@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
@@ -23,11 +22,11 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
-
-from e2e_support import OWNER, Bot, eventually, running_bot
-from harness import OPENLINEAGE_NAMESPACE
-from openlineage_support import (
+from bot.config import parse_config
+from bot.events.store.models import RunEvent
+from standins.marquez.server import running_standin
+from tests.airflow.harness import OPENLINEAGE_NAMESPACE
+from tests.airflow.openlineage import (
     PATH,
     OpenLineageAirflow,
     dag_of,
@@ -36,10 +35,7 @@ from openlineage_support import (
     trigger,
     wait_for_run,
 )
-
-from bot.config import parse_config
-from bot.events.store.models import RunEvent
-from standins.marquez.server import running_standin
+from tests.support.e2e import OWNER, Bot, eventually, running_bot
 
 pytestmark = pytest.mark.airflow
 

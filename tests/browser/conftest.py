@@ -10,12 +10,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from browser_support import Shots
 from playwright.async_api import Browser, Page, async_playwright
 
 from bot.config import BotConfig, load_config
 from bot.settings import load_settings
 from standins.demo.run import EXAMPLE_CONFIG, Demo, running_demo
+from tests.browser.support import Shots
 
 # What the machine's closed network needs: no calls home, no first-run UI, no sandbox as root.
 CHROMIUM_ARGS = [

@@ -7,10 +7,10 @@ from __future__ import annotations
 import re
 from datetime import date
 
-from browser_support import Shots
 from playwright.async_api import Page, expect
 
 from standins.demo.run import Demo
+from tests.browser.support import Shots
 
 SUCCEEDED = re.compile(r"Succeeded · backfill of")  # the status message's headline (has_text
 # alone would match any "succeeded", case aside)

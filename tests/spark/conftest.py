@@ -12,9 +12,9 @@ import os
 
 import pytest
 from pyspark.sql import SparkSession
-from spark_support import Story, play_story
 
 from pipeline.food_delivery.session import shared_session
+from tests.spark.support import Story, play_story
 
 # A test session is short: the JVM's quick compiler alone gets Spark warm sooner (about a third
 # less time here). Set before any test starts the shared session.

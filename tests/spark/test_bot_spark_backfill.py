@@ -7,18 +7,20 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from pathlib import Path
 
 import aiohttp
 import pytest
 from pyspark.sql import SparkSession
-from spark_support import FAILED_DAYS, FIRST_DAY, LAST_DAY, ORDERS_PER_DAY, Story, snapshot
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
-
-from e2e_support import buttons, running_bot
-from execution_support import (
+from bot.slack.rules.ids import ActionId
+from pipeline.food_delivery.jobs import PipelineSettings
+from pipeline.food_delivery.lineage import history_events
+from pipeline.food_delivery.runs import full_plan, run_stages
+from standins.marquez.server import running_standin
+from tests.spark.support import FAILED_DAYS, FIRST_DAY, LAST_DAY, ORDERS_PER_DAY, Story, snapshot
+from tests.support.e2e import buttons, running_bot
+from tests.support.execution import (
     approve,
     execution_config,
     finished,
@@ -26,12 +28,6 @@ from execution_support import (
     status_message,
     thread_text,
 )
-
-from bot.slack.rules.ids import ActionId
-from pipeline.food_delivery.jobs import PipelineSettings
-from pipeline.food_delivery.lineage import history_events
-from pipeline.food_delivery.runs import full_plan, run_stages
-from standins.marquez.server import running_standin
 
 pytestmark = pytest.mark.spark
 

@@ -10,7 +10,13 @@ from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
-from spark_support import (
+
+from bot.core.model import DagRef
+from bot.lineage.rules.graph import build_lineage
+from pipeline.food_delivery.catalog import TABLES, midnight
+from pipeline.food_delivery.jobs import PipelineSettings, run_interval
+from pipeline.food_delivery.warehouse import existing_partitions, partition_dir
+from tests.spark.support import (
     FAILED_DAYS,
     FIRST_DAY,
     LAST_DAY,
@@ -18,12 +24,6 @@ from spark_support import (
     Story,
     snapshot,
 )
-
-from bot.core.model import DagRef
-from bot.lineage.rules.graph import build_lineage
-from pipeline.food_delivery.catalog import TABLES, midnight
-from pipeline.food_delivery.jobs import PipelineSettings, run_interval
-from pipeline.food_delivery.warehouse import existing_partitions, partition_dir
 
 pytestmark = pytest.mark.spark
 

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
-from spark_support import threaded_standin
 
 from pipeline.food_delivery import jobs
 from pipeline.food_delivery.catalog import midnight
@@ -21,6 +20,7 @@ from pipeline.food_delivery.jobs import (
     job_group,
     run_interval,
 )
+from tests.spark.support import threaded_standin
 
 pytestmark = pytest.mark.spark
 

@@ -8,9 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from spark_support import ORDERS_PER_DAY, REPO_ROOT
 
 from pipeline.food_delivery.cli import main
+from tests.spark.support import ORDERS_PER_DAY
+from tests.support.paths import REPO as REPO_ROOT
 
 ENV = {"FOOD_DELIVERY_ORDERS_PER_DAY": str(ORDERS_PER_DAY)}
 

@@ -9,9 +9,9 @@ import types
 from typing import Any, ClassVar
 
 import pytest
-from spark_support import REPO_ROOT
 
 from pipeline.food_delivery.catalog import DAILY, JOBS
+from tests.support.paths import REPO as REPO_ROOT
 
 DAG_FILE = REPO_ROOT / "pipeline" / "food_delivery" / "dags" / "food_delivery_dags.py"
 CRON = {DAILY: "0 0 * * *", "0 0 * * 0": "0 0 * * 0"}

@@ -13,7 +13,13 @@ from typing import Any
 import pytest
 import requests
 from pyspark.sql import SparkSession
-from spark_support import (
+
+from bot.lineage.rules.graph import build_lineage
+from pipeline.food_delivery import lineage
+from pipeline.food_delivery.catalog import midnight
+from pipeline.food_delivery.jobs import PipelineSettings, run_interval
+from pipeline.food_delivery.lineage import LineageSink, history_events
+from tests.spark.support import (
     FAILED_DAYS,
     FIRST_DAY,
     LAST_DAY,
@@ -23,12 +29,6 @@ from spark_support import (
     run_states,
     threaded_standin,
 )
-
-from bot.lineage.rules.graph import build_lineage
-from pipeline.food_delivery import lineage
-from pipeline.food_delivery.catalog import midnight
-from pipeline.food_delivery.jobs import PipelineSettings, run_interval
-from pipeline.food_delivery.lineage import LineageSink, history_events
 
 
 def shape(event: dict[str, Any]) -> str:

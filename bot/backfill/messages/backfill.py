@@ -5,15 +5,15 @@ on a request. Layout in templates/backfill/."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC
 from typing import Any, Literal
 
-from bot.backfill.rules.progress import Counts
 from bot.backfill.rules.states import RequestState, StepState
+from bot.backfill.rules.status import RequestStatus, StepStatus
 from bot.core.model import Interval
 from bot.lineage.rules.planner import Plan, PlanStep
 from bot.ownership.rules import Denial, DenialKind
+from bot.slack.messages.limits import MESSAGE_BLOCKS, SECTION_TEXT, VIEW_BLOCKS
 from bot.slack.messages.render import (
     LIST,
     NAME,
@@ -25,7 +25,6 @@ from bot.slack.messages.render import (
     plural,
     render,
 )
-from bot.slack.rules.limits import MESSAGE_BLOCKS, SECTION_TEXT, VIEW_BLOCKS
 
 STATUS_ROWS = 20  # requests in /backfill status
 _LISTED_RUNS = 3  # a step lists this many intervals, then summarises them
@@ -62,15 +61,6 @@ _DONE_URGENCY = 4
 _PREVIEW_FRAME, _STATUS_FRAME = 6, 5
 
 
-@dataclass(frozen=True)
-class StepStatus:
-    dag_id: str
-    state: str
-    runs: int
-    counts: Counts | None = None
-    note: str = ""
-
-
 def _runs_progress(step: StepStatus) -> str:
     """`3 runs` before anything ran, then `3 runs: 1 queued · 1 running · 1 succeeded`."""
     text = plural(step.runs, "run")
@@ -78,22 +68,6 @@ def _runs_progress(step: StepStatus) -> str:
         return text
     parts = [f"{n} {name}" for name, n in step.counts.to_json().items() if n]
     return f"{text}: {' · '.join(parts)}"
-
-
-@dataclass(frozen=True)
-class RequestStatus:
-    """What the channel status message shows of one backfill request."""
-
-    request_id: str
-    root_dag: str
-    range_text: str
-    state: str
-    requester: str
-    approvers: tuple[str, ...]
-    steps: tuple[StepStatus, ...]
-    cancellable: bool
-    awaiting: tuple[str, ...] = ()
-    """Teams whose approval is still needed."""
 
 
 # --- view-model helpers -------------------------------------------------------------------

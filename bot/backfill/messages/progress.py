@@ -16,20 +16,15 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from bot.backfill.messages.backfill import (
-    REQUEST_LOOK,
-    STEP_LOOK,
-    RequestStatus,
-    StepStatus,
-    request_status,
-)
+from bot.backfill.messages.backfill import REQUEST_LOOK, STEP_LOOK, request_status
 from bot.backfill.rules.progress import Counts, duration_text
-from bot.backfill.rules.states import RequestState, StepState
-from bot.backfill.store.models import BackfillRequest, BackfillStep
+from bot.backfill.rules.states import OPEN, RequestState, StepState
+from bot.backfill.rules.status import RequestStatus, StepStatus
+from bot.backfill.rules.status import StoredRequest as BackfillRequest
+from bot.backfill.rules.status import StoredStep as BackfillStep
+from bot.slack.messages.limits import MESSAGE_BLOCKS, SECTION_TEXT
 from bot.slack.messages.render import NAME, clip, clip_mrkdwn, link, macros, pack, plural, render
-from bot.slack.rules.limits import MESSAGE_BLOCKS, SECTION_TEXT
 
-OPEN_STATES = {RequestState.PREVIEWED, RequestState.APPROVED, RequestState.RUNNING}
 _SUMMARY_ROWS = 60
 
 
@@ -99,7 +94,7 @@ def status_of(request: BackfillRequest, *, awaiting: tuple[str, ...] = ()) -> Re
             )
             for step in request.steps
         ),
-        cancellable=request.state in OPEN_STATES,
+        cancellable=request.state in OPEN,
         awaiting=awaiting,
     )
 

@@ -52,3 +52,19 @@ STEP_TRANSITIONS: Mapping[str, frozenset[str]] = {
     StepState.RUNNING: frozenset({StepState.SUCCEEDED, StepState.FAILED, StepState.CANCELLED}),
 }
 """Allowed step moves: state → the states it may move to. States not listed are final."""
+
+
+OPEN: frozenset[str] = frozenset(REQUEST_TRANSITIONS)
+"""States a request may still leave: previewed, approved, running. An open request can be
+cancelled, and blocks another backfill of the same DAG intervals once approved."""
+ACTIVE: frozenset[str] = frozenset({RequestState.APPROVED, RequestState.RUNNING})
+"""Approved and not finished: its work is (or is about to be) under way."""
+FINAL: frozenset[str] = frozenset(RequestState) - OPEN
+"""Ended for good: succeeded, failed, cancelled, refused."""
+
+STEP_ACTIVE: frozenset[str] = frozenset({StepState.SUBMITTED, StepState.RUNNING})
+"""A step whose work the executor has taken on and not finished."""
+STEP_FINAL: frozenset[str] = frozenset(StepState) - STEP_TRANSITIONS.keys()
+"""A step that will not change again: succeeded, failed, skipped, cancelled."""
+STEP_BROKEN: frozenset[str] = frozenset({StepState.FAILED, StepState.SKIPPED, StepState.CANCELLED})
+"""A step that did not succeed: what depends on it is skipped, and Retry reruns it."""

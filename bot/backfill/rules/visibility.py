@@ -4,13 +4,26 @@ approvers."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Sequence
+from typing import Protocol
 
 from bot.slack.rules.ids import is_direct_message
 
-if TYPE_CHECKING:
-    from bot.backfill.store.models import BackfillRequest
+
+class BackfillRequest(Protocol):
+    """What visibility reads of a request (the stored row has it all)."""
+
+    @property
+    def channel(self) -> str | None: ...
+
+    @property
+    def status_channel(self) -> str | None: ...
+
+    @property
+    def requester(self) -> str: ...
+
+    @property
+    def approvers(self) -> Sequence[str]: ...
 
 
 def lives_in(request: BackfillRequest, channel: str) -> bool:

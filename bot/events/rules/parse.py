@@ -2,7 +2,7 @@
 
 Both sources of run events end here: the Marquez poller (`bot/events/service/poller.py`) and
 the OpenLineage receiver (`bot/events/service/receiver.py`). An event's identity is (run id,
-event type, event time), as in shared/fixtures/marquez/NOTES.md §1.7, so the same event read
+event type, event time), as in tests/fixtures/marquez/NOTES.md §1.7, so the same event read
 twice across a poll overlap, or pushed to the bot and read back from Marquez, is stored once.
 
 Parsing follows what Marquez 0.51 accepts (NOTES.md §1.8) where refusing would lose a failure
@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, NoReturn, TypeVar
 
 from bot.core import time_bounds
+from bot.core.model import RUN_EVENT_TYPES
 from bot.events.rules.event import DatasetName, ParsedEvent
 from bot.events.rules.producers import (
     Owner,
@@ -46,7 +47,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-EVENT_TYPES = frozenset({"START", "RUNNING", "COMPLETE", "ABORT", "FAIL", "OTHER"})
+EVENT_TYPES = RUN_EVENT_TYPES
 RUN_EVENT, DATASET_EVENT, JOB_EVENT = "RunEvent", "DatasetEvent", "JobEvent"
 NAME_MAX = 1024  # run_events.namespace / job_name / dag_* columns
 ERROR_MAX = 2000  # run_events.error_message

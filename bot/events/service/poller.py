@@ -1,6 +1,6 @@
 """The Marquez poller: run events read forward from a cursor kept in the database.
 
-Marquez has no webhooks (shared/fixtures/marquez/NOTES.md §1.12), so the watcher reads
+Marquez has no webhooks (tests/fixtures/marquez/NOTES.md §1.12), so the watcher reads
 `GET /api/v1/events/lineage?after=…&sortDirection=asc` every `watch.poll_interval_s`. Each poll
 re-reads from the start of the `watch.late_bucket_s` bucket holding cursor − `watch.overlap_s`,
 because `after` filters on the event's own eventTime and late events carry old ones; events

@@ -6,13 +6,11 @@ owes is a row before anything is sent."""
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.config import BotConfig
@@ -20,25 +18,12 @@ from bot.core.after_commit import after_commit, log_after_commit
 from bot.core.model import DagRef
 from bot.core.tables import utcnow
 from bot.hub.messages import documents as hub_messages
-from bot.hub.rules import Decision, HubEvent, HubKind, Subscription, covers, route, severity_of
+from bot.hub.rules import Decision, HubEvent, Subscription, covers, route
 from bot.hub.store import deliveries
 from bot.hub.store import subscriptions as subscription_store
-from bot.incidents.messages import alerts as watch_messages
-from bot.incidents.messages.subscribers import FailureNotice, NoticeState, failure_notice
-from bot.incidents.store import incidents as store
-from bot.incidents.store.models import Incident
 from bot.slack.store import outbox
-from bot.slack.store.models import OutboxMessage
 
 logger = logging.getLogger(__name__)
-SUBSCRIBED = "sub:"  # the edit keys of a subscribed channel's one message about an outage
-ESCALATED = "esc:"  # … and of an escalation's post
-_STATES: dict[str, NoticeState] = {
-    "failure.opened": "failed",
-    "failure.acknowledged": "acknowledged",
-    "failure.resolved": "resolved",
-    "failure.escalated": "escalated",
-}
 Upstream = Callable[[DagRef], frozenset[DagRef]]
 
 
@@ -62,120 +47,6 @@ class Hub:
         """The DAGs upstream of a DAG (the lineage index's), for `--downstream` subscriptions."""
         self.clock = clock
 
-    # --- incidents ------------------------------------------------------------------------
-
-    async def incident(self, session: AsyncSession, incident: Incident, kind: HubKind) -> int:
-        """Route this step of `incident` (a root incident: failures that joined one upstream
-        are part of its outage) and owe it; returns how many sinks and channels are owed it."""
-        if incident.root_id is not None:
-            return 0
-        event = self.incident_event(incident, kind)
-        outage = _stamp(incident)
-        # One row per sink and step, ever: the outage's opening is keyed by when the bot
-        # alerted it (a repeat failure is the same opening; a reopened outage a new one).
-        step = kind.removeprefix("failure.")
-        moment = outage if kind == "failure.opened" else event.at.isoformat()
-        key = f"incident:{incident.id}:{step}:{moment}"
-        paged = [
-            *await deliveries.sinks_told(session, incident.id, f"incident:{incident.id}:opened:"),
-            *await deliveries.sinks_told(
-                session, incident.id, f"incident:{incident.id}:escalated:"
-            ),
-        ]
-        subscriptions = await subscription_store.active(session)
-        decision = route(
-            event,
-            self.config,
-            now=self.clock(),
-            subscriptions=subscriptions,
-            paged=list(dict.fromkeys(paged)),
-            # an escalation is posted where its policy says, the alert's channel included
-            reached=[incident.channel] if incident.channel and kind != "failure.escalated" else [],
-        )
-        owed = await self._sinks(session, decision, event, key, incident_id=incident.id)
-        # (edit key, channel): one message per channel and outage, posted by the outage's
-        # opening (or its escalation), edited as it is acknowledged and resolved
-        told = await self._told(session, incident.id, outage)
-        prefix = ESCALATED if kind == "failure.escalated" else SUBSCRIBED
-        posts = {_edit_key(prefix, c, outage): c for c in decision.channels}
-        if kind in ("failure.opened", "failure.escalated"):
-            targets = {**posts, **{k: c for k, c in told.items() if k.startswith(prefix)}}
-        else:
-            targets = told
-        for edit_key, channel in targets.items():
-            sub = _first(subscriptions, decision, channel)
-            notice = FailureNotice(
-                dag_id=incident.dag_id,
-                intervals=event.intervals,
-                state=_STATES[kind],
-                alert_channel=incident.channel,
-                failures=incident.failures,
-                error=incident.error_message if kind in ("failure.opened", "failure.escalated")
-                else None,
-                acknowledged_by=incident.acknowledged_by,
-                reports=event.reports,
-                subscription=sub.id if sub is not None else None,
-                pattern=sub.pattern if sub is not None else "",
-                waited=_waited(event.at - alerted_at(incident)),
-            )  # fmt: skip
-            await outbox.enqueue(
-                session,
-                channel=channel,
-                payload=failure_notice(notice),
-                incident_id=incident.id,
-                edit_key=edit_key,
-            )
-            owed += 1
-        if targets:
-            after_commit(session, self.wake_slack)
-        self._log(session, event, decision, owed)
-        return owed
-
-    def incident_event(self, incident: Incident, kind: HubKind) -> HubEvent:
-        dag = DagRef(incident.namespace, incident.dag_id)
-        moment = {
-            "failure.opened": incident.failed_at or incident.opened_at,
-            "failure.acknowledged": incident.acknowledged_at,
-            "failure.resolved": incident.resolved_at,
-            "failure.escalated": incident.escalated_at,
-        }.get(kind) or incident.updated_at
-        impact = store.impact_of(incident)
-        runs = [(r.start, r.end) for r in store.runs_of(incident)]
-        reports = tuple(dict.fromkeys(r.name for r in impact.reports))
-        return HubEvent(
-            kind=kind,
-            dag=dag,
-            at=moment,
-            intervals=watch_messages.outage_words(runs),
-            owners=self.owners(dag, impact.root_owners),
-            severity=severity_of(downstream=len(impact.downstream), reports=len(reports)),
-            upstream=self.upstream_of(dag),
-            reports=reports,
-            incident_id=incident.id,
-            error=incident.error_message,
-            failures=incident.failures,
-            acknowledged_by=incident.acknowledged_by,
-            backfill_request_id=incident.backfill_request_id,
-        )
-
-    async def _told(self, session: AsyncSession, incident_id: str, outage: str) -> dict[str, str]:
-        """(edit key → channel) of the messages subscribers and the escalation's channel were
-        posted about this outage (each is edited as it goes on)."""
-        rows = await session.execute(
-            select(OutboxMessage.edit_key, OutboxMessage.channel)
-            .where(
-                OutboxMessage.incident_id == incident_id,
-                OutboxMessage.edit_key.startswith(SUBSCRIBED)
-                | OutboxMessage.edit_key.startswith(ESCALATED),
-            )
-            .order_by(OutboxMessage.id)
-        )
-        told: dict[str, str] = {}
-        for edit_key, channel in rows.all():
-            if edit_key is not None and edit_key.endswith(":" + _tag(outage)):
-                told.setdefault(edit_key, channel)
-        return told
-
     # --- SLA misses and backfills ---------------------------------------------------------
 
     async def sla_missed(
@@ -194,7 +65,7 @@ class Hub:
         decision = route(
             event, self.config, now=self.clock(), subscriptions=subscriptions, reached=reached
         )
-        owed = await self._sinks(session, decision, event, f"sla:{event.miss_id}")
+        owed = await self.owe_sinks(session, decision, event, f"sla:{event.miss_id}")
         for channel in decision.channels:
             wants = _events_of(subscriptions, decision, channel)
             payload = late if "sla" in wants or reports_late is None else reports_late
@@ -202,7 +73,7 @@ class Hub:
             owed += 1
         if decision.channels:
             after_commit(session, self.wake_slack)
-        self._log(session, event, decision, owed)
+        self.log(session, event, decision, owed)
         return owed
 
     async def backfill(
@@ -221,7 +92,7 @@ class Hub:
             event, self.config, now=self.clock(), subscriptions=subscriptions, reached=reached
         )
         key = f"backfill:{event.backfill_request_id}:{event.kind.removeprefix('backfill.')}"
-        owed = await self._sinks(session, decision, event, key)
+        owed = await self.owe_sinks(session, decision, event, key)
         for channel in decision.channels:
             mine = [
                 s for s in subscriptions if s.channel == channel and s.id in decision.subscriptions
@@ -236,7 +107,7 @@ class Hub:
             owed += 1
         if decision.channels:
             after_commit(session, self.wake_slack)
-        self._log(session, event, decision, owed)
+        self.log(session, event, decision, owed)
         return owed
 
     # --- shared -----------------------------------------------------------------------------
@@ -253,7 +124,7 @@ class Hub:
             logger.exception("the DAGs upstream of %s could not be read", dag.dag_id)
             return frozenset()
 
-    async def _sinks(
+    async def owe_sinks(
         self,
         session: AsyncSession,
         decision: Decision,
@@ -282,7 +153,7 @@ class Hub:
             after_commit(session, self.wake_sender)
         return owed
 
-    def _log(self, session: AsyncSession, event: HubEvent, decision: Decision, owed: int) -> None:
+    def log(self, session: AsyncSession, event: HubEvent, decision: Decision, owed: int) -> None:
         if not owed:
             return
         held = [t.sink.name for t in decision.sinks if t.held_until is not None]
@@ -294,51 +165,9 @@ class Hub:
         )  # fmt: skip
 
 
-def alerted_at(incident: Incident) -> datetime:
-    """Since when people could see the outage: when the bot alerted (or re-alerted) it."""
-    return incident.alerted_at or incident.opened_at
-
-
-def _stamp(incident: Incident) -> str:
-    """The outage, in sinks' keys: when it was alerted (outages open before revision 0011: the
-    failure's time, as they were keyed then)."""
-    if incident.alerted_at is None:
-        return (incident.failed_at or incident.opened_at).isoformat()
-    return incident.alerted_at.isoformat()
-
-
-def _edit_key(prefix: str, channel: str, outage: str) -> str:
-    """One Slack message per channel and outage, in the column's 64 characters (a channel id
-    too long for it is hashed)."""
-    tag = _tag(outage)
-    if len(channel) > 40:
-        channel = hashlib.sha256(channel.encode()).hexdigest()[:24]
-    return f"{prefix}{channel}:{tag}"
-
-
-def _tag(outage: str) -> str:
-    return str(int(datetime.fromisoformat(outage).timestamp()))
-
-
-def _first(
-    subscriptions: Sequence[Subscription], decision: Decision, channel: str
-) -> Subscription | None:
-    return next(
-        (s for s in subscriptions if s.channel == channel and s.id in decision.subscriptions),
-        None,
-    )
-
-
 def _events_of(subscriptions: Sequence[Subscription], decision: Decision, channel: str) -> set[str]:
     found: set[str] = set()
     for s in subscriptions:
         if s.channel == channel and s.id in decision.subscriptions:
             found |= s.events
     return found
-
-
-def _waited(elapsed: timedelta) -> str:
-    minutes = max(0, int(elapsed.total_seconds() // 60))
-    if minutes < 120:
-        return f"{minutes} minutes"
-    return f"{minutes // 60} hours {minutes % 60} minutes"

@@ -10,14 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import timedelta
 from math import ceil
 from statistics import median
 
 from bot.lineage.rules.planner import Plan, PlanNote
-
-HISTORY_RUNS = 20
-"""Successful runs per DAG the estimate looks at (recent behaviour, not last year's)."""
 
 
 @dataclass(frozen=True)
@@ -28,22 +25,6 @@ class Proposal:
     """About how long the backfill takes; None when no DAG of it has run history."""
     unknown: int = 0
     """DAGs without run history (the estimate leaves them out)."""
-
-
-def durations(events: Sequence[tuple[str, str, datetime]]) -> list[timedelta]:
-    """Durations of successful runs from (run id, event type, event time) of one DAG's
-    DAG-level events: the time from a run's START to its COMPLETE, newest runs first."""
-    starts: dict[str, datetime] = {}
-    done: list[tuple[datetime, timedelta]] = []
-    for run_id, kind, at in sorted(events, key=lambda e: e[2]):
-        if kind == "START":
-            starts.setdefault(run_id, at)
-        elif kind == "COMPLETE" and run_id in starts:
-            took = at - starts.pop(run_id)
-            if took >= timedelta(0):
-                done.append((at, took))
-    done.sort(reverse=True)
-    return [took for _, took in done[:HISTORY_RUNS]]
 
 
 def propose(

@@ -21,6 +21,7 @@ from bot.backfill.messages.backfill import snooze_denied
 from bot.backfill.rules.states import RequestState
 from bot.backfill.service.backfills import BackfillService
 from bot.backfill.store import repository
+from bot.clients.marquez import MarquezError
 from bot.core.audit import Refused, add_audit, add_refusal
 from bot.core.model import DagRef
 from bot.core.tables import utcnow
@@ -223,7 +224,7 @@ class IncidentActions:
             return command
         try:
             plan = await self.backfills.make_plan(command)
-        except PlanningError as exc:
+        except (PlanningError, MarquezError) as exc:
             return Reply(refusal(str(exc)))
         except Exception as exc:  # Marquez down or confused: say so, not a stack trace
             return Reply(refusal(f"No plan can be made right now: {exc}"))

@@ -23,6 +23,7 @@ from bot.incidents.messages import alerts as watch_messages
 from bot.incidents.rules.lifecycle import IncidentState, snoozed
 from bot.incidents.rules.links import AirflowUi, Links
 from bot.incidents.rules.proposal import Proposal, propose
+from bot.incidents.service.notify import IncidentHub
 from bot.incidents.store import incidents as store
 from bot.incidents.store.models import Incident
 from bot.lineage.rules.impact import ImpactSnapshot
@@ -49,7 +50,8 @@ class AlertOutbox:
         self.clock = clock
         self.metrics = metrics or Metrics()
         self.links = Links(config, marquez_web_url=marquez_web_url, airflow_ui=airflow_ui)
-        self.hub = hub or Hub(config)  # the incident's life, owed to sinks beyond Slack
+        # the incident's life, owed to sinks beyond Slack and subscribed channels
+        self.hub = IncidentHub(hub or Hub(config))
 
     def snoozed(self, incident: Incident) -> bool:
         return snoozed(incident.snoozed_until, now=self.clock())

@@ -17,8 +17,8 @@ from bot.config.hub import Escalation
 from bot.core.after_commit import log_after_commit
 from bot.core.model import DagRef
 from bot.hub.rules import escalation_due
-from bot.hub.service.hub import Hub, alerted_at
 from bot.incidents.rules.lifecycle import IncidentState, snoozed
+from bot.incidents.service.notify import IncidentHub, alerted_at
 from bot.incidents.store import incidents as store
 from bot.incidents.store.models import Incident
 
@@ -30,7 +30,7 @@ class Escalations:
         self,
         sessions: async_sessionmaker[AsyncSession],
         config: BotConfig,
-        hub: Hub,
+        hub: IncidentHub,
         *,
         clock: Callable[[], datetime],
     ) -> None:
@@ -43,7 +43,7 @@ class Escalations:
     def policy(self, incident: Incident) -> Escalation | None:
         """The first owning team's escalation (BOT_CONFIG's owners, then the lineage's)."""
         dag = DagRef(incident.namespace, incident.dag_id)
-        for name in self.hub.owners(dag, store.impact_of(incident).root_owners):
+        for name in self.hub.hub.owners(dag, store.impact_of(incident).root_owners):
             team = self.config.team(name)
             if team is not None and team.escalation is not None:
                 return team.escalation

@@ -21,6 +21,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.backfill.service.backfills import PlannerFactory
+from bot.clients.marquez import MarquezError
 from bot.config import BotConfig
 from bot.core.after_commit import log_after_commit
 from bot.core.metrics import Metrics
@@ -355,7 +356,7 @@ class IncidentService:
         try:
             async with self.planners() as planner:
                 impact = await planner.impact(dag_id, namespace)
-        except PlanningError as exc:  # unknown DAG, Marquez down, a cycle: the alert says so
+        except (PlanningError, MarquezError) as exc:  # unknown DAG, Marquez down, a cycle
             logger.warning("no impact for %s: %s", dag_id, exc)
             return ImpactSnapshot.unavailable(str(exc))
         except Exception as exc:  # the alert goes out all the same, saying so

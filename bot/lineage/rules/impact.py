@@ -5,10 +5,14 @@ could not be worked out is explicit, so no caller guesses from missing keys."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
+
+from bot.config import BotConfig, Report
+from bot.core.model import DagRef, DatasetRef
+from bot.lineage.rules.graph import Affected
 
 SCHEMA = 2
 """Version of the stored JSON (1 was the CLI's text view, converted by migration 0007)."""
@@ -107,3 +111,59 @@ class ImpactSnapshot:
 
     def downstream_of(self, namespace: str, dag_id: str) -> bool:
         return any(d.dag_id == dag_id and d.namespace == namespace for d in self.downstream)
+
+
+@dataclass(frozen=True)
+class ReportHit:
+    report: Report
+    dataset: DatasetRef
+
+
+@dataclass(frozen=True)
+class Impact:
+    """What a failure or backfill of `root` touches downstream, and who must hear about it."""
+
+    root: DagRef
+    downstream: tuple[DagRef, ...]
+    datasets: tuple[DatasetRef, ...]
+    reports: tuple[ReportHit, ...]
+    owners: dict[DagRef, tuple[str, ...]]
+
+    @classmethod
+    def of(
+        cls,
+        affected: Affected,
+        datasets: Sequence[DatasetRef],
+        config: BotConfig,
+        owners_of: Callable[[DagRef], tuple[str, ...]],
+    ) -> Impact:
+        """The impact of `affected.root`, whichever lineage (index or crawl) it came from."""
+        return cls(
+            root=affected.root,
+            downstream=affected.downstream,
+            datasets=tuple(datasets),
+            reports=tuple(ReportHit(r, d) for r, d in config.reports_reading(datasets)),
+            owners={dag: owners_of(dag) for dag in affected.order},
+        )
+
+    @property
+    def teams(self) -> tuple[str, ...]:
+        named = [t for dag in (self.root, *self.downstream) for t in self.owners.get(dag, ())]
+        named += [hit.report.team for hit in self.reports if hit.report.team]
+        return tuple(sorted(set(named)))
+
+    def snapshot(self) -> ImpactSnapshot:
+        """What an incident records of this impact."""
+        return ImpactSnapshot(
+            status=ImpactStatus.KNOWN,
+            root_owners=self.owners.get(self.root, ()),
+            downstream=tuple(
+                DagImpact(d.namespace, d.dag_id, self.owners.get(d, ())) for d in self.downstream
+            ),
+            datasets=tuple(str(d) for d in self.datasets),
+            reports=tuple(
+                ReportImpact(h.report.name, str(h.dataset), h.report.team, h.report.url)
+                for h in self.reports
+            ),
+            teams=self.teams,
+        )

@@ -24,12 +24,13 @@ from bot.config import BotConfig
 from bot.core.model import DagRef, DatasetRef
 from bot.core.tables import utcnow
 from bot.lineage.rules.graph import affected_dags, dag_of, job_io
+from bot.lineage.rules.impact import Impact
 from bot.lineage.rules.planner import Plan, check_size, make_plan, resolve_exclusions
 from bot.lineage.rules.ranges import parse_range
 from bot.lineage.rules.schedule import CronSchedule, Schedule
 from bot.lineage.service.catalog import UnknownDag
 from bot.lineage.service.index import Freshness, LineageIndex
-from bot.lineage.service.planning import Impact, PlanRequest
+from bot.lineage.service.planning import PlanRequest
 from bot.lineage.store.index import JobFacts, RunFacts, apply_jobs, upsert_runs
 
 SEARCH_LIMIT = 100

@@ -12,16 +12,15 @@ from typing import Any, Protocol, TypeVar
 import networkx as nx
 
 from bot.clients.marquez import MarquezClient, MarquezNotFound, job_node_id
-from bot.config import BotConfig, Report
-from bot.core.model import DagRef, DatasetRef
+from bot.config import BotConfig
+from bot.core.model import DagRef
 from bot.lineage.rules.graph import (
-    Affected,
     LineageGraph,
     affected_dags,
     catalog_nodes,
     settled_jobs,
 )
-from bot.lineage.rules.impact import DagImpact, ImpactSnapshot, ImpactStatus, ReportImpact
+from bot.lineage.rules.impact import Impact
 from bot.lineage.rules.planner import Plan, check_size, make_plan, resolve_exclusions
 from bot.lineage.rules.ranges import parse_range
 from bot.lineage.rules.schedule import CronSchedule, Schedule, Unscheduled, schedule_from_runs
@@ -40,62 +39,6 @@ class PlanRequest:
     namespace: str | None = None
     only: bool = False
     exclude: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class ReportHit:
-    report: Report
-    dataset: DatasetRef
-
-
-@dataclass(frozen=True)
-class Impact:
-    """What a failure or backfill of `root` touches downstream, and who must hear about it."""
-
-    root: DagRef
-    downstream: tuple[DagRef, ...]
-    datasets: tuple[DatasetRef, ...]
-    reports: tuple[ReportHit, ...]
-    owners: dict[DagRef, tuple[str, ...]]
-
-    @classmethod
-    def of(
-        cls,
-        affected: Affected,
-        datasets: Sequence[DatasetRef],
-        config: BotConfig,
-        owners_of: Callable[[DagRef], tuple[str, ...]],
-    ) -> Impact:
-        """The impact of `affected.root`, whichever lineage (index or crawl) it came from."""
-        return cls(
-            root=affected.root,
-            downstream=affected.downstream,
-            datasets=tuple(datasets),
-            reports=tuple(ReportHit(r, d) for r, d in config.reports_reading(datasets)),
-            owners={dag: owners_of(dag) for dag in affected.order},
-        )
-
-    @property
-    def teams(self) -> tuple[str, ...]:
-        named = [t for dag in (self.root, *self.downstream) for t in self.owners.get(dag, ())]
-        named += [hit.report.team for hit in self.reports if hit.report.team]
-        return tuple(sorted(set(named)))
-
-    def snapshot(self) -> ImpactSnapshot:
-        """What an incident records of this impact."""
-        return ImpactSnapshot(
-            status=ImpactStatus.KNOWN,
-            root_owners=self.owners.get(self.root, ()),
-            downstream=tuple(
-                DagImpact(d.namespace, d.dag_id, self.owners.get(d, ())) for d in self.downstream
-            ),
-            datasets=tuple(str(d) for d in self.datasets),
-            reports=tuple(
-                ReportImpact(h.report.name, str(h.dataset), h.report.team, h.report.url)
-                for h in self.reports
-            ),
-            teams=self.teams,
-        )
 
 
 class PlanSource(Protocol):

@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.core.model import DagRef
 from bot.events.store.models import RunEvent
-from bot.incidents.rules.proposal import HISTORY_RUNS, durations
+from bot.lineage.rules.history import HISTORY_RUNS, durations
 from bot.lineage.store.models import LineageRun
 
 _EVENTS = HISTORY_RUNS * 4  # START and COMPLETE of each run, with room for failed ones

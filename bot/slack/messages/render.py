@@ -31,8 +31,8 @@ from urllib.parse import quote
 
 from bot.core.model import Interval
 from bot.core.templates import environment
+from bot.slack.messages.limits import BUTTON_URL, check_message, check_view
 from bot.slack.rules.ids import ActionId, BlockId, ViewCallbackId
-from bot.slack.rules.limits import BUTTON_URL, check_message, check_view
 
 logger = logging.getLogger(__name__)
 

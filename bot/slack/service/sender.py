@@ -21,15 +21,15 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from bot.backfill.store.models import BackfillRequest
 from bot.core.after_commit import after_commit
-from bot.core.metrics import Metrics
+from bot.core.metrics import Metrics, PostedKind
 from bot.core.tables import utcnow
 from bot.core.worker import Worker
 from bot.slack.messages.common import action_result
 from bot.slack.messages.render import channel_mention, code, sentence
 from bot.slack.store import outbox
 from bot.slack.store.models import OutboxMessage, OutboxRole, OutboxState
+from bot.slack.store.parents import Parents
 
 logger = logging.getLogger(__name__)
 
@@ -102,6 +102,7 @@ class OutboxSender:
         sessions: async_sessionmaker[AsyncSession],
         client: AsyncWebClient,
         *,
+        parents: Parents,
         max_attempts: int = 12,
         poll_s: float = 1.0,
         lease_s: float = 45.0,
@@ -110,6 +111,7 @@ class OutboxSender:
         metrics: Metrics | None = None,
     ) -> None:
         self.sessions = sessions
+        self.parents = parents
         self.metrics = metrics or Metrics()
         self.client = client
         self.max_attempts = max_attempts
@@ -172,7 +174,7 @@ class OutboxSender:
                 for item in batch:
                     await self._record(session, item, outcome)
                 if outcome.new_post:  # one Slack message, however many rows it carried
-                    self.metrics.notice_posted(session, row)
+                    self.metrics.notice_posted(session, posted_kind(row))
             if outcome.kind == "sent":
                 delivered += len(batch)
                 _log_posted(row, outcome.ts)
@@ -221,6 +223,7 @@ class OutboxSender:
     async def _record(self, session: AsyncSession, row: OutboxMessage, outcome: _Outcome) -> None:
         if outcome.kind == "sent":
             await outbox.mark_sent(session, row, ts=outcome.ts, channel=outcome.channel)
+            await self.parents.record(session, row, ts=outcome.ts, at=utcnow())
         elif outcome.kind == "wait":
             at = utcnow() + timedelta(seconds=outcome.delay_s)
             await outbox.wait(session, row, at=at, reason=outcome.error)
@@ -238,22 +241,23 @@ class OutboxSender:
     async def _tell_requester(self, session: AsyncSession, row: OutboxMessage) -> None:
         """The bot cannot post where the request was made: say so in the requester's DM."""
         assert row.request_id is not None
-        request = await session.get(BackfillRequest, row.request_id)
-        if request is None or request.requester == row.channel:
+        asker = await self.parents.requests.asker(session, row.request_id)
+        if asker is None or asker[0] == row.channel:
             return
+        requester, root_dag = asker
         text = sentence(
             "I could not post backfill {} ({}) in {}: I am not a member there. Invite me with "
             "`/invite @backfill-bot`, or run the command in a public channel.",
-            request.id,
-            code(request.root_dag),
+            row.request_id,
+            code(root_dag),
             channel_mention(row.channel),
         )
-        await outbox.enqueue(session, channel=request.requester, payload=action_result(text))
+        await outbox.enqueue(session, channel=requester, payload=action_result(text))
 
     async def _thread_parent(self, row: OutboxMessage) -> tuple[str | None, bool]:
         """(ts, ready): the status message's ts, or whether to wait for it to be posted."""
         async with self.sessions() as session:
-            ts = await outbox.parent_ts(session, row)
+            ts = await self.parents.parent_ts(session, row)
             state = await outbox.parent_post_state(session, row)
         if state == OutboxState.PENDING:
             return None, False  # a (new) status message is on its way: it is the parent
@@ -301,7 +305,7 @@ class OutboxSender:
             async with self.sessions() as session:
                 # A request that lives in a thread posts its status message there, and its
                 # replies too: Slack threads are one level deep, so not under that reply.
-                thread = await outbox.request_thread(session, row)
+                thread = await self.parents.request_thread(session, row)
         if row.role == OutboxRole.STATUS and thread:
             args["thread_ts"] = thread
         if row.role in (OutboxRole.THREAD, OutboxRole.STATUS_UPDATE):
@@ -369,3 +373,16 @@ def _log_posted(row: OutboxMessage, ts: str | None) -> None:
             "posted the status message of backfill %s in %s (ts %s)", row.request_id,
             row.channel, ts, extra={"request_id": row.request_id, **ids},
         )  # fmt: skip
+
+
+def posted_kind(row: OutboxMessage) -> PostedKind:
+    """The kind of message an outbox row is, from its role and parent (the outbox keeps no
+    kind of its own)."""
+    if row.role == OutboxRole.PLAIN:
+        # A plain message with a request is a team's notice of a backfill it is part of.
+        return "team_notice" if row.request_id is not None else "notice"
+    if row.incident_id is not None:
+        return "incident_alert" if row.role == OutboxRole.STATUS else "incident_reply"
+    # A parented row without an incident is a backfill's, even if the request was since
+    # deleted (its request_id is then NULL): incidents are never deleted.
+    return "backfill"

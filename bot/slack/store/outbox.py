@@ -11,9 +11,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, CursorResult, and_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot.backfill.store.models import BackfillRequest
 from bot.core.tables import utcnow
-from bot.incidents.store.models import Incident
 from bot.slack.store.models import OutboxMessage, OutboxRole, OutboxState
 
 
@@ -236,40 +234,6 @@ async def posted_payload(session: AsyncSession, channel: str, ts: str) -> dict[s
     return dict(payload) if payload is not None else None
 
 
-async def status_ts(session: AsyncSession, request_id: str) -> tuple[str | None, str | None]:
-    """(channel, ts) of a request's status message, if it was posted."""
-    row = (
-        await session.execute(
-            select(BackfillRequest.status_channel, BackfillRequest.status_message_ts).where(
-                BackfillRequest.id == request_id
-            )
-        )
-    ).one_or_none()
-    return (row[0], row[1]) if row else (None, None)
-
-
-async def parent_ts(session: AsyncSession, message: OutboxMessage) -> str | None:
-    """The ts of the message this row replies under or edits: a request's status message or
-    an incident's alert (None until it is posted)."""
-    if message.incident_id:
-        return await session.scalar(
-            select(Incident.alert_ts).where(Incident.id == message.incident_id)
-        )
-    assert message.request_id is not None
-    return (await status_ts(session, message.request_id))[1]
-
-
-async def request_thread(session: AsyncSession, message: OutboxMessage) -> str | None:
-    """The thread the row's request lives in (started from an alert, or a retry in the failed
-    backfill's thread): its status message and replies are posted there. None for an
-    incident's rows and for a request posted in the channel."""
-    if message.incident_id or not message.request_id:
-        return None
-    return await session.scalar(
-        select(BackfillRequest.thread_ts).where(BackfillRequest.id == message.request_id)
-    )
-
-
 async def parent_post_state(session: AsyncSession, message: OutboxMessage) -> str | None:
     """State of the latest row that posts this row's parent (None if it never had one)."""
     return await session.scalar(
@@ -302,7 +266,8 @@ async def claim(session: AsyncSession, message: OutboxMessage, *, lease_s: float
 async def mark_sent(
     session: AsyncSession, message: OutboxMessage, *, ts: str | None, channel: str | None = None
 ) -> None:
-    """Record delivery; a status message's ts becomes the request's thread parent. `channel`:
+    """Record delivery (a parent's own message is recorded by its owner too: `Parents.record`,
+    in the same transaction). `channel`:
     where Slack says it posted, when that is not the row's (a DM posted to by user id is its
     D… conversation: later edits, and the check of a click on it, need that id)."""
     now = utcnow()
@@ -315,18 +280,6 @@ async def mark_sent(
     await session.execute(
         update(OutboxMessage).where(OutboxMessage.id == message.id).values(**values)
     )
-    if message.role == OutboxRole.STATUS and message.incident_id and ts:
-        await session.execute(
-            update(Incident)
-            .where(Incident.id == message.incident_id)
-            .values(alert_ts=ts, channel=message.channel, updated_at=now)
-        )
-    elif message.role == OutboxRole.STATUS and message.request_id and ts:
-        await session.execute(
-            update(BackfillRequest)
-            .where(BackfillRequest.id == message.request_id)
-            .values(status_message_ts=ts, status_channel=message.channel, updated_at=now)
-        )
 
 
 async def wait(session: AsyncSession, message: OutboxMessage, *, at: datetime, reason: str) -> None:

@@ -1,0 +1,430 @@
+"""Messages of /backfill (templates/backfill/, templates/common/): golden Block Kit JSON for
+every layout (see golden_support), escaping, opaque ids, and any names within Slack's limits.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bot.backfill.messages.backfill import (
+    denied,
+    help_message,
+    plan_modal,
+    plan_preview,
+    request_status,
+    status_list,
+)
+from bot.backfill.rules.states import REQUEST_TRANSITIONS, RequestState, StepState
+from bot.backfill.rules.status import RequestStatus, StepStatus
+from bot.core.model import DagRef, DateRange, Interval
+from bot.lineage.rules.planner import Plan, PlanStep
+from bot.ownership.rules import Denial, DenialKind
+from bot.slack.messages.common import acknowledgement, action_result, refusal
+from bot.slack.messages.limits import check_message, check_view
+from bot.slack.messages.render import (
+    channel_mention,
+    clip,
+    code,
+    escape_mrkdwn,
+    join_clipped,
+    sentence,
+    user_mention,
+)
+from bot.slack.rules.ids import ActionId, BlockId, ViewCallbackId
+from tests.support.golden import Case, assert_golden, elements, mrkdwn_texts
+
+RANGE = DateRange(date(2021, 6, 4), date(2021, 6, 6))
+REQUEST = "5f0c1e0a9d2b4c7e8f1a2b3c4d5e6f70"
+ROOT = DagRef("example", "example.etl_orders")
+
+
+def days(first: int, count: int, hours: int = 24) -> tuple[Interval, ...]:
+    start = datetime(2021, 6, first, tzinfo=UTC)
+    step = timedelta(hours=hours)
+    return tuple(Interval(start + i * step, start + (i + 1) * step) for i in range(count))
+
+
+def make_plan(
+    downstream: int,
+    *,
+    root: DagRef = ROOT,
+    only: bool = False,
+    excluded: tuple[DagRef, ...] = (),
+    name: Callable[[int], str] = lambda i: f"example.dag_{i:03d}",
+) -> Plan:
+    """The root and `downstream` DAGs with daily, hourly and weekly runs and fan-in."""
+    steps = [PlanStep(root, days(4, 3), (), "daily", ("team-orders",))]
+    for i in range(1, downstream + 1):
+        dag = DagRef("example", name(i))
+        upstream = tuple(steps[j].dag for j in {i - 1, i // 2} if j >= 0)
+        intervals, schedule = [
+            (days(4, 3), "daily"),
+            (days(4, 72, hours=1), "hourly"),
+            (days(1, 1, hours=24 * 7), "weekly"),
+        ][i % 3]
+        owners = [(), ("team-analytics",), ("team-analytics", "team-finance")][i % 3]
+        steps.append(PlanStep(dag, intervals, upstream, schedule, owners))
+    return Plan(root, RANGE, tuple(steps), excluded, only)
+
+
+STEPS_OF: Mapping[str, str] = {
+    RequestState.PREVIEWED: StepState.PENDING,
+    RequestState.APPROVED: StepState.PENDING,
+    RequestState.REFUSED: StepState.PENDING,
+    RequestState.RUNNING: StepState.RUNNING,
+    RequestState.SUCCEEDED: StepState.SUCCEEDED,
+    RequestState.FAILED: StepState.FAILED,
+    RequestState.CANCELLED: StepState.CANCELLED,
+}
+
+
+def make_status(state: str, downstream: int = 3, *, at: int = 1) -> RequestStatus:
+    """A request in `state`; running or failed at step index `at`, done before, pending after."""
+    plan = make_plan(downstream)
+    step_state = STEPS_OF[state]
+
+    def state_of(index: int) -> str:
+        if step_state not in (StepState.RUNNING, StepState.FAILED) or index == at:
+            return step_state
+        return StepState.SUCCEEDED if index < at else StepState.PENDING
+
+    return RequestStatus(
+        request_id=REQUEST,
+        root_dag=ROOT.dag_id,
+        range_text=str(RANGE),
+        state=state,
+        requester="U0REQUESTER",
+        approvers=() if state in ("previewed", "refused") else ("U0APPROVER",),
+        steps=tuple(
+            StepStatus(s.dag.dag_id, state_of(i), len(s.intervals))
+            for i, s in enumerate(plan.steps)
+        ),
+        cancellable=RequestState.CANCELLED in REQUEST_TRANSITIONS.get(state, frozenset()),
+    )
+
+
+WEIRD = make_plan(
+    2, root=DagRef("données <prod>", "etl_<orders>&co"), name=lambda i: f"rapport_ü_{i}&<b>"
+)
+
+
+def preview(plan: Plan, **options: Any) -> dict[str, Any]:
+    return plan_preview(
+        plan, request_id=REQUEST, requester="U0REQUESTER", **{"dry_run": False, **options}
+    )
+
+
+PREVIEW, MODAL = "backfill/plan_preview.json.j2", "backfill/plan_modal.json.j2"
+STATUS, NOTICE = "backfill/request_status.json.j2", "common/notice.json.j2"
+LIST = "backfill/status_list.json.j2"
+NOT_ALLOWED = Denial(DenialKind.NOT_ALLOWED, "example.etl_orders", ("orders", "finance"))
+
+CASES: dict[str, Case] = {
+    "plan_preview_short": Case(PREVIEW, lambda: preview(make_plan(3))),
+    "plan_preview_long": Case(PREVIEW, lambda: preview(make_plan(59))),
+    "plan_preview_dry_run": Case(PREVIEW, lambda: preview(make_plan(3), dry_run=True)),
+    "plan_preview_dry_run_long": Case(PREVIEW, lambda: preview(make_plan(59), dry_run=True)),
+    "plan_preview_only": Case(PREVIEW, lambda: preview(make_plan(0, only=True))),
+    "plan_preview_excluded": Case(
+        PREVIEW,
+        lambda: preview(
+            make_plan(2, excluded=(DagRef("example", "example.email_report"), DagRef("b", "x.y")))
+        ),
+    ),
+    "plan_preview_escaping": Case(PREVIEW, lambda: preview(WEIRD)),
+    "plan_preview_index": Case(
+        PREVIEW,
+        lambda: preview(
+            replace(make_plan(3), lineage_as_of=datetime(2021, 6, 7, 9, 30, tzinfo=UTC))
+        ),
+    ),
+    "plan_modal_short": Case(MODAL, lambda: plan_modal(make_plan(3), request_id=REQUEST)),
+    "plan_modal_300": Case(MODAL, lambda: plan_modal(make_plan(299), request_id=REQUEST)),
+    "plan_modal_escaping": Case(MODAL, lambda: plan_modal(WEIRD, request_id=REQUEST)),
+    **{
+        f"request_status_{state}": Case(STATUS, lambda s=state: request_status(make_status(s)))
+        for state in RequestState
+    },
+    "request_status_long": Case(STATUS, lambda: request_status(make_status("running", 59, at=30))),
+    "status_list_empty": Case(LIST, lambda: status_list([])),
+    "status_list": Case(LIST, lambda: status_list([make_status(s) for s in RequestState])),
+    "status_list_long": Case(
+        LIST,
+        lambda: status_list(
+            [replace(make_status("succeeded"), request_id=f"{i:032x}") for i in range(25)]
+        ),
+    ),
+    "refusal": Case(NOTICE, lambda: refusal("Unknown DAG etl_ordrs in namespace example.")),
+    "refusal_hint": Case(
+        NOTICE,
+        lambda: refusal(
+            "Unknown DAG <etl_ordrs> & co.",
+            hint=sentence(
+                "Did you mean {}? Ask {}.",
+                code("example.etl_orders"),
+                user_mention("U0OWNER"),
+            ),
+        ),
+    ),
+    "refusal_not_allowed_to_cancel": Case(
+        NOTICE, lambda: refusal(denied(NOT_ALLOWED, action="cancel"))
+    ),
+    "help": Case("backfill/help.json.j2", lambda: help_message()),
+    "action_result": Case(
+        NOTICE,
+        lambda: action_result(sentence("Already approved by {}.", user_mention("U0APPROVER"))),
+    ),
+    "acknowledgement": Case(
+        NOTICE,
+        lambda: acknowledgement("Planning example.etl_orders 2021-06-04..2021-06-06 …"),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_golden(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert_golden(name, CASES[name], monkeypatch)
+
+
+@pytest.mark.parametrize(
+    ("dags", "max_rows", "shown"),
+    # 44: what 50 blocks leave beside header, summary, "more", lineage, a blocked note, actions
+    [(60, 12, 12), (60, 1, 1), (12, 12, 12), (60, 100, 44)],
+)
+def test_long_plan_shows_max_rows_then_counts_the_rest(
+    dags: int, max_rows: int, shown: int
+) -> None:
+    plan = make_plan(dags - 1)
+    payload = preview(plan, max_rows=max_rows)
+    body = json.dumps(payload)
+    visible = [s.dag.dag_id for s in plan.steps if f"`{s.dag.dag_id}`" in body]
+    assert visible == [s.dag.dag_id for s in plan.steps[:shown]]
+    more = [t for t in mrkdwn_texts(payload) if t.startswith("… and")]
+    hidden = dags - shown
+    assert more == ([f"… and {hidden} more DAGs"] if hidden else [])
+    show_plan = [e for e in elements(payload) if e["action_id"] == ActionId.SHOW_PLAN]
+    assert [e["value"] for e in show_plan] == ([REQUEST] if hidden else [])
+
+
+def test_approve_and_cancel_carry_only_the_request_id() -> None:
+    payload = preview(make_plan(59))
+    buttons = {e["action_id"]: e for e in elements(payload)}
+    assert set(buttons) == {ActionId.APPROVE, ActionId.CANCEL, ActionId.SHOW_PLAN}
+    assert all(e["value"] == REQUEST for e in buttons.values())
+    approve, cancel = buttons[ActionId.APPROVE], buttons[ActionId.CANCEL]
+    assert (approve["style"], cancel["style"]) == ("primary", "danger")
+    confirm = approve["confirm"]
+    assert confirm["title"]["text"] == "Start this backfill?"
+    assert (confirm["confirm"]["text"], confirm["deny"]["text"]) == ("Start backfill", "Not yet")
+    runs = make_plan(59).run_count
+    assert confirm["text"]["text"] == (
+        f"60 DAGs, {runs} runs, starting with `example.etl_orders` over 2021-06-04..2021-06-06."
+    )
+    actions = [b for b in payload["blocks"] if b["type"] == "actions"]
+    assert [b["block_id"] for b in actions] == [BlockId.PLAN_ACTIONS]
+
+
+def test_dry_run_says_so_and_offers_no_approve_or_cancel() -> None:
+    short, long = preview(make_plan(3), dry_run=True), preview(make_plan(59), dry_run=True)
+    assert [e["action_id"] for e in elements(short)] == []
+    # A dry run stores no request, so no button could reload one; the count still shows.
+    assert [e["action_id"] for e in elements(long)] == []
+    assert "… and 48 more DAGs" in mrkdwn_texts(long)
+    for payload in (short, long):
+        assert ":test_tube: Dry run: nothing will be started" in mrkdwn_texts(payload)
+
+
+def test_every_action_id_comes_from_the_enum() -> None:
+    for name, case in CASES.items():
+        payload = case.build()
+        if payload.get("type") == "modal":
+            assert payload["callback_id"] == ViewCallbackId.PLAN, name
+            continue
+        for element in elements(payload):
+            assert element["action_id"] in set(ActionId), name
+
+
+def test_modal_lists_all_300_steps_within_100_blocks() -> None:
+    plan = make_plan(299)
+    view = plan_modal(plan, request_id=REQUEST)
+    body = json.dumps(view)
+    assert all(f"`{s.dag.dag_id}`" in body for s in plan.steps)
+    assert len(view["blocks"]) <= 100
+    assert view["private_metadata"] == REQUEST
+    assert (view["title"]["text"], view["close"]["text"]) == ("Backfill plan", "Close")
+
+
+def test_modal_too_big_even_packed_ends_with_and_n_more() -> None:
+    plan = make_plan(1999, name=lambda i: f"{i:04d}_" + "&" * 140)
+    view = plan_modal(plan, request_id=REQUEST)
+    check_view(view)
+    shown = sum(text.count("\n*") + 1 for text in mrkdwn_texts(view)[1:-1])
+    more = mrkdwn_texts(view)[-1]
+    assert more == f"… and {2000 - shown} more DAGs"
+    assert 0 < shown < 2000
+
+
+def test_values_are_escaped_for_mrkdwn_and_kept_raw_in_plain_text() -> None:
+    payload = preview(WEIRD)
+    texts = "\n".join([payload["text"], *mrkdwn_texts(payload)])
+    assert "`etl_&lt;orders&gt;&amp;co`" in texts
+    assert "données &lt;prod&gt;" in texts
+    assert "rapport_ü_1&amp;&lt;b&gt;" in texts
+    for raw in ("<orders>", "<b>", "<prod>"):
+        assert raw not in texts
+    assert "<@U0REQUESTER>" in texts  # our own mention survives
+    assert payload["blocks"][0]["text"]["text"].startswith("Backfill plan: etl_<orders>&co")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Approved by <@U0ABC> & <@W0DEF>", "Approved by &lt;@U0ABC&gt; &amp; &lt;@W0DEF&gt;"),
+        ("see <#C0ABC> or <!subteam^S0ABC>", "see &lt;#C0ABC&gt; or &lt;!subteam^S0ABC&gt;"),
+        (
+            "<http://evil.example|click> <!channel>",
+            "&lt;http://evil.example|click&gt; &lt;!channel&gt;",
+        ),
+        ("<@U0ABC|name> a<b", "&lt;@U0ABC|name&gt; a&lt;b"),
+    ],
+)
+def test_a_plain_sentence_is_shown_as_written(text: str, expected: str) -> None:
+    """A service's sentence carries DAG ids and what people typed: nothing in it is live."""
+    for payload in (
+        action_result(text),
+        refusal(text, hint=text),
+        acknowledgement(text),
+    ):
+        assert payload["blocks"][0]["text"]["text"].endswith(expected)
+        assert payload["text"].endswith(expected)
+
+
+def test_a_composed_sentence_keeps_only_the_mentions_the_bot_built() -> None:
+    dag = "etl`<!channel> <@U0EVIL>`x"
+    said = sentence(
+        "Backfill {} of {} was approved by {} in {} & {}.",
+        "<!here>",
+        code(dag),
+        user_mention("U0APPROVER"),
+        channel_mention("C0ORDERS"),
+        user_mention("U0X> <!channel"),
+    )
+    assert said == (
+        "Backfill &lt;!here&gt; of `etlˋ&lt;!channel&gt; &lt;@U0EVIL&gt;ˋx` was approved by "
+        "<@U0APPROVER> in <#C0ORDERS> &amp; &lt;@U0X&gt; &lt;!channel&gt;."
+    )
+    assert action_result(said)["text"] == f":information_source: {said}"
+    long = sentence("{} " * 400, *[user_mention("U0APPROVER")] * 400)
+    text = refusal(long)["text"]
+    assert text.endswith("…")
+    assert text[:-1].rstrip().endswith("<@U0APPROVER>")  # cut between mentions, not in one
+    assert len(text) <= 3000
+
+
+def test_refusal_escapes_and_shows_the_hint() -> None:
+    payload = refusal("DAG <x> & y is unknown", hint="Try <z>")
+    assert payload["text"] == ":no_entry: DAG &lt;x&gt; &amp; y is unknown"
+    assert mrkdwn_texts(payload) == [payload["text"], ":bulb: Try &lt;z&gt;"]
+    assert len(refusal("no")["blocks"]) == 1
+
+
+def test_clip_and_join_count_escaped_characters() -> None:
+    assert clip("a&b", 5) == "a…"
+    assert clip("abc", 3) == "abc"
+    joined = join_clipped([f"dag_{i}&" for i in range(100)], 100)
+    assert len(escape_mrkdwn(joined)) <= 100
+    assert joined.endswith(f"and {100 - joined.count(',') - 1} more")
+
+
+def test_status_cancel_button_only_while_cancellable() -> None:
+    running = request_status(make_status("running"))
+    assert [(e["action_id"], e["value"]) for e in elements(running)] == [(ActionId.CANCEL, REQUEST)]
+    assert not list(elements(request_status(make_status("succeeded"))))
+
+
+def test_long_status_shows_the_failure_and_what_comes_next() -> None:
+    payload = request_status(make_status("failed", 59, at=30))
+    rows = [t for t in mrkdwn_texts(payload) if t.startswith(":")][1:]
+    assert rows[0].startswith(":red_circle: *31.*")
+    assert rows[-1].startswith(":white_circle: *42.*")
+    assert "60 DAGs: 30 succeeded · 1 failed · 29 pending" in mrkdwn_texts(payload)
+    assert "… and 48 more DAGs" in mrkdwn_texts(payload)
+
+
+def test_empty_status_list() -> None:
+    payload = status_list([])
+    assert payload["text"] == "No backfills yet."
+    assert mrkdwn_texts(payload) == ["No backfills yet."]
+
+
+# --- any names, any sizes -------------------------------------------------------------------
+
+names = st.text(alphabet="<>&ab_.é😀 *`", min_size=1, max_size=300)
+
+
+@st.composite
+def plans(draw: st.DrawFn) -> Plan:
+    count = draw(st.integers(min_value=1, max_value=40))
+    dags = [DagRef(draw(names), draw(names)) for _ in range(count)]
+    steps = [
+        PlanStep(
+            dag,
+            days(4, draw(st.integers(min_value=0, max_value=5))),
+            tuple(draw(st.lists(st.sampled_from(dags[:i] or dags), max_size=30))),
+            "daily",
+            tuple(draw(st.lists(names, max_size=8))),
+        )
+        for i, dag in enumerate(dags)
+    ]
+    excluded = tuple(draw(st.lists(st.sampled_from(dags), max_size=20)))
+    return Plan(dags[0], RANGE, tuple(steps), excluded, draw(st.booleans()))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(plan=plans(), who=names, dry_run=st.booleans(), states=st.lists(names, max_size=40))
+def test_any_names_stay_within_slack_limits(
+    plan: Plan, who: str, dry_run: bool, states: list[str]
+) -> None:
+    check_message(plan_preview(plan, request_id=who, requester=who, dry_run=dry_run))
+    check_view(plan_modal(plan, request_id=who))
+    status = RequestStatus(
+        who, plan.root.dag_id, who, who, who, (who,) * 15,
+        tuple(StepStatus(s.dag.dag_id, x, 3) for s, x in zip(plan.steps, states, strict=False)),
+        True,
+    )  # fmt: skip
+    check_message(request_status(status))
+    check_message(status_list([status] * 30))
+    check_message(refusal(who * 20, hint=who * 20))
+    check_message(help_message(who))
+
+
+@pytest.mark.parametrize("kind", list(DenialKind))
+def test_a_cancel_refusal_is_its_own_sentence(kind: DenialKind) -> None:
+    text = denied(Denial(kind, "example.etl_orders", ("orders",)), action="cancel")
+    assert "cancel" in text
+    assert "cancelr" not in text
+    assert "Approve" not in text
+    assert "must approve" not in text
+
+
+def test_approval_refusals_name_the_dag_and_who_may_approve() -> None:
+    assert denied(NOT_ALLOWED, action="approve") == (
+        "You may not approve backfills of example.etl_orders: only members of its owning teams "
+        "(orders, finance) or the configured approvers may. Ask one of them to click Approve."
+    )
+    assert denied(NOT_ALLOWED, action="cancel").endswith(
+        "only the requester, members of its owning teams (orders, finance) or the configured "
+        "approvers may. Ask one of them to click Cancel."
+    )
+    second = Denial(DenialKind.SECOND_PERSON, "example.etl_orders")
+    assert "second person" in denied(second, action="approve")
+    nobody = Denial(DenialKind.NO_ONE, "example.etl_orders")
+    assert denied(nobody, action="approve").startswith("No team owns example.etl_orders")

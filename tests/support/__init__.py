@@ -1,0 +1,2 @@
+"""What the tests share: paths to the fixtures, golden files, a running bot and its story,
+stand-ins of SMTP, Airflow specs."""
