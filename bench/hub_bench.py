@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 
 from bot.config import parse_config
 from bot.core.model import DagRef
-from bot.hub.rules import HubEvent, Subscription, route
+from bot.hub.rules.routing import HubEvent, Subscription, route
 
 
 def main() -> None:

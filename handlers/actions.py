@@ -1,7 +1,9 @@
 """Buttons: Approve, Cancel, Retry, Show full plan (a request id each), and an incident alert's
 Approve backfill, Review plan, Backfill downstream, Acknowledge, Snooze, Unsnooze, the older
 Backfill, and its links (an incident id each). Services reload what the id names on every
-click, and act only if it belongs to the channel the click came from (passed as `channel`)."""
+click, and act only if it belongs to the channel the click came from (passed as `channel`);
+each answers with an outcome, which this module turns into the ephemeral reply through the
+capability's `answers`."""
 
 from __future__ import annotations
 
@@ -14,13 +16,17 @@ from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.app_services import Services
+from bot.backfill.messages import answers as backfill_answers
 from bot.backfill.messages.backfill import plan_modal
+from bot.incidents.messages import answers as incident_answers
+from bot.lineage.rules.planner import Plan
+from bot.sla import messages as sla_messages
 from bot.slack.messages.common import refusal
-from bot.slack.messages.reply import Reply
 from bot.slack.rules.ids import ActionId
 
 logger = logging.getLogger(__name__)
 Listener = Callable[[AsyncAck, dict[str, Any], AsyncRespond], Coroutine[Any, Any, None]]
+Answer = Callable[[Any], dict[str, Any]]
 
 
 def _clicked(body: dict[str, Any]) -> tuple[str, str, str]:
@@ -44,40 +50,60 @@ async def _say_failed(respond: AsyncRespond) -> None:
 
 def register(app: AsyncApp, services: Services) -> None:
     async def decide(
-        decision: Callable[..., Awaitable[Reply]], body: dict[str, Any], respond: AsyncRespond
+        decision: Callable[..., Awaitable[Any]],
+        answer: Answer,
+        body: dict[str, Any],
+        respond: AsyncRespond,
     ) -> None:
         value, user, channel = _clicked(body)
         try:
-            reply = await decision(value, user=user, channel=channel)
+            outcome = await decision(value, user=user, channel=channel)
+            payload = answer(outcome)
         except Exception:
             await _say_failed(respond)
             return
-        await respond(response_type="ephemeral", replace_original=False, **reply.payload)
+        await respond(response_type="ephemeral", replace_original=False, **payload)
 
-    def on_click(decision: Callable[..., Awaitable[Reply]]) -> Listener:
+    def on_click(decision: Callable[..., Awaitable[Any]], answer: Answer) -> Listener:
         """A listener for a button whose whole answer is the service's ephemeral reply."""
 
         async def listener(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
             await ack()
-            await decide(decision, body, respond)
+            await decide(decision, answer, body, respond)
 
         return listener
 
     # Buttons whose value is an id and whose answer is one ephemeral sentence.
-    decisions: dict[ActionId, Callable[..., Awaitable[Reply]]] = {
-        ActionId.APPROVE: services.backfills.approve,
-        ActionId.CANCEL: services.backfills.cancel,
-        ActionId.RETRY: services.retries.retry,
-        ActionId.INCIDENT_APPROVE: services.incident_actions.approve,
-        ActionId.INCIDENT_DOWNSTREAM: services.incident_actions.downstream,
-        ActionId.INCIDENT_BACKFILL: services.incident_actions.backfill,
-        ActionId.INCIDENT_ACK: services.incident_actions.acknowledge,
-        ActionId.INCIDENT_SNOOZE_1H: partial(services.incident_actions.snooze, hours=1),
-        ActionId.INCIDENT_SNOOZE_24H: partial(services.incident_actions.snooze, hours=24),
-        ActionId.INCIDENT_UNSNOOZE: services.incident_actions.unsnooze,
+    backfills, alerts = services.backfills, services.incident_actions
+    decisions: dict[ActionId, tuple[Callable[..., Awaitable[Any]], Answer]] = {
+        ActionId.APPROVE: (backfills.approve, backfill_answers.answer),
+        ActionId.CANCEL: (backfills.cancel, backfill_answers.answer),
+        ActionId.RETRY: (services.retries.retry, backfill_answers.answer),
+        ActionId.INCIDENT_APPROVE: (alerts.approve, incident_answers.answer),
+        ActionId.INCIDENT_DOWNSTREAM: (alerts.downstream, incident_answers.answer),
+        ActionId.INCIDENT_BACKFILL: (alerts.backfill, incident_answers.answer),
+        ActionId.INCIDENT_ACK: (alerts.acknowledge, incident_answers.answer),
+        ActionId.INCIDENT_SNOOZE_1H: (partial(alerts.snooze, hours=1), incident_answers.answer),
+        ActionId.INCIDENT_SNOOZE_24H: (partial(alerts.snooze, hours=24), incident_answers.answer),
+        ActionId.INCIDENT_UNSNOOZE: (alerts.unsnooze, incident_answers.answer),
     }
-    for action_id, decision in decisions.items():
-        app.action(action_id)(on_click(decision))
+    for action_id, (decision, answer) in decisions.items():
+        app.action(action_id)(on_click(decision, answer))
+
+    async def open_plan(
+        found: Plan | Any,
+        answer: Answer,
+        request_id: str,
+        body: dict[str, Any],
+        client: AsyncWebClient,
+        respond: AsyncRespond,
+    ) -> None:
+        """The plan in a modal, or the reply saying why there is none."""
+        if not isinstance(found, Plan):
+            await respond(response_type="ephemeral", replace_original=False, **answer(found))
+            return
+        view = plan_modal(found, request_id=request_id)
+        await client.views_open(trigger_id=body["trigger_id"], view=view)
 
     @app.action(ActionId.INCIDENT_REVIEW)
     async def review_plan(
@@ -86,12 +112,8 @@ def register(app: AsyncApp, services: Services) -> None:
         await ack()
         incident_id, user, channel = _clicked(body)
         try:
-            plan = await services.incident_actions.review(incident_id, user=user, channel=channel)
-            if isinstance(plan, Reply):
-                await respond(response_type="ephemeral", replace_original=False, **plan.payload)
-                return
-            view = plan_modal(plan, request_id="")
-            await client.views_open(trigger_id=body["trigger_id"], view=view)
+            found = await alerts.review(incident_id, user=user, channel=channel)
+            await open_plan(found, incident_answers.answer, "", body, client, respond)
         except Exception:
             await _say_failed(respond)
 
@@ -101,7 +123,8 @@ def register(app: AsyncApp, services: Services) -> None:
         message: dict[str, Any] = body.get("message") or {}
         ts = str(message.get("ts") or (body.get("container") or {}).get("message_ts") or "")
         acknowledge = partial(services.sla.acknowledge, ts=ts, message=message)
-        await decide(acknowledge, body, respond)  # the channel is the clicked notice's
+        # the channel is the clicked notice's
+        await decide(acknowledge, sla_messages.answer, body, respond)
 
     @app.action(ActionId.INCIDENT_MARQUEZ)
     @app.action(ActionId.SLA_AIRFLOW)
@@ -118,11 +141,7 @@ def register(app: AsyncApp, services: Services) -> None:
         await ack()
         request_id, user, channel = _clicked(body)
         try:
-            plan = await services.backfills.show_plan(request_id, user=user, channel=channel)
-            if isinstance(plan, Reply):
-                await respond(response_type="ephemeral", replace_original=False, **plan.payload)
-                return
-            view = plan_modal(plan, request_id=request_id)
-            await client.views_open(trigger_id=body["trigger_id"], view=view)
+            found = await backfills.show_plan(request_id, user=user, channel=channel)
+            await open_plan(found, backfill_answers.answer, request_id, body, client, respond)
         except Exception:
             await _say_failed(respond)

@@ -8,10 +8,13 @@ from typing import Any
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
 
 from bot.app_services import Services
+from bot.backfill.messages import answers as backfill_answers
 from bot.backfill.messages.backfill import help_message
+from bot.hub.messages import subscriptions as subscription_answers
 from bot.slack.messages.common import acknowledgement, refusal
 from bot.slack.rules.commands import (
     CancelCommand,
+    Command,
     CommandError,
     HelpCommand,
     PlanCommand,
@@ -44,25 +47,7 @@ def register(app: AsyncApp, services: Services) -> None:
         else:
             await ack()
         try:
-            if isinstance(parsed, PlanCommand):
-                reply = await services.backfills.preview(parsed, user=user, channel=channel)
-            elif isinstance(parsed, StatusCommand):
-                reply = await services.backfills.status(
-                    parsed.request_id, user=user, channel=channel
-                )
-            elif isinstance(parsed, SubscribeCommand):
-                reply = await services.subscriptions.subscribe(parsed, user=user, channel=channel)
-            elif isinstance(parsed, SubscriptionsCommand):
-                reply = await services.subscriptions.list(user=user, channel=channel)
-            elif isinstance(parsed, UnsubscribeCommand):
-                reply = await services.subscriptions.unsubscribe(
-                    parsed.subscription_id, user=user, channel=channel
-                )
-            else:
-                assert isinstance(parsed, CancelCommand)
-                reply = await services.backfills.cancel(
-                    parsed.request_id, user=user, channel=channel, command=True
-                )
+            payload = await _answered(services, parsed, user=user, channel=channel)
         except Exception:
             logger.exception("/backfill %r failed", command.get("text"))
             reply_payload = refusal(
@@ -71,4 +56,32 @@ def register(app: AsyncApp, services: Services) -> None:
             )
             await respond(response_type="ephemeral", **reply_payload)
             return
-        await respond(response_type="ephemeral", **reply.payload)
+        await respond(response_type="ephemeral", **payload)
+
+
+async def _answered(
+    services: Services, parsed: Command, *, user: str, channel: str
+) -> dict[str, Any]:
+    """Call the service the command names, and its capability's words for the outcome."""
+    if isinstance(parsed, PlanCommand):
+        preview = await services.backfills.preview(parsed, user=user, channel=channel)
+        return backfill_answers.answer(preview)
+    if isinstance(parsed, StatusCommand):
+        status = await services.backfills.status(parsed.request_id, user=user, channel=channel)
+        return backfill_answers.answer(status)
+    if isinstance(parsed, SubscribeCommand):
+        added = await services.subscriptions.subscribe(parsed, user=user, channel=channel)
+        return subscription_answers.answer(added)
+    if isinstance(parsed, SubscriptionsCommand):
+        listed = await services.subscriptions.list(user=user, channel=channel)
+        return subscription_answers.answer(listed)
+    if isinstance(parsed, UnsubscribeCommand):
+        removed = await services.subscriptions.unsubscribe(
+            parsed.subscription_id, user=user, channel=channel
+        )
+        return subscription_answers.answer(removed)
+    assert isinstance(parsed, CancelCommand)
+    cancelled = await services.backfills.cancel(
+        parsed.request_id, user=user, channel=channel, command=True
+    )
+    return backfill_answers.answer(cancelled)

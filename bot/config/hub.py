@@ -1,6 +1,6 @@
 """BOT_CONFIG's routing rules per team: which events go to which sinks (by DAG pattern and
 severity), quiet hours (sinks' notices held, then sent as one digest) and escalation (an alert
-nobody acknowledged goes to the next target). The decision itself is `bot/hub/rules.py`.
+nobody acknowledged goes to the next target). The decision itself is `bot/hub/rules/routing.py`.
 """
 
 from __future__ import annotations

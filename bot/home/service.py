@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from bot.backfill.rules.states import RequestState
+from bot.backfill.rules.states import ACTIVE
 from bot.backfill.store.models import BackfillRequest
 from bot.config import BotConfig
 from bot.core.model import DagRef
@@ -72,7 +72,7 @@ class HomeService:
                 r
                 for r in await session.scalars(
                     select(BackfillRequest)
-                    .where(BackfillRequest.state.in_([RequestState.APPROVED, RequestState.RUNNING]))
+                    .where(BackfillRequest.state.in_(ACTIVE))
                     .order_by(BackfillRequest.created_at.desc())
                     .limit(500)
                 )

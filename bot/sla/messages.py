@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.incidents.messages.alerts import interval_words
-from bot.sla.rules import Miss
+from bot.sla.rules import AckOutcome, Miss, NoticeAcknowledged
+from bot.slack.messages.common import action_result
 from bot.slack.messages.render import NAME, clip, defuse, render, sentence, user_mention, web_url
 from bot.slack.rules.ids import ActionId
 
@@ -92,3 +93,10 @@ def acknowledged(message: dict[str, Any], user: str) -> dict[str, Any]:
         kept.append(block)
     payload = {"text": str(message.get("text") or "SLA notice"), "blocks": kept}
     return defuse(payload, "sla.acknowledged")
+
+
+def answer(outcome: AckOutcome) -> dict[str, Any]:
+    """The ephemeral reply to Acknowledge on an SLA notice."""
+    if isinstance(outcome, NoticeAcknowledged):
+        return action_result("Acknowledged: the notice shows you are on it.")
+    return action_result("This SLA notice is not one the bot knows.")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from itertools import pairwise
 from statistics import median
-from typing import Literal
+from typing import ClassVar, Literal
 
 from bot.core.model import Interval
 from bot.core.time_bounds import plus
@@ -125,3 +125,20 @@ def misses(
                 reason = f"running for {_text(now - started)}, longer than {_text(max_duration)}"
                 found.append(Miss(run.interval, plus(started, max_duration), "too_long", reason))
     return sorted(found, key=lambda m: (m.interval.start, m.kind))
+
+
+@dataclass(frozen=True)
+class NoticeUnknown:
+    """Acknowledge on something that is not an SLA notice the bot posted there."""
+
+    changed: ClassVar[bool] = False
+
+
+@dataclass(frozen=True)
+class NoticeAcknowledged:
+    """Acknowledge recorded: the notice now shows who is on it."""
+
+    changed: ClassVar[bool] = True
+
+
+AckOutcome = NoticeUnknown | NoticeAcknowledged

@@ -24,7 +24,7 @@ from bot.core.model import DagRef, Interval
 from bot.core.tables import utcnow
 from bot.events.store import run_events
 from bot.events.store.models import RunEvent
-from bot.hub.rules import HubEvent, severity_of
+from bot.hub.rules.routing import HubEvent, severity_of
 from bot.hub.service.hub import Hub
 from bot.incidents.messages.alerts import interval_words
 from bot.incidents.rules.links import Links
@@ -32,10 +32,8 @@ from bot.incidents.store import incidents
 from bot.lineage.rules.errors import PlanningError
 from bot.sla import messages as sla_messages
 from bot.sla import store as sla_misses
-from bot.sla.rules import Miss, RunFacts, misses
+from bot.sla.rules import AckOutcome, Miss, NoticeAcknowledged, NoticeUnknown, RunFacts, misses
 from bot.sla.store import SlaMiss
-from bot.slack.messages.common import action_result
-from bot.slack.messages.reply import Reply
 from bot.slack.rules.ids import ActionId
 from bot.slack.store import outbox
 
@@ -230,10 +228,9 @@ class SlaService:
 
     async def acknowledge(
         self, miss_id: str, *, user: str, channel: str, ts: str, message: dict[str, Any]
-    ) -> Reply:
+    ) -> AckOutcome:
         """**Acknowledge** on an SLA notice: recorded (audited), and the clicked notice edited
         to say who is on it."""
-        unknown = Reply(action_result("This SLA notice is not one the bot knows."))
         async with self.sessions.begin() as session:
             row = None
             if miss_id.isdigit() and len(miss_id) < 19:  # an integer column
@@ -247,7 +244,7 @@ class SlaService:
                     session, actor=user, action="sla.acknowledge.refused", refused=refused,
                     reason="no such SLA notice in this channel", given_id=miss_id, channel=channel,
                 )  # fmt: skip
-                return unknown
+                return NoticeUnknown()
             row.acknowledged_by, row.acknowledged_at = user, self.clock()
             await add_audit(session, actor=user, action="sla.acknowledged", detail={"miss": row.id})
             if channel and ts:
@@ -256,7 +253,7 @@ class SlaService:
                     session, channel=channel, payload=payload, method="chat.update"
                 )
         self.wake_sender()
-        return Reply(action_result("Acknowledged: the notice shows you are on it."), True)
+        return NoticeAcknowledged()
 
 
 def _names_miss(payload: dict[str, Any], miss_id: str) -> bool:

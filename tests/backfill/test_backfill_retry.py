@@ -29,6 +29,7 @@ from bot.core.db import make_engine, session_factory, upgrade
 from bot.core.model import DagRef
 from bot.slack.rules.ids import ActionId
 from bot.slack.store.models import OutboxMessage, OutboxRole
+from tests.support.answers import said
 
 OWNER, REQUESTER, RETRIER = "U0OWNER001", "U0REQ00001", "U0RETRY001"
 CHANNEL = "C0BACKFILL"
@@ -227,7 +228,7 @@ async def test_retry_posts_a_plan_of_what_did_not_succeed_in_the_failed_thread(
         "audit": "succeeded",
     }
 
-    reply = await bot.retries.retry(failed_id, user=RETRIER)
+    reply = await said(bot.retries.retry(failed_id, user=RETRIER))
 
     assert reply.changed
     assert reply.request_id is not None
@@ -270,10 +271,10 @@ async def test_retry_posts_a_plan_of_what_did_not_succeed_in_the_failed_thread(
 async def test_an_approved_retry_runs_only_what_did_not_succeed(bot: Bot) -> None:
     failed_id = await bot.failed_backfill({"delivery", "audit"})
     bot.backend.submitted.clear()
-    retry_id = (await bot.retries.retry(failed_id, user=RETRIER)).request_id
+    retry_id = (await said(bot.retries.retry(failed_id, user=RETRIER))).request_id
     assert retry_id is not None
 
-    approved = await bot.backfills.approve(retry_id, user=OWNER)
+    approved = await said(bot.backfills.approve(retry_id, user=OWNER))
     assert approved.changed, approved.payload
     retry = await bot.run_to_the_end(retry_id)
 
@@ -284,7 +285,7 @@ async def test_an_approved_retry_runs_only_what_did_not_succeed(bot: Bot) -> Non
 
 async def test_the_retry_of_a_backfill_in_an_alert_thread_stays_there(bot: Bot) -> None:
     failed_id = await bot.failed_backfill({"orders"}, thread_ts="999.000")
-    retry_id = (await bot.retries.retry(failed_id, user=RETRIER)).request_id
+    retry_id = (await said(bot.retries.retry(failed_id, user=RETRIER))).request_id
     assert retry_id is not None
     retry = await bot.load(retry_id)
     assert retry.thread_ts == "999.000"
@@ -296,10 +297,10 @@ async def test_the_retry_of_a_backfill_in_an_alert_thread_stays_there(bot: Bot) 
 
 async def test_a_second_retry_is_refused_while_the_first_is_open(bot: Bot) -> None:
     failed_id = await bot.failed_backfill({"kpis"})
-    first = await bot.retries.retry(failed_id, user=RETRIER)
+    first = await said(bot.retries.retry(failed_id, user=RETRIER))
     assert first.request_id is not None
 
-    again = await bot.retries.retry(failed_id, user=OWNER)
+    again = await said(bot.retries.retry(failed_id, user=OWNER))
 
     assert not again.changed
     assert again.request_id is None
@@ -310,8 +311,8 @@ async def test_a_second_retry_is_refused_while_the_first_is_open(bot: Bot) -> No
     assert refused.detail["retry"] == first.request_id
 
     # Once that retry is cancelled, the failed backfill may be retried again.
-    assert (await bot.backfills.cancel(first.request_id, user=RETRIER)).changed
-    third = await bot.retries.retry(failed_id, user=OWNER)
+    assert (await said(bot.backfills.cancel(first.request_id, user=RETRIER))).changed
+    third = await said(bot.retries.retry(failed_id, user=OWNER))
     assert third.changed
     assert third.request_id not in (None, first.request_id)
 
@@ -319,7 +320,8 @@ async def test_a_second_retry_is_refused_while_the_first_is_open(bot: Bot) -> No
 async def test_two_clicks_at_once_make_one_retry(bot: Bot) -> None:
     failed_id = await bot.failed_backfill({"kpis"})
     replies = await asyncio.gather(
-        bot.retries.retry(failed_id, user=RETRIER), bot.retries.retry(failed_id, user=OWNER)
+        said(bot.retries.retry(failed_id, user=RETRIER)),
+        said(bot.retries.retry(failed_id, user=OWNER)),
     )
     assert sorted(r.changed for r in replies) == [False, True]
     async with bot.sessions() as session:
@@ -343,7 +345,7 @@ async def test_only_a_failed_backfill_can_be_retried(bot: Bot, state: str) -> No
     if state == "succeeded":
         await bot.run_to_the_end(row.id)
 
-    reply = await bot.retries.retry(row.id, user=RETRIER)
+    reply = await said(bot.retries.retry(row.id, user=RETRIER))
 
     assert not reply.changed
     assert f"Backfill {row.id} is {state}: only a failed backfill can be retried." in text_of(
@@ -355,7 +357,7 @@ async def test_only_a_failed_backfill_can_be_retried(bot: Bot, state: str) -> No
 
 
 async def test_retrying_an_unknown_backfill_is_refused(bot: Bot) -> None:
-    reply = await bot.retries.retry("0" * 32, user=RETRIER)
+    reply = await said(bot.retries.retry("0" * 32, user=RETRIER))
     assert not reply.changed
     assert f"Backfill {'0' * 32} does not exist." in text_of(reply.payload)
     assert len(await bot.audit("retry.refused")) == 1

@@ -24,6 +24,7 @@ from bot.core.db import make_engine, session_factory, upgrade
 from bot.lineage.service.planning import Planner
 from bot.settings import load_settings
 from bot.slack.store.models import OutboxMessage
+from tests.support.answers import said
 
 PLAN = {
     "dag_id": "example.etl_orders",
@@ -110,7 +111,7 @@ async def test_hand_off_happens_once_even_when_asked_twice(service: BackfillServ
 
 async def test_a_cancelled_request_is_never_handed_off(service: BackfillService) -> None:
     request_id = await approved_request(service)
-    reply = await service.cancel(request_id, user="U0REQ00001")
+    reply = await said(service.cancel(request_id, user="U0REQ00001"))
     assert reply.changed
     assert await service.hand_off(request_id) is False
     assert await service.resume() == 0
@@ -122,7 +123,7 @@ async def test_cancel_racing_the_hand_off_leaves_a_consistent_record(
 ) -> None:
     request_id = await approved_request(service)
     handed, reply = await asyncio.gather(
-        service.hand_off(request_id), service.cancel(request_id, user="U0REQ00001")
+        service.hand_off(request_id), said(service.cancel(request_id, user="U0REQ00001"))
     )
     async with service.sessions() as session:
         state = (await repository.get_request(session, request_id)).state
@@ -155,7 +156,7 @@ async def test_someone_who_may_not_cancel_is_told_so_in_words_about_cancelling(
     service: BackfillService,
 ) -> None:
     request_id = await approved_request(service)
-    reply = await service.cancel(request_id, user="U0STRANGER")
+    reply = await said(service.cancel(request_id, user="U0STRANGER"))
     reason = (
         "You may not cancel backfills of example.etl_orders: only the requester, members of its "
         "owning teams (orders) or the configured approvers may. Ask one of them to click Cancel."

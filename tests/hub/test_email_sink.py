@@ -13,7 +13,7 @@ from typing import Any
 from bot.config.sinks import EmailSink
 from bot.core.model import DagRef
 from bot.hub.messages.documents import email_body
-from bot.hub.rules import HubEvent
+from bot.hub.rules.routing import HubEvent
 from bot.hub.sinks.email import EmailClient
 from tests.support.smtp import PASSWORD, USER, smtp_server
 

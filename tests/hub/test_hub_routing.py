@@ -16,7 +16,7 @@ from bot.config.base import ConfigError
 from bot.config.sinks import PagerDutySink
 from bot.core.model import DagRef
 from bot.hub.messages.documents import body_for, dedup_key
-from bot.hub.rules import HubEvent, route
+from bot.hub.rules.routing import HubEvent, route
 
 KEY = "K" * 32
 AT = datetime(2021, 6, 5, 2, tzinfo=UTC)

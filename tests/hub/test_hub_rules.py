@@ -14,7 +14,14 @@ import yaml
 from bot.config import BotConfig, parse_config
 from bot.config.base import ConfigError
 from bot.core.model import DagRef
-from bot.hub.rules import HubEvent, Subscription, escalation_due, quiet_until, route, severity_of
+from bot.hub.rules.routing import (
+    HubEvent,
+    Subscription,
+    escalation_due,
+    quiet_until,
+    route,
+    severity_of,
+)
 
 KEY = "K" * 32
 NOON = datetime(2021, 6, 4, 12, tzinfo=UTC)

@@ -24,7 +24,7 @@ from bot.core.metrics import Metrics
 from bot.core.model import DagRef
 from bot.hub.messages.digest import digest_body
 from bot.hub.messages.documents import body_for
-from bot.hub.rules import HubEvent, HubKind
+from bot.hub.rules.routing import HubEvent, HubKind
 from bot.hub.service.sender import SinkSender
 from bot.hub.store import deliveries
 from bot.hub.store.models import SinkDelivery

@@ -14,7 +14,7 @@ import pytest
 
 from bot.config.hub import EVENT_CLASSES
 from bot.hub.messages import subscriptions as words
-from bot.hub.messages.subscriptions import SubscriptionLine
+from bot.hub.rules.subscriptions import SubscriptionLine
 from bot.ownership.rules import Denial, DenialKind
 from bot.slack.messages import common
 from bot.slack.rules.commands import PATTERN_CHARS

@@ -23,8 +23,10 @@ from typing import Any
 
 import pytest
 
+from bot.backfill.messages import answers as backfill_answers
 from bot.backfill.messages import backfill, progress
 from bot.backfill.messages import notices as teams
+from bot.backfill.rules import outcomes
 from bot.backfill.rules.progress import Counts
 from bot.backfill.rules.status import RequestStatus, StepStatus
 from bot.backfill.store.models import BackfillRequest, BackfillStep
@@ -33,22 +35,27 @@ from bot.core.templates import environment
 from bot.events import messages as ops
 from bot.home import messages as home
 from bot.hub.messages import health, subscriptions
+from bot.hub.rules import subscriptions as subscribing
 from bot.incidents.messages import alerts as watch
+from bot.incidents.messages import answers as incident_answers
 from bot.incidents.messages import subscribers as hub_slack
+from bot.incidents.rules import outcomes as alerts_outcomes
 from bot.incidents.rules.proposal import Proposal
 from bot.lineage.rules.impact import DagImpact, ImpactSnapshot, ImpactStatus, ReportImpact
 from bot.lineage.rules.planner import Plan, PlanNote, PlanStep
 from bot.ownership.rules import Denial, DenialKind
 from bot.sla import messages as sla
-from bot.sla.rules import Miss
+from bot.sla.rules import Miss, NoticeAcknowledged
 from bot.slack.messages import common
+from bot.slack.messages import ops as ops_notices
 from bot.slack.messages import render as _render
 from bot.slack.messages.limits import BUTTON_URL, CONFIRM_TEXT
 from bot.slack.messages.render import channel_mention, code, sentence, user_mention
 from tests.support.golden import Case, assert_golden, check, elements, slack_templates
 
 MODULES: tuple[ModuleType, ...] = (
-    backfill, common, home, hub_slack, ops, progress, sla, subscriptions, teams, watch,
+    backfill, backfill_answers, common, health, home, hub_slack, incident_answers, ops,
+    ops_notices, progress, sla, subscriptions, teams, watch,
 )  # fmt: skip
 OWNER, GROUP, CHANNEL = "U0OWNER01", "S0GROUP01", "C0ORDERS01"
 AIRFLOW = "http://airflow.example.com/"
@@ -274,7 +281,77 @@ def subscription_line(v: Values) -> subscriptions.SubscriptionLine:
     return subscriptions.SubscriptionLine(v.ident, v.dag, ("failures", "sla"), True, v.user, T0)
 
 
+def backfill_outcomes(v: Values) -> list[Any]:
+    """An outcome of each kind the backfill services answer, carrying outside values."""
+    o = outcomes
+    denial = Denial(DenialKind.NOT_ALLOWED, v.dag, (v.team,))
+    return [
+        o.NotFound(v.ident), o.NotFound(v.ident, prefix=True), o.Ambiguous(v.ident),
+        o.Unchanged(v.ident, "approved", by=v.user), o.Unchanged(v.ident, "previewed"),
+        o.Denied(denial, "cancel"), o.Busy(v.dag, v.ident, "running"),
+        o.Unplannable("marquez_unavailable", v.error), o.Unplannable("planning", v.error),
+        o.Blocked(v.ident), o.Previewed(v.ident), o.Approved(v.ident),
+        o.ApprovalRecorded(v.ident, (v.team,) * v.rows), o.AlreadyApproved(v.ident, (v.team,)),
+        o.StartedFromAlert(v.ident, v.rows, v.rows), o.SecondPersonAsked(v.ident, denial),
+        o.Cancelled(v.ident), o.RetryRefused("open", v.ident, other=v.ident, other_state="x"),
+        o.RetryPosted(v.ident, of=v.ident),
+    ]  # fmt: skip
+
+
+def incident_outcomes(v: Values) -> list[Any]:
+    """An outcome of each kind the alert's buttons answer, carrying outside values."""
+    denial = Denial(DenialKind.NOT_ALLOWED, v.dag, (v.team,))
+    return [
+        alerts_outcomes.Gone(), alerts_outcomes.SnoozeDenied(denial, unsnooze=True),
+        alerts_outcomes.BackfillUnderWay(v.ident, v.error), alerts_outcomes.NoInterval(v.dag),
+        alerts_outcomes.NoPlan(v.error, planning=False), alerts_outcomes.Snoozed(v.rows),
+    ]  # fmt: skip
+
+
+def subscription_outcomes(v: Values) -> list[Any]:
+    """An outcome of each kind the subscription commands answer, carrying outside values."""
+    denial = Denial(DenialKind.NOT_ALLOWED, v.dag, (v.team,) * v.rows)
+    line = subscription_line(v)
+    return [
+        subscribing.Subscribed(line, dm=False), subscribing.SubscribeDenied(denial),
+        subscribing.TooMany(v.rows, dm=True), subscribing.UnknownSubscription(v.ident, dm=False),
+        subscribing.AlreadyRemoved(v.ident, v.user), subscribing.RemoveDenied(denial, v.ident),
+        subscribing.Unsubscribed(line, dm=True),
+        subscribing.SubscriptionsListed([line] * min(v.rows, 50), dm=False),
+    ]  # fmt: skip
+
+
+def answered(answer: Callable[[Any], dict[str, Any]], said: list[Any]) -> dict[str, Any]:
+    """Every answer in one payload's blocks (each is checked for what is live in it)."""
+    payloads = [answer(outcome) for outcome in said]
+    return {
+        "text": " ".join(p["text"] for p in payloads),
+        "blocks": [b for p in payloads for b in p.get("blocks", [])][:50],
+    }
+
+
 KINDS: dict[str, tuple[Callable[..., Any], Build]] = {
+    "backfill_answers": (
+        backfill_answers.answer,
+        lambda v: answered(backfill_answers.answer, backfill_outcomes(v)),
+    ),
+    "approval_pointer": (
+        backfill_answers.approval_pointer,
+        lambda v: backfill_answers.approval_pointer(v.ident, v.dag, v.error, v.error, v.user),
+    ),
+    "incident_answers": (
+        incident_answers.answer,
+        lambda v: answered(incident_answers.answer, incident_outcomes(v)),
+    ),
+    "subscription_answers": (
+        subscriptions.answer,
+        lambda v: answered(subscriptions.answer, subscription_outcomes(v)),
+    ),
+    "sla_answer": (sla.answer, lambda v: sla.answer(NoticeAcknowledged())),
+    "ops_notice": (
+        ops_notices.ops_notice,
+        lambda v: ops_notices.ops_notice(":warning:", v.dag, v.error, [v.error] * v.rows),
+    ),
     "plan_preview": (
         backfill.plan_preview,
         lambda v: backfill.plan_preview(
@@ -504,9 +581,9 @@ def public_message_functions() -> set[str]:
 @pytest.fixture
 def no_defusing(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
     """The messages escape on their own: `render`'s safety net logs nothing."""
-    caplog.set_level(logging.ERROR, logger="bot.messages")
+    caplog.set_level(logging.ERROR, logger="bot.slack.messages")
     yield
-    assert [r.getMessage() for r in caplog.records if r.name.startswith("bot.messages")] == []
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("bot.slack.messages")] == []
 
 
 @pytest.mark.usefixtures("no_defusing")

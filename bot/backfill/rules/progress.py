@@ -12,13 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from bot.backfill.rules.states import STEP_ACTIVE, STEP_BROKEN, STEP_FINAL, RequestState, StepState
 from bot.core.model import Interval
-
-PENDING, SUBMITTED, RUNNING = "pending", "submitted", "running"
-SUCCEEDED, FAILED, SKIPPED, CANCELLED = "succeeded", "failed", "skipped", "cancelled"
-ACTIVE = frozenset({SUBMITTED, RUNNING})
-FINAL = frozenset({SUCCEEDED, FAILED, SKIPPED, CANCELLED})
-BROKEN = frozenset({FAILED, SKIPPED, CANCELLED})
 
 # Run states of Airflow (2 and 3) and of the local executor, as the four counts users see.
 RUN_BUCKETS: Mapping[str, str] = {
@@ -59,31 +54,35 @@ def next_moves(steps: Sequence[StepView], *, cancelled: bool, max_parallel: int)
     skip: list[tuple[str, str]] = []
     ready: list[str] = []
     for step in steps:
-        if step.state != PENDING:
+        if step.state != StepState.PENDING:
             continue
         if cancelled:
             skip.append((step.id, "the backfill was cancelled before this DAG started"))
-            state[step.dag_id] = SKIPPED
+            state[step.dag_id] = StepState.SKIPPED
             continue
         known = [u for u in step.upstream if u in state]
-        broken = [u for u in known if state[u] in BROKEN]
+        broken = [u for u in known if state[u] in STEP_BROKEN]
         if broken:
             skip.append((step.id, f"upstream {', '.join(broken)} did not succeed"))
-            state[step.dag_id] = SKIPPED
-        elif all(state[u] == SUCCEEDED for u in known):
+            state[step.dag_id] = StepState.SKIPPED
+        elif all(state[u] == StepState.SUCCEEDED for u in known):
             ready.append(step.id)
-    room = max(0, max_parallel - sum(1 for s in steps if s.state in ACTIVE))
+    room = max(0, max_parallel - sum(1 for s in steps if s.state in STEP_ACTIVE))
     return Moves(start=tuple(ready[:room]), skip=tuple(skip))
 
 
 def outcome(states: Iterable[str], *, cancelled: bool) -> str | None:
     """The request's final state once every step is final, else None."""
     seen = list(states)
-    if any(s not in FINAL for s in seen):
+    if any(s not in STEP_FINAL for s in seen):
         return None
     if cancelled:
-        return CANCELLED
-    return SUCCEEDED if all(s == SUCCEEDED for s in seen) else FAILED
+        return RequestState.CANCELLED
+    return (
+        RequestState.SUCCEEDED
+        if all(s == StepState.SUCCEEDED for s in seen)
+        else (RequestState.FAILED)
+    )
 
 
 def contiguous(intervals: Sequence[Interval]) -> list[list[Interval]]:

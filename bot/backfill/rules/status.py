@@ -80,7 +80,6 @@ class StepStatus:
     note: str = ""
 
 
-
 @dataclass(frozen=True)
 class RequestStatus:
     """What the channel status message shows of one backfill request."""

@@ -27,15 +27,13 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.backfill.messages import progress as progress_messages
 from bot.backfill.rules.progress import (
-    ACTIVE,
-    SUBMITTED,
     Counts,
     StepView,
     next_moves,
     outcome,
     report_due,
 )
-from bot.backfill.rules.states import RequestState, StepState
+from bot.backfill.rules.states import STEP_ACTIVE, RequestState, StepState
 from bot.backfill.run.backends import Backend, Busy, Progress, StepRejected, StepWork
 from bot.backfill.run.submit_retry import SubmitRetry, span
 from bot.backfill.store import execution, repository
@@ -202,7 +200,7 @@ class Runner:
         seen = _Pass()
         now = self.clock()
         for step in request.steps:
-            if step.state not in ACTIVE:
+            if step.state not in STEP_ACTIVE:
                 continue
             work = self._work(request, step, cancelling=cancelled)
             if not work.state.get("started"):
@@ -339,7 +337,9 @@ class Runner:
             message=result.message,
         )
         if not result.done:
-            if step.state == SUBMITTED and (result.counts.running or result.counts.succeeded):
+            if step.state == StepState.SUBMITTED and (
+                result.counts.running or result.counts.succeeded
+            ):
                 await self._move(session, step, StepState.RUNNING)
             return
         cancelled = request.state == RequestState.CANCELLED
@@ -431,7 +431,7 @@ class Runner:
         """Submit one claimed step; True if the backend took it."""
         request = await self._load(request_id)
         step = next((s for s in request.steps if s.id == step_id), None) if request else None
-        if request is None or step is None or step.state not in ACTIVE:
+        if request is None or step is None or step.state not in STEP_ACTIVE:
             return False
         if request.state != RequestState.RUNNING:
             return False

@@ -11,13 +11,33 @@ import logging
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from bot.backfill.messages.backfill import denied, plan_preview, request_status, status_list
+from bot.backfill.messages import answers
+from bot.backfill.messages.backfill import plan_preview, request_status
 from bot.backfill.messages.progress import status_of
-from bot.backfill.rules.states import RequestState
+from bot.backfill.rules.outcomes import (
+    AlreadyApproved,
+    ApprovalRecorded,
+    Approved,
+    Blocked,
+    Busy,
+    Cancelled,
+    Denied,
+    DryRun,
+    Lookup,
+    Outcome,
+    Previewed,
+    SecondPersonAsked,
+    StartedFromAlert,
+    StatusListed,
+    StatusShown,
+    Unchanged,
+    Unplannable,
+)
+from bot.backfill.rules.states import OPEN, RequestState
 from bot.backfill.run.base import Executor
 from bot.backfill.service.lookup import RequestLookup
 from bot.backfill.service.notices import TeamNotices
@@ -32,9 +52,6 @@ from bot.lineage.rules.planner import Plan, PlanNote, PlanStep, plan_from_json
 from bot.lineage.service.planning import PlanRequest, PlanSource
 from bot.ownership.rules import requires_all_owners
 from bot.ownership.service import GroupDirectory, may_approve, still_to_approve
-from bot.slack.messages.common import action_result, refusal
-from bot.slack.messages.render import code, plural, sentence, user_mention
-from bot.slack.messages.reply import Reply
 from bot.slack.rules.commands import PlanCommand
 from bot.slack.store import outbox
 from bot.slack.store.models import OutboxRole
@@ -43,16 +60,7 @@ logger = logging.getLogger(__name__)
 
 PlannerFactory = Callable[[], AbstractAsyncContextManager[PlanSource]]
 PlanChange = Callable[[Plan], Plan]
-OPEN_STATES = {RequestState.PREVIEWED, RequestState.APPROVED, RequestState.RUNNING}
-ACTIVE_STATES = {RequestState.APPROVED, RequestState.RUNNING}
-STATE_WORDS = {
-    RequestState.APPROVED: "was already approved",
-    RequestState.RUNNING: "is already running",
-    RequestState.SUCCEEDED: "has already finished",
-    RequestState.FAILED: "has already failed",
-    RequestState.CANCELLED: "was cancelled",
-    RequestState.REFUSED: "was refused",
-}
+Refusal = TypeVar("Refusal", bound=Outcome)
 
 
 APPROVE_REFUSED = "approval.refused"
@@ -61,6 +69,10 @@ CANCEL_REFUSED = "cancel.refused"
 
 class _Busy(Exception):
     """Rolls the approval back: another backfill reruns some of the same intervals."""
+
+    def __init__(self, busy: Busy) -> None:
+        super().__init__(busy.dag_id)
+        self.busy = busy
 
 
 class BackfillService:
@@ -84,10 +96,12 @@ class BackfillService:
         self.notices = notices or TeamNotices(config)
         self.lookup = RequestLookup(sessions, self.notices)
 
-    async def _refuse(self, user: str, action: str, reason: str, **detail: Any) -> Reply:
+    async def _refuse(self, user: str, action: str, outcome: Refusal, **detail: Any) -> Refusal:
+        """Audit a refusal (its sentence as the reason) and return it."""
+        reason = answers.reason(outcome)
         async with self.sessions.begin() as session:
             await add_audit(session, actor=user, action=action, detail={"reason": reason, **detail})
-        return Reply(refusal(reason))
+        return outcome
 
     async def audit_refusal(self, user: str, reason: str, text: str) -> None:
         """Record a command refused before any planning (malformed text)."""
@@ -116,19 +130,19 @@ class BackfillService:
         thread_ts: str | None = None,
         incident_id: str | None = None,
         change: PlanChange | None = None,
-    ) -> Reply:
+    ) -> Previewed | DryRun | Unplannable | Busy:
         """Plan the backfill; post the preview with Approve/Cancel (or show a dry run). From an
         alert, the request lives in the alert's thread (`thread_ts`) and names its incident;
         `change` adjusts the plan (Backfill downstream drops the root)."""
         plan = await self._planned(command, user=user, change=change)
-        if isinstance(plan, Reply):
+        if not isinstance(plan, Plan):
             return plan
         if command.dry_run:
             async with self.sessions.begin() as session:
                 await add_audit(
                     session, actor=user, action="request.dry_run", detail=plan.to_json()
                 )
-            return Reply(plan_preview(plan, request_id="", requester=user, dry_run=True))
+            return DryRun(plan, requester=user)
         options = {"only": command.only, "exclude": list(command.exclude), "dry_run": False}
         awaiting = await self._awaiting(plan, [])
         async with self.sessions.begin() as session:
@@ -148,26 +162,24 @@ class BackfillService:
                 request_id=row.id,
             )
         self.wake_sender()
-        return Reply(
-            action_result(f"Plan {row.id} posted for approval."),
-            changed=True,
-            request_id=row.id,
-        )
+        return Previewed(row.id)
 
     async def _planned(
         self, command: PlanCommand, *, user: str, change: PlanChange | None = None
-    ) -> Plan | Reply:
+    ) -> Plan | Unplannable | Busy:
         """The checked plan of a command, or the audited refusal saying why there is none."""
         try:
             plan = await self.make_plan(command)
             plan = change(plan) if change else plan
         except MarquezUnavailable as exc:
-            reason = f"Marquez is unreachable, so no plan can be made right now ({exc})."
-            return await self._refuse(user, "command.refused", reason)
+            unavailable = Unplannable("marquez_unavailable", str(exc))
+            return await self._refuse(user, "command.refused", unavailable)
         except MarquezError as exc:
-            return await self._refuse(user, "command.refused", f"Marquez answered badly: {exc}")
+            bad = Unplannable("marquez_error", str(exc))
+            return await self._refuse(user, "command.refused", bad)
         except PlanningError as exc:  # unknown DAG, bad range, cycle, schedule, plan too big
-            return await self._refuse(user, "command.refused", str(exc), text=command.dag)
+            failed = Unplannable("planning", str(exc))
+            return await self._refuse(user, "command.refused", failed, text=command.dag)
         plan = replace(plan, notes=await self._check(plan))
         busy = await self._busy(plan.steps)
         if busy:
@@ -183,7 +195,7 @@ class BackfillService:
         thread_ts: str | None,
         incident_id: str | None,
         change: PlanChange | None = None,
-    ) -> Reply:
+    ) -> Outcome:
         """**Approve backfill** in an alert. When the clicker's approval is all the plan needs,
         the request is recorded approved at once (no preview to click again), its status
         message goes to the alert's thread and it starts. When it needs more (a second person,
@@ -195,10 +207,10 @@ class BackfillService:
             self.config, self.groups, root, requester="", user=user, also=also
         )
         if denial is not None:
-            reason = denied(denial, action="approve")
-            return await self._refuse(user, APPROVE_REFUSED, reason, text=command.dag)
+            refused = Denied(denial, "approve")
+            return await self._refuse(user, APPROVE_REFUSED, refused, text=command.dag)
         plan = await self._planned(command, user=user, change=change)
-        if isinstance(plan, Reply):
+        if not isinstance(plan, Plan):
             return plan
         second = await may_approve(
             self.config, self.groups, root, requester=user, user=user, also=also
@@ -212,19 +224,11 @@ class BackfillService:
                 thread_ts=thread_ts,
                 incident_id=incident_id,
             )
-            if previewed.request_id is None or plan.blocked:
+            if not isinstance(previewed, Previewed) or plan.blocked:
                 return previewed
             if second is not None:  # the clicker asked; someone else approves in the thread
-                return Reply(
-                    action_result(
-                        f"{denied(second, action='approve')} The plan "
-                        f"({previewed.request_id}) is in the alert's thread for them."
-                    ),
-                    changed=True,
-                    request_id=previewed.request_id,
-                )
-            approval = await self.approve(previewed.request_id, user=user)
-            return replace(approval, request_id=previewed.request_id)
+                return SecondPersonAsked(previewed.request_id, second)
+            return await self.approve(previewed.request_id, user=user)
         options = {"only": command.only, "exclude": list(command.exclude), "dry_run": False}
         try:
             async with self.sessions.begin() as session:
@@ -248,20 +252,13 @@ class BackfillService:
                 await self._owe_approval_messages(session, approved)
                 await self.notices.approved(session, approved)
         except _Busy as exc:
-            return await self._refuse(user, APPROVE_REFUSED, str(exc), text=command.dag)
+            return await self._refuse(user, APPROVE_REFUSED, exc.busy, text=command.dag)
         self.wake_sender()
         try:
             await self.hand_off(row.id)
         except Exception:  # recorded as approved; the resume loop hands it off again
             logger.exception("hand-off of %s failed; it will be retried", row.id)
-        return Reply(
-            action_result(
-                f"Approved backfill {row.id}: {plural(len(plan.steps), 'DAG')}, "
-                f"{plural(plan.run_count, 'run')}. Progress follows in the alert's thread."
-            ),
-            changed=True,
-            request_id=row.id,
-        )
+        return StartedFromAlert(row.id, dags=len(plan.steps), runs=plan.run_count)
 
     async def _root_of(self, command: PlanCommand) -> DagRef:
         """The DAG a command names, as far as the planner resolves it (else as typed)."""
@@ -298,7 +295,7 @@ class BackfillService:
         *,
         exclude: str | None = None,
         session: AsyncSession | None = None,
-    ) -> str | None:
+    ) -> Busy | None:
         """Why the plan must wait: another backfill already reruns one of its DAG intervals."""
         wanted = [(s.dag.namespace, s.dag.dag_id, s.intervals) for s in steps]
         if session is None:
@@ -309,11 +306,7 @@ class BackfillService:
         if not found:
             return None
         first = found[0]
-        return (
-            f"{first.dag_id} is already being backfilled over some of these intervals by "
-            f"backfill {first.request_id} ({first.state}); one backfill per DAG at a time. "
-            f"Wait for it to finish or cancel it (`/backfill status {first.request_id}`)."
-        )
+        return Busy(first.dag_id, first.request_id, first.state, request_id=exclude)
 
     async def _load(self, request_id: str) -> BackfillRequest | None:
         async with self.sessions() as session:
@@ -322,22 +315,22 @@ class BackfillService:
             except repository.RequestNotFound:
                 return None
 
-    async def approve(self, request_id: str, *, user: str, channel: str | None = None) -> Reply:
+    async def approve(self, request_id: str, *, user: str, channel: str | None = None) -> Outcome:
         """Record the approval, post the status message, and hand over to the executor.
         `channel`: where the click came from (None: a caller that checked already)."""
         request = await self.lookup.find(
             request_id, user=user, channel=channel, action=APPROVE_REFUSED
         )
-        if isinstance(request, Reply):
+        if not isinstance(request, BackfillRequest):
             return request
         if request.state != RequestState.PREVIEWED:
-            return Reply(action_result(self._unchanged(request)))
+            return _unchanged(request)
         plan = plan_from_json(request.plan)
         refused = await self._check_clicker(request, user, verb="approve", plan=plan)
         if refused is not None:
             return refused
         if plan.blocked:
-            return Reply(refusal("This plan cannot run as it is; see its preview."))
+            return Blocked(request.id)
         awaiting = await self._awaiting(plan, [*request.approvers, user])
         if awaiting:
             return await self._approve_in_part(request, plan, user, awaiting)
@@ -358,16 +351,16 @@ class BackfillService:
                 await self._owe_approval_messages(session, approved)
                 await self.notices.approved(session, approved)
         except _Busy as exc:
-            return await self._refuse(user, APPROVE_REFUSED, str(exc), request_id=request.id)
+            return await self._refuse(user, APPROVE_REFUSED, exc.busy, request_id=request.id)
         except repository.InvalidTransition:
             fresh = await self._load(request_id)
-            return Reply(action_result(self._unchanged(fresh or request)))
+            return _unchanged(fresh or request)
         self.wake_sender()
         try:
             await self.hand_off(request.id)
         except Exception:  # recorded as approved; the resume loop hands it off again
             logger.exception("hand-off of %s failed; it will be retried", request.id)
-        return Reply(action_result(f"Approved backfill {request.id}."), changed=True)
+        return Approved(request.id)
 
     async def _awaiting(self, plan: Plan, approvers: Sequence[str]) -> tuple[str, ...]:
         """Teams whose approval the plan still needs (an `approve: all_owners` rule)."""
@@ -376,12 +369,11 @@ class BackfillService:
 
     async def _approve_in_part(
         self, request: BackfillRequest, plan: Plan, user: str, awaiting: tuple[str, ...]
-    ) -> Reply:
+    ) -> ApprovalRecorded | AlreadyApproved | Unchanged:
         """Record one approval of several that an `approve: all_owners` rule asks for, and
         redraw the preview naming the teams still to approve."""
-        waiting = ", ".join(awaiting)
         if user in request.approvers:
-            return Reply(action_result(f"You approved already; still waiting for {waiting}."))
+            return AlreadyApproved(request.id, awaiting)
         try:
             async with self.sessions.begin() as session:
                 recorded = await repository.add_approval(session, request.id, actor=user)
@@ -402,15 +394,9 @@ class BackfillService:
                 )
         except repository.InvalidTransition:
             fresh = await self._load(request.id)
-            return Reply(action_result(self._unchanged(fresh or request)))
+            return _unchanged(fresh or request)
         self.wake_sender()
-        return Reply(
-            action_result(
-                f"Your approval of backfill {request.id} is recorded; it starts once {waiting} "
-                "approve as well."
-            ),
-            changed=True,
-        )
+        return ApprovalRecorded(request.id, awaiting)
 
     async def hand_off(self, request_id: str) -> bool:
         """Give an approved request to the executor, exactly once: the request is held in
@@ -450,16 +436,16 @@ class BackfillService:
 
     async def cancel(
         self, request_id: str, *, user: str, channel: str | None = None, command: bool = False
-    ) -> Reply:
+    ) -> Cancelled | Unchanged | Denied | Lookup:
         """Cancel an open request. `channel`: where the click (or with `command`, the
         `/backfill cancel`) came from; None: a caller that checked already."""
         request = await self.lookup.find(
             request_id, user=user, channel=channel, action=CANCEL_REFUSED, command=command
         )
-        if isinstance(request, Reply):
+        if not isinstance(request, BackfillRequest):
             return request
-        if request.state not in OPEN_STATES:
-            return Reply(action_result(self._unchanged(request)))
+        if request.state not in OPEN:
+            return _unchanged(request)
         if user != request.requester:  # requesters may always withdraw their own request
             refused = await self._check_clicker(request, user, verb="cancel")
             if refused is not None:
@@ -480,10 +466,10 @@ class BackfillService:
                 await self._owe_status_update(session, cancelled)
         except repository.InvalidTransition:
             fresh = await self._load(request.id)
-            return Reply(action_result(self._unchanged(fresh or request)))
+            return _unchanged(fresh or request)
         self.wake_sender()
         self.executor.wake()
-        return Reply(action_result(f"Cancelled backfill {request.id}."), changed=True)
+        return Cancelled(request.id)
 
     async def _check_clicker(
         self,
@@ -492,7 +478,7 @@ class BackfillService:
         *,
         verb: Literal["approve", "cancel"],
         plan: Plan | None = None,
-    ) -> Reply | None:
+    ) -> Denied | None:
         """None if `user` may approve (or cancel) the request; else the audited refusal. Under
         an `approve: all_owners` rule the owners of the plan's other DAGs may approve too."""
         root = DagRef(request.root_namespace, request.root_dag)
@@ -504,13 +490,14 @@ class BackfillService:
         )
         if denial is None:
             return None
-        reason = denied(denial, action=verb)
+        refused = Denied(denial, verb, request_id=request.id)
         action = APPROVE_REFUSED if verb == "approve" else CANCEL_REFUSED
+        reason = answers.reason(refused)
         async with self.sessions.begin() as session:
             await add_audit(
                 session, actor=user, action=action, request_id=request.id, detail={"reason": reason}
             )
-        return Reply(refusal(reason))
+        return refused
 
     async def _owe_status_update(self, session: AsyncSession, request: BackfillRequest) -> None:
         """Rewrite the request's current message (preview or status) to show its state."""
@@ -527,17 +514,12 @@ class BackfillService:
         """Shrink the preview to a pointer and post the status message that parents the
         progress thread. Replies wait for the new parent: its ts is cleared until it is posted."""
         channel = request.status_channel or request.channel or ""
-        who = user_mention(request.approvers[-1]) if request.approvers else "someone"
-        pointer = action_result(
-            sentence(
-                "Backfill {} of {} {}..{} was approved by {}; its status and progress follow in "
-                "the message below.",
-                request.id,
-                code(request.root_dag),
-                request.start_date.isoformat(),
-                request.end_date.isoformat(),
-                who,
-            )
+        pointer = answers.approval_pointer(
+            request.id,
+            request.root_dag,
+            request.start_date.isoformat(),
+            request.end_date.isoformat(),
+            request.approvers[-1] if request.approvers else None,
         )
         if request.status_message_ts:
             await outbox.enqueue(
@@ -556,20 +538,9 @@ class BackfillService:
             request_id=request.id,
         )
 
-    def _unchanged(self, request: BackfillRequest) -> str:
-        state = RequestState(request.state)
-        if state == RequestState.PREVIEWED:
-            return f"Backfill {request.id} is still waiting for approval."
-        if request.approvers and state == RequestState.APPROVED:
-            return sentence(
-                "Nothing changed: backfill {} {} by {}.",
-                request.id,
-                STATE_WORDS[state],
-                user_mention(request.approvers[-1]),
-            )
-        return f"Nothing changed: backfill {request.id} {STATE_WORDS[state]}."
-
-    async def status(self, request_id: str | None, *, user: str, channel: str = "") -> Reply:
+    async def status(
+        self, request_id: str | None, *, user: str, channel: str = ""
+    ) -> StatusShown | StatusListed | Lookup:
         """`/backfill status [ID]` typed in `channel`: the requests `user` may see from there
         (where they live or were announced, and in a DM their own), or the one `request_id`
         names; one they may not see is answered like an unknown id."""
@@ -577,19 +548,25 @@ class BackfillService:
             async with self.sessions() as session:
                 recent = await repository.list_requests(session, limit=200)
             mine = [r for r in recent if self.lookup.reachable(r, user, channel, command=True)][:10]
-            return Reply(status_list([status_of(r) for r in mine]))
+            return StatusListed(tuple(status_of(r) for r in mine))
         request = await self.lookup.find(
             request_id, user=user, channel=channel, action="status.refused", command=True
         )
-        if isinstance(request, Reply):
+        if not isinstance(request, BackfillRequest):
             return request
-        return Reply(request_status(status_of(request)))
+        return StatusShown(status_of(request))
 
-    async def show_plan(self, request_id: str, *, user: str, channel: str) -> Plan | Reply:
+    async def show_plan(self, request_id: str, *, user: str, channel: str) -> Plan | Lookup:
         """**Show full plan**: the request's plan, for a click where the request lives."""
         request = await self.lookup.find(
             request_id, user=user, channel=channel, action="show_plan.refused"
         )
-        if isinstance(request, Reply):
+        if not isinstance(request, BackfillRequest):
             return request
         return plan_from_json(request.plan)
+
+
+def _unchanged(request: BackfillRequest) -> Unchanged:
+    """What a click on a request past the state it expects changed: nothing."""
+    by = request.approvers[-1] if request.approvers else None
+    return Unchanged(request.id, request.state, by=by)

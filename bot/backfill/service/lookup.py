@@ -9,15 +9,14 @@ from contextlib import suppress
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from bot.backfill.messages.backfill import unknown_backfill
+from bot.backfill.messages import answers
+from bot.backfill.rules.outcomes import Ambiguous, Lookup, NotFound
 from bot.backfill.rules.states import RequestState
 from bot.backfill.rules.visibility import lives_in, may_see
 from bot.backfill.service.notices import TeamNotices
 from bot.backfill.store import repository
 from bot.backfill.store.models import BackfillRequest
 from bot.core.audit import Refused, add_refusal
-from bot.slack.messages.common import refusal
-from bot.slack.messages.reply import Reply
 
 PREFIX_MATCHES = 50
 """Requests a short id is looked up among (those the asker may see are kept)."""
@@ -36,7 +35,7 @@ class RequestLookup:
         channel: str | None,
         action: str,
         command: bool = False,
-    ) -> BackfillRequest | Reply:
+    ) -> BackfillRequest | Lookup:
         """The request `given` names, if `user` may reach it from `channel`: a click only where
         the request lives (`lives_in`); a command (`command`: a short id is a prefix) also where
         the bot told a team about it, and in a DM to its requester and approvers (`may_see`).
@@ -57,15 +56,10 @@ class RequestLookup:
         if len(seen) == 1:
             return seen[0]
         if seen:
-            return Reply(
-                refusal(
-                    f"More than one backfill id starts with {given}.",
-                    hint="Type more of the id (see /backfill status).",
-                )
-            )
-        answer = unknown_backfill(given, prefix=prefix)
+            return Ambiguous(given)
+        unknown = NotFound(given, prefix=prefix)
         elsewhere = found[0] if len(found) == 1 else None
-        reason = answer
+        reason = answers.reason(unknown)
         if found:
             homes = ", ".join(sorted({str(r.status_channel or r.channel) for r in found}))
             reason = f"not reachable from {channel or 'no channel'}: lives in {homes}"
@@ -80,7 +74,7 @@ class RequestLookup:
                 channel=channel,
                 request_id=elsewhere.id if elsewhere else None,
             )
-        return Reply(refusal(answer))
+        return unknown
 
     def reachable(
         self, request: BackfillRequest, user: str, channel: str, *, command: bool

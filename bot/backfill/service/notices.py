@@ -17,7 +17,7 @@ from bot.config import BotConfig
 from bot.core.metrics import Metrics
 from bot.core.model import DagRef
 from bot.core.tables import utcnow
-from bot.hub.rules import HubEvent, HubKind
+from bot.hub.rules.routing import HubEvent, HubKind
 from bot.hub.service.hub import Hub
 from bot.slack.store import outbox
 

@@ -15,7 +15,9 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from bot.backfill.messages.backfill import plan_preview, unknown_backfill
+from bot.backfill.messages import answers
+from bot.backfill.messages.backfill import plan_preview
+from bot.backfill.rules.outcomes import NotFound, RetryPosted, RetryRefused
 from bot.backfill.rules.states import RequestState, StepState
 from bot.backfill.rules.visibility import lives_in
 from bot.backfill.store import guards, repository
@@ -23,8 +25,6 @@ from bot.backfill.store.models import BackfillRequest
 from bot.core.audit import Refused, add_audit, add_refusal
 from bot.core.tables import utcnow
 from bot.lineage.rules.planner import Plan, plan_from_json
-from bot.slack.messages.common import action_result, refusal
-from bot.slack.messages.reply import Reply
 from bot.slack.store import outbox
 from bot.slack.store.models import OutboxRole
 
@@ -52,11 +52,11 @@ def retry_plan(plan: Plan, dag_ids: Collection[str]) -> Plan:
 
 
 class _Refused(Exception):
-    """Rolls the retry back; the message says why."""
+    """Rolls the retry back; the outcome says why."""
 
-    def __init__(self, reason: str, **detail: Any) -> None:
-        super().__init__(reason)
-        self.reason = reason
+    def __init__(self, outcome: RetryRefused, **detail: Any) -> None:
+        super().__init__(outcome.why)
+        self.outcome = outcome
         self.detail = detail
 
 
@@ -72,7 +72,9 @@ class RetryService:
         self.wake_sender = wake_sender
         self.clock = clock
 
-    async def retry(self, request_id: str, *, user: str, channel: str | None = None) -> Reply:
+    async def retry(
+        self, request_id: str, *, user: str, channel: str | None = None
+    ) -> RetryPosted | RetryRefused | NotFound:
         """Post, for approval, a new plan of the failed, skipped and cancelled DAGs of a failed
         backfill, in its thread; refuse (audited) when there is nothing to retry, a retry of it
         is already open, or the click did not come from the channel the backfill lives in
@@ -81,41 +83,32 @@ class RetryService:
         if old is None or (channel is not None and not lives_in(old, channel)):
             return await self._not_found(request_id, user=user, channel=channel, elsewhere=old)
         if old.state != RequestState.FAILED:
-            reason = f"Backfill {old.id} is {old.state}: only a failed backfill can be retried."
-            return await self._refuse(user, reason, request_id=old.id)
+            not_failed = RetryRefused("not_failed", old.id, state=old.state)
+            return await self._refuse(user, not_failed, request_id=old.id)
         # Steps of a failed request are final: what did not succeed failed, was skipped or
         # was cancelled (or never started, if the request failed before running it).
         dags = [s.dag_id for s in old.steps if s.state != StepState.SUCCEEDED]
         if not dags:
-            reason = f"Every DAG of backfill {old.id} succeeded: there is nothing to retry."
-            return await self._refuse(user, reason, request_id=old.id)
+            all_succeeded = RetryRefused("all_succeeded", old.id)
+            return await self._refuse(user, all_succeeded, request_id=old.id)
         plan = retry_plan(plan_from_json(old.plan), set(dags))
         try:
             created = await self._create(old, plan, user=user, dags=dags)
         except _Refused as exc:
-            return await self._refuse(user, exc.reason, **exc.detail)
+            return await self._refuse(user, exc.outcome, **exc.detail)
         self.wake_sender()
-        return Reply(
-            action_result(f"Retry plan {created} for backfill {old.id} posted for approval."),
-            changed=True,
-            request_id=created,
-        )
+        return RetryPosted(created, of=old.id)
 
     async def _create(self, old: BackfillRequest, plan: Plan, *, user: str, dags: list[str]) -> str:
         """The retry request, its audit row and its preview, in one transaction; its id."""
         async with self.sessions.begin() as session:
             # Holds the failed request until commit: two clicks at once make one retry.
             if not await guards.hold(session, old.id, state=RequestState.FAILED):
-                raise _Refused(f"Backfill {old.id} does not exist.", request_id=old.id)
+                raise _Refused(RetryRefused("gone", old.id), request_id=old.id)
             already = await repository.open_retry(session, old.id)
             if already is not None:
-                raise _Refused(
-                    f"Backfill {old.id} is already being retried by backfill {already.id} "
-                    f"({already.state}): approve or cancel that one first "
-                    f"(`/backfill status {already.id}`).",
-                    request_id=old.id,
-                    retry=already.id,
-                )
+                open_one = RetryRefused("open", old.id, other=already.id, other_state=already.state)
+                raise _Refused(open_one, request_id=old.id, retry=already.id)
             row = await repository.create_request(
                 session,
                 plan=plan.to_json(),
@@ -151,16 +144,16 @@ class RetryService:
             )
             return row.id
 
-    async def _refuse(self, user: str, reason: str, **detail: Any) -> Reply:
+    async def _refuse(self, user: str, outcome: RetryRefused, **detail: Any) -> RetryRefused:
         async with self.sessions.begin() as session:
             await add_audit(
                 session,
                 actor=user,
                 action="retry.refused",
-                detail={"reason": reason, **detail},
+                detail={"reason": answers.reason(outcome), **detail},
                 at=self.clock(),
             )
-        return Reply(refusal(reason))
+        return outcome
 
     async def _not_found(
         self,
@@ -169,9 +162,9 @@ class RetryService:
         user: str,
         channel: str | None,
         elsewhere: BackfillRequest | None,
-    ) -> Reply:
-        answer = unknown_backfill(given)
-        reason = answer
+    ) -> NotFound:
+        unknown = NotFound(given)
+        reason = answers.reason(unknown)
         if elsewhere is not None:
             reason = f"not clicked where it lives ({elsewhere.status_channel or elsewhere.channel})"
         async with self.sessions.begin() as session:
@@ -186,7 +179,7 @@ class RetryService:
                 request_id=elsewhere.id if elsewhere else None,
                 at=self.clock(),
             )
-        return Reply(refusal(answer))
+        return unknown
 
     async def _load(self, request_id: str) -> BackfillRequest | None:
         async with self.sessions() as session:

@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import and_, or_, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot.backfill.rules.states import RequestState, StepState
+from bot.backfill.rules.states import ACTIVE, RequestState, StepState
 from bot.backfill.store.models import BackfillRequest, BackfillStep
 from bot.core.model import Interval
 from bot.core.tables import utcnow
@@ -188,7 +188,7 @@ async def overlapping(
         select(BackfillStep, BackfillRequest.state)
         .join(BackfillRequest, BackfillRequest.id == BackfillStep.request_id)
         .where(
-            BackfillRequest.state.in_([RequestState.APPROVED, RequestState.RUNNING]),
+            BackfillRequest.state.in_(ACTIVE),
             BackfillStep.dag_id.in_(sorted({dag for _, dag in want})),
             BackfillStep.state.not_in([StepState.SKIPPED, StepState.CANCELLED]),
         )

@@ -19,15 +19,21 @@ from typing import Any, cast
 from sqlalchemy import CursorResult, Executable, delete, func, literal, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot.backfill.rules.states import REQUEST_TRANSITIONS, STEP_TRANSITIONS, RequestState, StepState
+from bot.backfill.rules.states import (
+    OPEN,
+    REQUEST_TRANSITIONS,
+    STEP_ACTIVE,
+    STEP_FINAL,
+    STEP_TRANSITIONS,
+    RequestState,
+    StepState,
+)
 from bot.backfill.store.models import BackfillRequest, BackfillStep
 from bot.core.after_commit import log_after_commit
 from bot.core.audit import add_audit
 from bot.core.tables import UTCDateTime, new_id, utcnow
 
 logger = logging.getLogger(__name__)
-_STEP_STARTED = frozenset({StepState.SUBMITTED, StepState.RUNNING})
-_STEP_FINISHED = frozenset(StepState) - STEP_TRANSITIONS.keys()
 
 
 class StoreError(Exception):
@@ -232,9 +238,7 @@ async def open_retry(session: AsyncSession, request_id: str) -> BackfillRequest 
         select(BackfillRequest)
         .where(
             BackfillRequest.retry_of == request_id,
-            BackfillRequest.state.in_(
-                [RequestState.PREVIEWED, RequestState.APPROVED, RequestState.RUNNING]
-            ),
+            BackfillRequest.state.in_(OPEN),
         )
         .order_by(BackfillRequest.created_at, BackfillRequest.id)
         .limit(1)
@@ -434,11 +438,11 @@ async def transition_step(
     _check_moves(STEP_TRANSITIONS, "step", expected, to)
     now = utcnow()
     values: dict[str, Any] = {"state": to, "updated_at": now}
-    if to in _STEP_STARTED:
+    if to in STEP_ACTIVE:
         values["started_at"] = func.coalesce(
             BackfillStep.started_at, literal(now, type_=UTCDateTime())
         )
-    if to in _STEP_FINISHED:
+    if to in STEP_FINAL:
         values["finished_at"] = now
     given = {
         "executor": executor,

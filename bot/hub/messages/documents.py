@@ -11,7 +11,7 @@ from html import escape
 from typing import Any, Literal
 
 from bot.config.sinks import EmailSink, PagerDutySink, Sink, TeamsSink
-from bot.hub.rules import HubEvent
+from bot.hub.rules.routing import HubEvent
 from bot.hub.sinks.pagerduty import pagerduty_event
 from bot.hub.sinks.teams import teams_message
 

@@ -6,29 +6,28 @@ subscription_added.json.j2), removed (subscription_removed) and the channel's li
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC
 from typing import Any
 
+from bot.hub.rules.subscriptions import (
+    AlreadyRemoved,
+    Outcome,
+    RemoveDenied,
+    Subscribed,
+    SubscribeDenied,
+    SubscriptionLine,
+    SubscriptionsListed,
+    TooMany,
+    UnknownSubscription,
+    Unsubscribed,
+)
 from bot.ownership.rules import Denial, DenialKind
+from bot.slack.messages.common import action_result, refusal
 from bot.slack.messages.render import NAME, Mrkdwn, clip, code, render, sentence, user_mention
 
 LIST_BATCH = 8
 """Subscriptions per section of the list: 8 of the longest rows stay within a section's 3000."""
 _TEAMS = 300  # the teams named in a refusal
-
-
-@dataclass(frozen=True)
-class SubscriptionLine:
-    """One subscription as the messages show it."""
-
-    id: str
-    pattern: str
-    events: Sequence[str]
-    downstream: bool
-    created_by: str
-    """A Slack user id."""
-    created_at: datetime
 
 
 def _where(dm: bool) -> str:
@@ -153,3 +152,25 @@ def already_removed(subscription_id: str, removed_by: str | None) -> Mrkdwn:
             user_mention(removed_by),
         )
     return sentence("Subscription {} was already removed.", code(subscription_id, 16))
+
+
+def answer(outcome: Outcome) -> dict[str, Any]:
+    """The ephemeral reply to `/backfill subscribe`, `subscriptions` or `unsubscribe`."""
+    match outcome:
+        case Subscribed(line=line, dm=dm, existing=existing):
+            return subscribed(line, dm=dm, existing=existing)
+        case SubscribeDenied(denial=denial):
+            return refusal(not_allowed(denial), hint=NOT_ALLOWED_HINT)
+        case TooMany(limit=limit, dm=dm):
+            return refusal(too_many(limit, dm=dm))
+        case SubscriptionsListed(lines=lines, dm=dm):
+            return subscription_list(lines, dm=dm)
+        case UnknownSubscription(given=given, dm=dm):
+            return refusal(unknown_subscription(given, dm=dm))
+        case AlreadyRemoved(subscription_id=subscription_id, by=by):
+            return action_result(already_removed(subscription_id, by))
+        case RemoveDenied(denial=denial, subscription_id=subscription_id):
+            return refusal(not_allowed_to_remove(denial, subscription_id), hint=REMOVE_HINT)
+        case Unsubscribed(line=line, dm=dm):
+            return unsubscribed(line, dm=dm)
+    raise ValueError(f"no answer for {outcome!r}")

@@ -1,5 +1,5 @@
 """The notification hub: each event (an incident's life, an SLA miss, a backfill approved or
-ended) routed once (`bot/hub/rules.py`) and owed, in the transaction that made the event,
+ended) routed once (`bot/hub/rules/routing.py`) and owed, in the transaction that made the event,
 to the sinks beyond Slack (`sink_deliveries`, sent by bot/hub/service/sender.py) and to the
 Slack channels and DMs subscribed to it (outbox rows, sent by the Slack sender). What the bot
 owes is a row before anything is sent."""
@@ -18,7 +18,7 @@ from bot.core.after_commit import after_commit, log_after_commit
 from bot.core.model import DagRef
 from bot.core.tables import utcnow
 from bot.hub.messages import documents as hub_messages
-from bot.hub.rules import Decision, HubEvent, Subscription, covers, route
+from bot.hub.rules.routing import Decision, HubEvent, Subscription, covers, route
 from bot.hub.store import deliveries
 from bot.hub.store import subscriptions as subscription_store
 from bot.slack.store import outbox

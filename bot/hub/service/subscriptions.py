@@ -1,5 +1,5 @@
 """`/backfill subscribe`, `subscriptions` and `unsubscribe`: a channel (or a DM) subscribed to
-the events of the DAGs a pattern matches. The hub (bot/hub/service/hub.py, bot/hub/rules.py)
+the events of the DAGs a pattern matches. The hub (bot/hub/service/hub.py, bot/hub/rules/routing.py)
 reads them (`bot.hub.store.subscriptions.active`) and delivers; this only keeps them.
 
 Where a subscription lives (`home`): a channel's under its channel id; one typed in a DM under
@@ -26,13 +26,20 @@ from bot.config import BotConfig
 from bot.core.after_commit import log_after_commit
 from bot.core.audit import Refused, add_audit, add_refusal
 from bot.core.tables import utcnow
-from bot.hub.messages import subscriptions as words
-from bot.hub.messages.subscriptions import SubscriptionLine
+from bot.hub.rules.subscriptions import (
+    AlreadyRemoved,
+    RemoveDenied,
+    Subscribed,
+    SubscribeDenied,
+    SubscriptionLine,
+    SubscriptionsListed,
+    TooMany,
+    UnknownSubscription,
+    Unsubscribed,
+)
 from bot.hub.store import subscriptions as store
 from bot.hub.store.models import Subscription
 from bot.ownership.service import GroupDirectory, may_subscribe
-from bot.slack.messages.common import action_result, refusal
-from bot.slack.messages.reply import Reply
 from bot.slack.rules.commands import SubscribeCommand
 from bot.slack.rules.ids import is_direct_message
 
@@ -81,7 +88,9 @@ class SubscriptionService:
         self.clock = clock
         self.limit = limit
 
-    async def subscribe(self, command: SubscribeCommand, *, user: str, channel: str) -> Reply:
+    async def subscribe(
+        self, command: SubscribeCommand, *, user: str, channel: str
+    ) -> Subscribed | SubscribeDenied | TooMany:
         """`/backfill subscribe PATTERN [flags]` typed by `user` in `channel`."""
         dm = is_direct_message(channel)
         where = home(user=user, channel=channel)
@@ -98,7 +107,7 @@ class SubscriptionService:
                 SUBSCRIBE_REFUSED, user, channel, command.pattern, _why(denial.teams),
                 Refused.NOT_ALLOWED, detail,
             )  # fmt: skip
-            return Reply(refusal(words.not_allowed(denial), hint=words.NOT_ALLOWED_HINT))
+            return SubscribeDenied(denial)
         async with self.sessions.begin() as session:
             same = await store.find_same(
                 session,
@@ -108,15 +117,14 @@ class SubscriptionService:
                 downstream=command.downstream,
             )
             if same is not None:
-                return Reply(words.subscribed(line_of(same), dm=dm, existing=True))
+                return Subscribed(line_of(same), dm=dm, existing=True)
             if await store.count_active(session, where) >= self.limit:
-                reason = words.too_many(self.limit, dm=dm)
                 await add_refusal(
                     session, actor=user, action=SUBSCRIBE_REFUSED, refused=Refused.NOT_ALLOWED,
                     reason=f"{self.limit} subscriptions already", given_id=command.pattern,
                     channel=channel, detail=detail,
                 )  # fmt: skip
-                return Reply(refusal(reason))
+                return TooMany(self.limit, dm=dm)
             row = await store.add(
                 session,
                 channel=where,
@@ -137,17 +145,19 @@ class SubscriptionService:
                 command.pattern, subscription_id=row.id, channel=where,
             )  # fmt: skip
             line = line_of(row)
-        return Reply(words.subscribed(line, dm=dm), changed=True)
+        return Subscribed(line, dm=dm)
 
-    async def list(self, *, user: str, channel: str) -> Reply:
+    async def list(self, *, user: str, channel: str) -> SubscriptionsListed:
         """`/backfill subscriptions`: the active subscriptions of `channel` (of the user's DM
         with the bot, typed in a DM), oldest first."""
         async with self.sessions() as session:
             rows = await store.of_channel(session, home(user=user, channel=channel))
         lines = [line_of(row) for row in rows]
-        return Reply(words.subscription_list(lines, dm=is_direct_message(channel)))
+        return SubscriptionsListed(lines, dm=is_direct_message(channel))
 
-    async def unsubscribe(self, subscription_id: str, *, user: str, channel: str) -> Reply:
+    async def unsubscribe(
+        self, subscription_id: str, *, user: str, channel: str
+    ) -> Unsubscribed | UnknownSubscription | AlreadyRemoved | RemoveDenied:
         """`/backfill unsubscribe ID`: the subscription marked removed (kept, for the audit
         trail), if it belongs here and `user` may remove it."""
         dm = is_direct_message(channel)
@@ -163,9 +173,9 @@ class SubscriptionService:
             await self._refused(
                 UNSUBSCRIBE_REFUSED, user, channel, subscription_id, reason, refused, {}
             )
-            return Reply(refusal(words.unknown_subscription(subscription_id, dm=dm)))
+            return UnknownSubscription(subscription_id, dm=dm)
         if removed[0] is not None:
-            return Reply(action_result(words.already_removed(found.id, removed[1])))
+            return AlreadyRemoved(found.id, removed[1])
         if not dm and found.created_by != user:
             denial = await may_subscribe(
                 self.config, self.groups, found.pattern, user=user, channel=channel
@@ -176,11 +186,10 @@ class SubscriptionService:
                     f"not its creator; {_why(denial.teams)}", Refused.NOT_ALLOWED,
                     {"pattern": found.pattern},
                 )  # fmt: skip
-                reason = words.not_allowed_to_remove(denial, found.id)
-                return Reply(refusal(reason, hint=words.REMOVE_HINT))
+                return RemoveDenied(denial, found.id)
         async with self.sessions.begin() as session:
             if not await store.remove(session, found.id, by=user, at=self.clock()):
-                return Reply(action_result(words.already_removed(found.id, None)))
+                return AlreadyRemoved(found.id, None)
             await add_audit(
                 session,
                 actor=user,
@@ -192,7 +201,7 @@ class SubscriptionService:
                 session, logger, "subscription %s removed from %s", found.id, where,
                 subscription_id=found.id, channel=where,
             )  # fmt: skip
-        return Reply(words.unsubscribed(found, dm=dm), changed=True)
+        return Unsubscribed(found, dm=dm)
 
     async def _refused(
         self,

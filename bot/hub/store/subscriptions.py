@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.config.hub import EVENT_CLASSES, EventClass
 from bot.core.tables import utcnow
-from bot.hub.rules import Subscription as Routed
+from bot.hub.rules.routing import Subscription as Routed
 from bot.hub.store.models import Subscription
 
 _ID_TRIES = 20

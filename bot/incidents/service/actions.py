@@ -17,8 +17,8 @@ from typing import Literal
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from bot.backfill.messages.backfill import snooze_denied
-from bot.backfill.rules.states import RequestState
+from bot.backfill.rules.outcomes import Outcome as BackfillOutcome
+from bot.backfill.rules.states import OPEN, RequestState
 from bot.backfill.service.backfills import BackfillService
 from bot.backfill.store import repository
 from bot.clients.marquez import MarquezError
@@ -26,7 +26,23 @@ from bot.core.audit import Refused, add_audit, add_refusal
 from bot.core.model import DagRef
 from bot.core.tables import utcnow
 from bot.incidents.messages import alerts as watch_messages
+from bot.incidents.messages import answers
 from bot.incidents.rules.lifecycle import IncidentState, backfill_range, span
+from bot.incidents.rules.outcomes import (
+    Acknowledged,
+    AlreadyAcknowledged,
+    AlreadyResolved,
+    BackfillUnderWay,
+    Gone,
+    NoInterval,
+    NoPlan,
+    NotRecovered,
+    NotSnoozed,
+    Outcome,
+    Snoozed,
+    SnoozeDenied,
+    Unsnoozed,
+)
 from bot.incidents.rules.proposal import without_root
 from bot.incidents.service.alerts import AlertOutbox
 from bot.incidents.store import incidents as store
@@ -35,12 +51,8 @@ from bot.lineage.rules.errors import PlanningError
 from bot.lineage.rules.planner import Plan
 from bot.ownership.rules import requires_all_owners
 from bot.ownership.service import may_snooze
-from bot.slack.messages.common import action_result, refusal
-from bot.slack.messages.reply import Reply
 from bot.slack.rules.commands import PlanCommand
 
-OPEN_REQUEST = {RequestState.PREVIEWED, RequestState.APPROVED, RequestState.RUNNING}
-GONE = "This incident no longer exists."
 Verb = Literal["approve", "downstream", "review", "backfill", "acknowledge", "snooze", "unsnooze"]
 
 
@@ -64,16 +76,16 @@ class IncidentActions:
 
     async def acknowledge(
         self, incident_id: str, *, user: str, channel: str | None = None
-    ) -> Reply:
+    ) -> Acknowledged | AlreadyAcknowledged | Gone:
         """**Acknowledge**: the alert says who is on it. Anyone in the alert's channel may."""
         async with self.sessions.begin() as session:
             incident = await self._get(
                 session, incident_id, user=user, channel=channel, verb="acknowledge", lock=True
             )
-            if isinstance(incident, Reply):
+            if not isinstance(incident, Incident):
                 return incident
             if incident.acknowledged_by == user:
-                return Reply(action_result("You acknowledged this incident already."))
+                return AlreadyAcknowledged()
             incident.acknowledged_by, incident.acknowledged_at = user, self.clock()
             incident.updated_at = self.clock()
             await session.flush()
@@ -82,11 +94,11 @@ class IncidentActions:
             await self.alerts.alert(session, incident)
             await self.alerts.reply(session, incident, watch_messages.acknowledged(user))
         self.wake_sender()
-        return Reply(action_result("Acknowledged: the alert shows you are on it."), True)
+        return Acknowledged()
 
     async def snooze(
         self, incident_id: str, *, user: str, hours: int, channel: str | None = None
-    ) -> Reply:
+    ) -> Snoozed | AlreadyResolved | SnoozeDenied | Gone:
         """**Snooze 1 h / 24 h**: repeats of the failure stop alerting for that long. Whoever
         may approve its backfill may (or, with `watch.snooze: anyone_in_channel`, anyone)."""
         allowed = await self._may_snooze(incident_id, user=user, channel=channel, verb="snooze")
@@ -95,9 +107,9 @@ class IncidentActions:
         async with self.sessions.begin() as session:
             incident = await store.get(session, incident_id, lock=True)
             if incident is None:
-                return Reply(action_result(GONE))
+                return Gone(meanwhile=True)
             if incident.state != IncidentState.OPEN:
-                return Reply(action_result("This incident is resolved already."))
+                return AlreadyResolved()
             incident.snoozed_until = self.clock() + timedelta(hours=hours)
             incident.snoozed_by = user
             incident.updated_at = self.clock()
@@ -109,9 +121,11 @@ class IncidentActions:
             await self.alerts.alert(session, incident)
             await self.alerts.reply(session, incident, watch_messages.snoozed(user, hours))
         self.wake_sender()
-        return Reply(action_result(f"Snoozed for {hours} h."), changed=True)
+        return Snoozed(hours)
 
-    async def unsnooze(self, incident_id: str, *, user: str, channel: str | None = None) -> Reply:
+    async def unsnooze(
+        self, incident_id: str, *, user: str, channel: str | None = None
+    ) -> Unsnoozed | NotSnoozed | SnoozeDenied | Gone:
         """**Unsnooze**: new failures alert again. The same people as Snooze may."""
         allowed = await self._may_snooze(incident_id, user=user, channel=channel, verb="unsnooze")
         if allowed is not None:
@@ -119,9 +133,9 @@ class IncidentActions:
         async with self.sessions.begin() as session:
             incident = await store.get(session, incident_id, lock=True)
             if incident is None:
-                return Reply(action_result(GONE))
+                return Gone(meanwhile=True)
             if not self.alerts.snoozed(incident):
-                return Reply(action_result("This incident is not snoozed."))
+                return NotSnoozed()
             incident.snoozed_until, incident.snoozed_by = None, None
             incident.updated_at = self.clock()
             await session.flush()
@@ -129,7 +143,7 @@ class IncidentActions:
             await self.alerts.alert(session, incident)
             await self.alerts.reply(session, incident, watch_messages.unsnoozed(user))
         self.wake_sender()
-        return Reply(action_result("Snooze ended: new failures alert again."), True)
+        return Unsnoozed()
 
     async def _may_snooze(
         self,
@@ -138,12 +152,12 @@ class IncidentActions:
         user: str,
         channel: str | None,
         verb: Literal["snooze", "unsnooze"],
-    ) -> Reply | None:
+    ) -> SnoozeDenied | Gone | None:
         """None if `user` may (un)snooze the incident from `channel`; else the audited refusal
         (naming who may). Under `approve: all_owners` the owners of the DAGs downstream that
         the alert names may, as they may approve."""
         incident = await self._load(incident_id, user=user, channel=channel, verb=verb)
-        if isinstance(incident, Reply):
+        if not isinstance(incident, Incident):
             return incident
         config = self.backfills.config
         root = DagRef(incident.namespace, incident.dag_id)
@@ -154,7 +168,8 @@ class IncidentActions:
         denial = await may_snooze(config, self.backfills.groups, root, user=user, also=also)
         if denial is None:
             return None
-        reason = snooze_denied(denial, unsnooze=verb == "unsnooze")
+        refused = SnoozeDenied(denial, unsnooze=verb == "unsnooze")
+        reason = answers.reason(refused)
         async with self.sessions.begin() as session:
             await add_refusal(
                 session,
@@ -166,41 +181,45 @@ class IncidentActions:
                 channel=channel,
                 detail={"incident_id": incident.id, "dag_id": incident.dag_id},
             )
-        return Reply(refusal(reason))
+        return refused
 
     # --- backfills ------------------------------------------------------------------------
 
-    async def approve(self, incident_id: str, *, user: str, channel: str | None = None) -> Reply:
+    async def approve(
+        self, incident_id: str, *, user: str, channel: str | None = None
+    ) -> Outcome | BackfillOutcome:
         """**Approve backfill**: the DAG and everything downstream over the outage's failed
         range, started at once when this click is all the approval it needs."""
         return await self._start(incident_id, user=user, channel=channel, downstream=False)
 
-    async def downstream(self, incident_id: str, *, user: str, channel: str | None = None) -> Reply:
+    async def downstream(
+        self, incident_id: str, *, user: str, channel: str | None = None
+    ) -> Outcome | BackfillOutcome:
         """**Backfill downstream**: the root was rerun outside the bot and succeeded; the DAGs
         downstream still hold what they computed from its bad data."""
         return await self._start(incident_id, user=user, channel=channel, downstream=True)
 
     async def _start(
         self, incident_id: str, *, user: str, channel: str | None, downstream: bool
-    ) -> Reply:
+    ) -> Outcome | BackfillOutcome:
         verb: Verb = "downstream" if downstream else "approve"
         incident = await self._load(incident_id, user=user, channel=channel, verb=verb)
-        if isinstance(incident, Reply):
+        if not isinstance(incident, Incident):
             return incident
         if downstream and incident.state != IncidentState.RESOLVED:
-            return Reply(action_result("The DAG has not recovered yet."))
+            return NotRecovered()
         if not downstream and incident.state != IncidentState.OPEN:
-            return Reply(action_result("This incident is resolved already."))
+            return AlreadyResolved()
         under_way = await self._request_under_way(incident)
-        if isinstance(under_way, Reply):
+        if isinstance(under_way, BackfillUnderWay):
             return under_way
         if under_way is not None:  # a preview from the older Backfill button: approve it
             return await self.backfills.approve(under_way, user=user)
         command = self._command(incident)
-        if isinstance(command, Reply):
+        if not isinstance(command, PlanCommand):
             return command
         change = partial(without_root, why=_RECOVERED_NOTE) if downstream else None
-        reply = await self.backfills.start_now(
+        started = await self.backfills.start_now(
             command,
             user=user,
             channel=incident.channel or user,
@@ -208,49 +227,51 @@ class IncidentActions:
             incident_id=incident.id,
             change=change,
         )
-        if reply.request_id is not None:
-            await self.link_backfill(incident_id, reply.request_id, user=user, announce=False)
-        return reply
+        if started.request_id is not None:
+            await self.link_backfill(incident_id, started.request_id, user=user, announce=False)
+        return started
 
     async def review(
         self, incident_id: str, *, user: str, channel: str | None = None
-    ) -> Plan | Reply:
+    ) -> Plan | Gone | NoInterval | NoPlan:
         """**Review plan**: the plan Approve backfill would run (nothing is recorded)."""
         incident = await self._load(incident_id, user=user, channel=channel, verb="review")
-        if isinstance(incident, Reply):
+        if not isinstance(incident, Incident):
             return incident
         command = self._command(incident)
-        if isinstance(command, Reply):
+        if not isinstance(command, PlanCommand):
             return command
         try:
             plan = await self.backfills.make_plan(command)
         except (PlanningError, MarquezError) as exc:
-            return Reply(refusal(str(exc)))
+            return NoPlan(str(exc), planning=True)
         except Exception as exc:  # Marquez down or confused: say so, not a stack trace
-            return Reply(refusal(f"No plan can be made right now: {exc}"))
+            return NoPlan(str(exc), planning=False)
         if incident.state == IncidentState.RESOLVED:
             return without_root(plan, why=_RECOVERED_NOTE)
         return plan
 
-    async def backfill(self, incident_id: str, *, user: str, channel: str | None = None) -> Reply:
+    async def backfill(
+        self, incident_id: str, *, user: str, channel: str | None = None
+    ) -> Outcome | BackfillOutcome:
         """The older **Backfill** button: the plan preview in the alert's thread, then the
         usual approval."""
         incident = await self._load(incident_id, user=user, channel=channel, verb="backfill")
-        if isinstance(incident, Reply):
+        if not isinstance(incident, Incident):
             return incident
         command = self._command(incident)
-        if isinstance(command, Reply):
+        if not isinstance(command, PlanCommand):
             return command
-        reply = await self.backfills.preview(
+        previewed = await self.backfills.preview(
             command,
             user=user,
             channel=incident.channel or user,
             thread_ts=incident.alert_ts,
             incident_id=incident.id,
         )
-        if reply.request_id is not None:
-            await self.link_backfill(incident_id, reply.request_id, user=user)
-        return reply
+        if previewed.request_id is not None:
+            await self.link_backfill(incident_id, previewed.request_id, user=user)
+        return previewed
 
     async def link_backfill(
         self, incident_id: str, request_id: str, *, user: str, announce: bool = True
@@ -273,7 +294,7 @@ class IncidentActions:
 
     async def _load(
         self, incident_id: str, *, user: str, channel: str | None, verb: Verb
-    ) -> Incident | Reply:
+    ) -> Incident | Gone:
         async with self.sessions.begin() as session:
             return await self._get(session, incident_id, user=user, channel=channel, verb=verb)
 
@@ -286,7 +307,7 @@ class IncidentActions:
         channel: str | None,
         verb: Verb,
         lock: bool = False,
-    ) -> Incident | Reply:
+    ) -> Incident | Gone:
         """The incident, if the click came from its alert's channel (`channel`; None: a caller
         that checked); else the answer an unknown incident gets, audited in `session` as
         `incident.<verb>.refused` with the id as given and whether it exists elsewhere."""
@@ -298,12 +319,12 @@ class IncidentActions:
             actor=user,
             action=f"incident.{verb}.refused",
             refused=Refused.WRONG_CHANNEL if incident else Refused.UNKNOWN_ID,
-            reason=f"its alert is in {incident.channel}" if incident else GONE,
+            reason=f"its alert is in {incident.channel}" if incident else answers.reason(Gone()),
             given_id=incident_id,
             channel=channel,
             detail={"incident_id": incident.id} if incident else None,
         )
-        return Reply(refusal(GONE))
+        return Gone()
 
     async def _audit(
         self, session: AsyncSession, incident: Incident, *, user: str, action: str, **detail: object
@@ -317,7 +338,7 @@ class IncidentActions:
             at=self.clock(),
         )
 
-    async def _request_under_way(self, incident: Incident) -> str | Reply | None:
+    async def _request_under_way(self, incident: Incident) -> str | BackfillUnderWay | None:
         """The incident's backfill if it is still open: a preview's id (to approve), or the
         answer that one is approved or running already."""
         if incident.backfill_request_id is None:
@@ -327,26 +348,16 @@ class IncidentActions:
                 request = await repository.get_request(session, incident.backfill_request_id)
             except repository.RequestNotFound:
                 return None
-        if request.state not in OPEN_REQUEST:
+        if request.state not in OPEN:
             return None
         if request.state == RequestState.PREVIEWED:
             return request.id
-        return Reply(
-            action_result(
-                f"Backfill {request.id} of this incident is {request.state} already; "
-                "its progress is in the alert's thread."
-            )
-        )
+        return BackfillUnderWay(request.id, request.state)
 
-    def _command(self, incident: Incident) -> PlanCommand | Reply:
+    def _command(self, incident: Incident) -> PlanCommand | NoInterval:
         start, end = span(store.runs_of(incident))
         if start is None:
-            return Reply(
-                refusal(
-                    "The failed run reported no interval, so the range to backfill is unknown.",
-                    hint=f"Type /backfill {incident.dag_id} START..END with the days to redo.",
-                )
-            )
+            return NoInterval(incident.dag_id)
         return PlanCommand(
             dag=incident.dag_id,
             range_text=backfill_range(start, end),

@@ -1,6 +1,6 @@
 """Escalation: an open outage nobody acknowledged within its owning team's `escalation.after`
 goes to the escalation's sinks and channel, once per outage (a reopened outage may escalate
-again). The rule is `escalation_due` (bot/hub/rules.py); the incident row records that it
+again). The rule is `escalation_due` (bot/hub/rules/routing.py); the incident row records that it
 was escalated in the same transaction that owes the escalation, so a restart neither loses nor
 repeats one, and acknowledging the alert in time is all it takes for none to be sent."""
 
@@ -16,7 +16,7 @@ from bot.config import BotConfig
 from bot.config.hub import Escalation
 from bot.core.after_commit import log_after_commit
 from bot.core.model import DagRef
-from bot.hub.rules import escalation_due
+from bot.hub.rules.routing import escalation_due
 from bot.incidents.rules.lifecycle import IncidentState, snoozed
 from bot.incidents.service.notify import IncidentHub, alerted_at
 from bot.incidents.store import incidents as store

@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.core.after_commit import after_commit
 from bot.core.model import DagRef
-from bot.hub.rules import Decision, HubEvent, HubKind, Subscription, route, severity_of
+from bot.hub.rules.routing import Decision, HubEvent, HubKind, Subscription, route, severity_of
 from bot.hub.service.hub import Hub
 from bot.hub.store import deliveries
 from bot.hub.store import subscriptions as subscription_store

@@ -7,9 +7,10 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from bot.slack.messages.render import SENTENCE, clip, render
+from bot.slack.messages.render import NAME, SENTENCE, clip, render
 
 _FACT = 500
+_FACTS = 10  # a context block's elements
 
 
 def describe_duration(value: timedelta) -> str:
@@ -28,13 +29,14 @@ def describe_duration(value: timedelta) -> str:
 
 
 def ops_notice(icon: str, title: str, text: str, facts: Sequence[str]) -> dict[str, Any]:
-    """An ops notice; every value is escaped and clipped."""
-    view = {
-        "icon": icon,
-        "title": title,
-        "text": clip(text, SENTENCE),
-        "facts": [clip(fact, _FACT) for fact in facts],
-    }
+    """An ops notice; every value is escaped and clipped, and at most a context block's ten
+    facts are shown (the last saying how many more there were)."""
+    shown = [clip(fact, _FACT) for fact in facts[:_FACTS]]
+    if len(facts) > _FACTS:
+        shown[-1] = f"and {len(facts) - _FACTS + 1} more"
+    # the title and the sentence share one section: the title takes its room from the sentence
+    text = clip(text, SENTENCE - NAME)
+    view = {"icon": icon, "title": clip(title, NAME), "text": text, "facts": shown}
     return render("watch/notice.json.j2", view)
 
 
