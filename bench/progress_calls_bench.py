@@ -53,6 +53,7 @@ from bot.backfill.store import guards, repository
 from bot.backfill.store.models import BackfillRequest
 from bot.config import Execution
 from bot.core.db import make_engine, session_factory, upgrade
+from bot.core.metrics import Metrics
 from bot.core.model import DagRef
 from bot.lineage.rules.planner import plan_from_json
 from bot.slack.messages.common import action_result
@@ -277,7 +278,11 @@ async def simulate(
         max_parallel_steps=args.parallel,
     )
     runner = Runner(
-        sessions, SimulatedAirflow(lambda: now[0], durations), settings, clock=lambda: now[0]
+        sessions,
+        SimulatedAirflow(lambda: now[0], durations),
+        settings,
+        clock=lambda: now[0],
+        metrics=Metrics(),
     )
     out = Outbox(sessions)
     try:

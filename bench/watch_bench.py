@@ -41,10 +41,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bot.clients.marquez import MarquezClient
 from bot.config import Watch
+from bot.core.after_commit import wake_on_commit
 from bot.core.db import make_engine, session_factory, upgrade
+from bot.core.metrics import Metrics
 from bot.events.service.poller import MarquezPoller
 from bot.events.service.receiver import PATH, add_receiver
 from bot.events.store.models import RunEvent
+from bot.events.store.run_events import OWED as RUN_EVENTS
 from standins.marquez.server import create_app
 from standins.marquez.state import MarquezState
 
@@ -165,7 +168,11 @@ async def compare(args: argparse.Namespace, url: str, pid: int, db_url: str) -> 
     )
     async with aiohttp.ClientSession(trace_configs=[trace]) as http:
         poller = MarquezPoller(
-            sessions, lambda: MarquezClient(url, session=http), watch, clock=clock
+            sessions,
+            lambda: MarquezClient(url, session=http),
+            watch,
+            clock=clock,
+            metrics=Metrics(),
         )
         plain = MarquezPoller(
             sessions,
@@ -173,6 +180,7 @@ async def compare(args: argparse.Namespace, url: str, pid: int, db_url: str) -> 
             plain_watch,
             clock=clock,
             cursor_name="plain",
+            metrics=Metrics(),
         )
 
         async def cycle(work: Any) -> tuple[int, float, float, float, Any]:
@@ -275,12 +283,10 @@ async def receiver_latency(count: int, db_url: str) -> None:
     engine = make_engine(db_url)
     committed: list[float] = []
     app = web.Application()
-    add_receiver(
-        app,
-        sessions=session_factory(engine),
-        api_key="bench-key",
-        on_stored=lambda: committed.append(time.perf_counter()),
-    )
+    sessions = session_factory(engine)
+    add_receiver(app, sessions=sessions, api_key="bench-key", metrics=Metrics())
+    # when each new event is committed: what wakes the incident watcher in the bot
+    wake_on_commit(sessions, RUN_EVENTS, lambda: committed.append(time.perf_counter()))
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", 0).start()

@@ -11,6 +11,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -18,7 +19,7 @@ from aiohttp import web
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from yarl import URL
 
 import bot.schema  # noqa: F401  (every table registered before a session is made)
@@ -31,7 +32,7 @@ from bot.backfill.run.backends import Backend
 from bot.backfill.run.manual import ManualExecutor
 from bot.backfill.run.runner import Runner
 from bot.backfill.run.spark import SparkBackend
-from bot.backfill.service.backfills import BackfillService
+from bot.backfill.service.backfills import BackfillService, PlannerFactory
 from bot.backfill.service.notices import TeamNotices
 from bot.backfill.service.retry import RetryService
 from bot.backfill.store.models import BackfillRequest
@@ -42,6 +43,7 @@ from bot.core.db import make_engine, session_factory, upgrade
 from bot.core.http import DEFAULT_RETRY
 from bot.core.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from bot.core.metrics import Metrics
+from bot.core.tables import utcnow
 from bot.core.urls import display_url
 from bot.core.worker import Worker
 from bot.events.service.poller import MarquezPoller
@@ -54,6 +56,8 @@ from bot.hub.service.sender import SinkSender
 from bot.hub.service.subscriptions import SubscriptionService
 from bot.incidents.rules.links import AirflowUi
 from bot.incidents.service.actions import IncidentActions
+from bot.incidents.service.alerts import AlertOutbox
+from bot.incidents.service.notify import IncidentHub
 from bot.incidents.service.watcher import IncidentService
 from bot.incidents.store.parent import Alerts
 from bot.lineage.service.index import LineageIndex
@@ -78,17 +82,79 @@ STOP_TIMEOUT_S = 15.0
 
 
 def build_services(settings: Settings, config: BotConfig, given: AsyncWebClient) -> Services:
+    """Every part of a running bot, each built once with what it needs, in the order they
+    depend on each other; nothing is patched in afterwards."""
     engine = make_engine(settings.database_url)
     sessions = session_factory(engine)
     metrics = Metrics(sink_names=[sink.name for sink in config.sinks])
     slack = counted(given, metrics.slack_call)  # bolt's clients are copied from this one
-    # The sender rides out 429s itself (Retry-After, per row, within its lease): its client
-    # must not also wait them out inside one call.
-    sender_client = AsyncWebClient(token=slack.token, base_url=slack.base_url, timeout=20)
-    sender = OutboxSender(
-        sessions, counted(sender_client, metrics.slack_call), parents=SLACK_PARENTS,
+    sender = build_slack_sender(sessions, slack, metrics)
+    marquez = marquez_clients(settings, metrics)
+    lineage = build_lineage(settings, config, sessions, marquez)
+    hub, sinks = build_hub(config, sessions, metrics, lineage)
+    groups = SlackGroups(slack)
+    backend = build_backend(settings, config)
+    notices = TeamNotices(config, metrics=metrics, hub=hub)
+    alerts = AlertOutbox(
+        config,
+        # A link in Slack: never the user and password MARQUEZ_URL may carry.
+        marquez_web_url=config.watch.marquez_web_url or display_url(settings.marquez_url),
+        clock=utcnow,
+        airflow_ui=airflow_ui(settings, config, backend),
         metrics=metrics,
+        hub=IncidentHub(hub),
+    )
+
+    async def ended(session: AsyncSession, request: BackfillRequest) -> None:
+        """A backfill's end owes the other teams' notices and its alert's redraw."""
+        await notices.ended(session, request)
+        await alerts.backfill_ended(session, request)
+
+    runner = (
+        Runner(sessions, backend, config.execution, metrics=metrics, on_end=ended)
+        if backend is not None
+        else None
+    )
+    backfills = BackfillService(
+        sessions=sessions,
+        config=config,
+        planners=lineage.planners,
+        executor=runner or ManualExecutor(),
+        groups=groups,
+        notices=notices,
+    )
+    incidents = IncidentService(sessions, config, lineage.planners, alerts=alerts, metrics=metrics)
+    incident_actions = IncidentActions(sessions, alerts, backfills)
+    on_events = partial(record_lineage, sessions) if lineage.index is not None else None
+    poller = MarquezPoller(sessions, marquez, config.watch, on_events=on_events, metrics=metrics)
+    sla = SlaService(
+        sessions, config, lineage.planners, links=alerts.links, metrics=metrics, hub=hub
+    )
+    return Services(
+        settings, config, engine, sessions, slack, sender, backfills, incidents,
+        incident_actions, HomeService(sessions, config, groups), poller, sla,
+        RetryService(sessions=sessions), metrics,
+        build_readiness(settings, engine, slack, marquez), runner, lineage.reconciler, sinks,
+        subscriptions=SubscriptionService(sessions, config, groups),
     )  # fmt: skip
+
+
+def build_slack_sender(
+    sessions: async_sessionmaker[AsyncSession], slack: AsyncWebClient, metrics: Metrics
+) -> OutboxSender:
+    """The one place that posts to Slack. It rides out 429s itself (Retry-After, per row,
+    within its lease): its client must not also wait them out inside one call."""
+    client = AsyncWebClient(token=slack.token, base_url=slack.base_url, timeout=20)
+    return OutboxSender(
+        sessions, counted(client, metrics.slack_call), parents=SLACK_PARENTS, metrics=metrics
+    )
+
+
+MarquezClients = Callable[..., MarquezClient]
+
+
+def marquez_clients(settings: Settings, metrics: Metrics) -> MarquezClients:
+    """A new Marquez client per use (`page_size`, `timeout_s`, `retry` as the use needs)."""
     key = settings.marquez_api_key.get_secret_value() if settings.marquez_api_key else None
 
     def marquez(
@@ -103,8 +169,25 @@ def build_services(settings: Settings, config: BotConfig, given: AsyncWebClient)
             retry=retry or DEFAULT_RETRY,
         )
 
-    index = LineageIndex(sessions) if config.index.enabled else None
+    return marquez
 
+
+@dataclass(frozen=True)
+class Lineage:
+    index: LineageIndex | None
+    reconciler: Reconciler | None
+    planners: PlannerFactory
+
+
+def build_lineage(
+    settings: Settings,
+    config: BotConfig,
+    sessions: async_sessionmaker[AsyncSession],
+    marquez: MarquezClients,
+) -> Lineage:
+    """The local lineage index and its reconcile with Marquez (unless disabled), and where
+    plans come from."""
+    index = LineageIndex(sessions) if config.index.enabled else None
     reconciler = (
         Reconciler(sessions, lambda: marquez(config.index.page_size), index, config.index)
         if index is not None
@@ -127,73 +210,33 @@ def build_services(settings: Settings, config: BotConfig, given: AsyncWebClient)
         async with marquez() as client:
             yield Planner(client, config, default_namespace=settings.marquez_namespace)
 
-    runner = build_runner(settings, config, sessions, wake_sender=sender.wake, metrics=metrics)
-    # The hub: every event routed once, to sinks beyond Slack (PagerDuty, e-mail, webhooks,
-    # Teams; their rows delivered by one sender) and to the channels subscribed to it.
-    sinks = SinkSender(sessions, config, metrics=metrics, wake_slack=sender.wake)
-    hub = Hub(
-        config,
-        wake_sender=sinks.wake,
-        wake_slack=sender.wake,
-        upstream=index.upstream_of if index is not None else lambda _: frozenset(),
-    )
-    groups = SlackGroups(slack)
-    backfills = BackfillService(
-        sessions=sessions,
-        config=config,
-        planners=planners,
-        executor=runner or ManualExecutor(),
-        groups=groups,
-        wake_sender=sender.wake,
-        notices=TeamNotices(config, metrics=metrics, hub=hub),
-    )
-    incidents = IncidentService(
-        sessions,
-        config,
-        planners,
-        # A link in Slack: never the user and password MARQUEZ_URL may carry.
-        marquez_web_url=config.watch.marquez_web_url or display_url(settings.marquez_url),
-        wake_sender=sender.wake,
-        airflow_ui=airflow_ui(settings, config, runner),
-        metrics=metrics,
-        hub=hub,
-    )
-    incident_actions = IncidentActions(
-        sessions, incidents.alerts, backfills, wake_sender=sender.wake
-    )
-    retries = RetryService(sessions=sessions, wake_sender=sender.wake)
-    if runner is not None:
+    return Lineage(index, reconciler, planners)
 
-        async def ended(session: AsyncSession, request: BackfillRequest) -> None:
-            await backfills.notices.ended(session, request)
-            await incidents.alerts.backfill_ended(session, request)
 
-        runner.on_end = ended
-    home = HomeService(sessions, config, groups)
-    subscriptions = SubscriptionService(sessions, config, groups)
+def build_hub(
+    config: BotConfig,
+    sessions: async_sessionmaker[AsyncSession],
+    metrics: Metrics,
+    lineage: Lineage,
+) -> tuple[Hub, SinkSender]:
+    """The hub: every event routed once, to sinks beyond Slack (PagerDuty, e-mail, webhooks,
+    Teams; their rows delivered by one sender) and to the channels subscribed to it."""
+    index = lineage.index
+    hub = Hub(config, upstream=index.upstream_of if index is not None else lambda _: frozenset())
+    return hub, SinkSender(sessions, config, metrics=metrics)
 
-    on_events = partial(record_lineage, sessions) if index is not None else None
-    poller = MarquezPoller(
-        sessions, marquez, config.watch, on_stored=incidents.wake, on_events=on_events,
-        metrics=metrics,
-    )  # fmt: skip
-    sla = SlaService(
-        sessions, config, planners, wake_sender=sender.wake, links=incidents.alerts.links,
-        metrics=metrics, hub=hub,
-    )  # fmt: skip
+
+def build_readiness(
+    settings: Settings, engine: AsyncEngine, slack: AsyncWebClient, marquez: MarquezClients
+) -> Readiness:
     # One try, well inside the check's bound (a loaded machine must not make the two race, so
     # the answer names Marquez's own timeout): a probe asks again soon enough.
     probe = partial(marquez, timeout_s=CHECK_TIMEOUT_S / 2, retry=RetryPolicy(attempts=1))
     shown = URL(settings.marquez_url)  # its password may appear decoded or as typed (`p%40ss`)
-    readiness = Readiness(
+    return Readiness(
         engine, settings.database_url, slack, probe,
         secrets=[shown.password, shown.raw_password],
         socket_mode=settings.slack_app_token is not None,
-    )  # fmt: skip
-    return Services(
-        settings, config, engine, sessions, slack, sender, backfills, incidents,
-        incident_actions, home, poller, sla, retries, metrics, readiness, runner, reconciler,
-        sinks, subscriptions=subscriptions,
     )  # fmt: skip
 
 
@@ -223,31 +266,16 @@ def build_backend(settings: Settings, config: BotConfig) -> Backend | None:
     return None
 
 
-def airflow_ui(settings: Settings, config: BotConfig, runner: Runner | None) -> AirflowUi | None:
+def airflow_ui(settings: Settings, config: BotConfig, backend: Backend | None) -> AirflowUi | None:
     """Where alerts link to Airflow runs: `execution.airflow.ui_url`, else AIRFLOW_URL."""
     base = config.execution.airflow.ui_url or (
         display_url(settings.airflow_url) if settings.airflow_url else None
     )
     if not base:
         return None
-    backend = runner.backend if runner is not None else None
     if isinstance(backend, AirflowBackend):
         return AirflowUi(base, lambda: backend.version)
     return AirflowUi(base, lambda: 3)
-
-
-def build_runner(
-    settings: Settings,
-    config: BotConfig,
-    sessions: async_sessionmaker[AsyncSession],
-    *,
-    wake_sender: Callable[[], None],
-    metrics: Metrics | None = None,
-) -> Runner | None:
-    backend = build_backend(settings, config)
-    if backend is None:
-        return None
-    return Runner(sessions, backend, config.execution, wake_sender=wake_sender, metrics=metrics)
 
 
 def create_bolt_app(services: Services) -> AsyncApp:
@@ -401,7 +429,6 @@ def create_web_app(
         app,
         sessions=services.sessions,
         api_key=key.get_secret_value() if key else None,
-        on_stored=services.incidents.wake,
         on_events=partial(record_lineage, services.sessions) if services.reconciler else None,
         metrics=services.metrics,
     )

@@ -23,6 +23,7 @@ from sqlalchemy.ext.asyncio import (
 )
 from sqlalchemy.pool import ConnectionPoolEntry
 
+from bot.core.after_commit import WAKERS
 from bot.core.resources import resource_dir
 
 MIGRATIONS_DIR = resource_dir("bot.migrations")  # the repository's migrations/, as installed
@@ -235,5 +236,6 @@ def make_engine(url: str, *, echo: bool = False) -> AsyncEngine:
 
 
 def session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
-    """Sessions on `engine` whose objects stay readable after commit (expire_on_commit=False)."""
-    return async_sessionmaker(engine, expire_on_commit=False)
+    """Sessions on `engine` whose objects stay readable after commit (expire_on_commit=False),
+    with the registry of what to wake after a commit (`bot.core.after_commit.wake_on_commit`)."""
+    return async_sessionmaker(engine, expire_on_commit=False, info={WAKERS: {}})

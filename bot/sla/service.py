@@ -77,20 +77,18 @@ class SlaService:
         config: BotConfig,
         planners: PlannerFactory,
         *,
-        wake_sender: Callable[[], None] = lambda: None,
         clock: Callable[[], datetime] = utcnow,
-        links: Links | None = None,
-        metrics: Metrics | None = None,
-        hub: Hub | None = None,
+        links: Links,
+        metrics: Metrics,
+        hub: Hub,
     ) -> None:
         self.sessions = sessions
-        self.metrics = metrics or Metrics()
+        self.metrics = metrics
         self.config = config
         self.planners = planners
-        self.wake_sender = wake_sender
         self.clock = clock
-        self.links = links or Links(config, marquez_web_url="")
-        self.hub = hub or Hub(config)  # sinks beyond Slack and subscribed channels
+        self.links = links
+        self.hub = hub  # sinks beyond Slack and subscribed channels
 
     async def check(self) -> int:
         """Find and notify new misses as of now; returns how many were notified."""
@@ -103,8 +101,6 @@ class SlaService:
                 notified += await self._check_dag(dag, runs, now)
             except Exception:  # one bad DAG (or row) must not stop the pass for every other
                 logger.exception("SLA check of %s failed; the next pass retries", dag.dag_id)
-        if notified:
-            self.wake_sender()
         return notified
 
     async def _check_dag(self, dag: DagRef, runs: list[RunFacts], now: datetime) -> int:
@@ -252,7 +248,6 @@ class SlaService:
                 await outbox.enqueue(
                     session, channel=channel, payload=payload, method="chat.update"
                 )
-        self.wake_sender()
         return NoticeAcknowledged()
 
 

@@ -30,6 +30,8 @@ from bot.core.model import DagRef
 from bot.slack.rules.ids import ActionId
 from bot.slack.store.models import OutboxMessage, OutboxRole
 from tests.support.answers import said
+from tests.support.factories import backfill_service, retry_service
+from tests.support.factories import runner as make_runner
 
 OWNER, REQUESTER, RETRIER = "U0OWNER001", "U0REQ00001", "U0RETRY001"
 CHANNEL = "C0BACKFILL"
@@ -164,20 +166,13 @@ async def bot(database_url: str) -> AsyncIterator[Bot]:
     engine = make_engine(database_url)
     sessions = session_factory(engine)
     backend = Flaky()
-    runner = Runner(sessions, backend, Execution(poll_interval_s=0.01))
+    runner = make_runner(sessions, backend, Execution(poll_interval_s=0.01))
     yield Bot(
         sessions,
         backend,
         runner,
-        BackfillService(
-            sessions=sessions,
-            config=CONFIG,
-            planners=no_planner,
-            executor=runner,
-            groups=NoGroups(),
-            wake_sender=lambda: None,
-        ),
-        RetryService(sessions=sessions, wake_sender=lambda: None),
+        backfill_service(sessions, CONFIG, no_planner, runner, NoGroups()),
+        retry_service(sessions),
     )
     await engine.dispose()
 

@@ -25,6 +25,7 @@ from bot.lineage.service.planning import Planner
 from bot.settings import load_settings
 from bot.slack.store.models import OutboxMessage
 from tests.support.answers import said
+from tests.support.factories import backfill_service
 
 PLAN = {
     "dag_id": "example.etl_orders",
@@ -63,13 +64,8 @@ async def no_planner() -> AsyncIterator[Planner]:
 async def service(database_url: str) -> AsyncIterator[BackfillService]:
     upgrade(database_url)
     engine = make_engine(database_url)
-    yield BackfillService(
-        sessions=session_factory(engine),
-        config=CONFIG,
-        planners=no_planner,
-        executor=ManualExecutor(),
-        groups=NoGroups(),
-        wake_sender=lambda: None,
+    yield backfill_service(
+        session_factory(engine), CONFIG, no_planner, ManualExecutor(), NoGroups()
     )
     await engine.dispose()
 

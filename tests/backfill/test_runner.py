@@ -21,6 +21,7 @@ from bot.config import Execution
 from bot.core.db import make_engine, session_factory, upgrade
 from bot.core.model import DagRef
 from bot.core.tables import utcnow
+from tests.support.factories import runner as make_runner
 
 DAY = {"start": "2021-06-04T00:00:00Z", "end": "2021-06-05T00:00:00Z"}
 PLAN = {
@@ -109,7 +110,7 @@ async def test_steps_run_in_order_and_the_request_succeeds(
     sessions: async_sessionmaker[AsyncSession],
 ) -> None:
     backend = Scripted(polls={"a": [RUNNING, DONE]})
-    runner = Runner(sessions, backend, fast())
+    runner = make_runner(sessions, backend, fast())
     request_id = await running_request(sessions, runner)
     await runner.advance(request_id)
     assert backend.submitted == ["a"]  # b waits for a
@@ -127,7 +128,7 @@ async def test_a_run_lost_in_a_restart_is_submitted_again_by_the_next_process(
     sessions: async_sessionmaker[AsyncSession],
 ) -> None:
     first = Scripted(polls={"a": [RUNNING]})
-    runner = Runner(sessions, first, fast())
+    runner = make_runner(sessions, first, fast())
     request_id = await running_request(sessions, runner)
     await runner.advance(request_id)
     await runner.advance(request_id)
@@ -135,7 +136,7 @@ async def test_a_run_lost_in_a_restart_is_submitted_again_by_the_next_process(
 
     # a new process: its backend no longer has the run (local Spark died with the old one)
     second = Scripted(polls={"a": [Progress(Counts(queued=1), lost=True), DONE]})
-    restarted = Runner(sessions, second, fast())
+    restarted = make_runner(sessions, second, fast())
     for _ in range(4):
         await restarted.advance(request_id)
     assert second.submitted == ["a", "b"]
@@ -146,7 +147,7 @@ async def test_a_lost_run_of_a_cancelled_request_ends_it(
     sessions: async_sessionmaker[AsyncSession],
 ) -> None:
     backend = Scripted(polls={"a": [RUNNING]})
-    runner = Runner(sessions, backend, fast())
+    runner = make_runner(sessions, backend, fast())
     request_id = await running_request(sessions, runner)
     await runner.advance(request_id)
     async with sessions.begin() as session:
@@ -165,7 +166,7 @@ async def test_a_rejection_while_polling_fails_the_step_and_skips_downstream(
     sessions: async_sessionmaker[AsyncSession],
 ) -> None:
     backend = Scripted()
-    runner = Runner(sessions, backend, fast())
+    runner = make_runner(sessions, backend, fast())
     request_id = await running_request(sessions, runner)
     await runner.advance(request_id)
 
@@ -185,7 +186,7 @@ async def test_a_busy_dag_is_retried_and_a_rejected_submit_fails(
 ) -> None:
     backend = Scripted(submit_errors={"a": [Busy("backfill 7 of a is running")]})
     now = [utcnow()]
-    runner = Runner(sessions, backend, Execution(conflict_retry_s=30), clock=lambda: now[0])
+    runner = make_runner(sessions, backend, Execution(conflict_retry_s=30), clock=lambda: now[0])
     request_id = await running_request(sessions, runner)
     await runner.advance(request_id)
     step = (await load(sessions, request_id)).steps[0]
@@ -198,7 +199,7 @@ async def test_a_busy_dag_is_retried_and_a_rejected_submit_fails(
     assert backend.submitted == ["a"]
 
     other = Scripted(submit_errors={"a": [StepRejected("no DAG a in Airflow")]})
-    runner = Runner(sessions, other, fast())
+    runner = make_runner(sessions, other, fast())
     rejected = await running_request(sessions, runner)
     await runner.advance(rejected)
     assert states(await load(sessions, rejected)) == {"a": "failed", "b": "skipped"}
@@ -207,7 +208,7 @@ async def test_a_busy_dag_is_retried_and_a_rejected_submit_fails(
 async def test_cancelling_before_the_hand_off_ends_the_request_at_once(
     sessions: async_sessionmaker[AsyncSession],
 ) -> None:
-    runner = Runner(sessions, Scripted(), fast())
+    runner = make_runner(sessions, Scripted(), fast())
     async with sessions.begin() as session:
         request = await repository.create_request(session, plan=PLAN, requester="U1", channel="C1")
         await repository.transition_request(

@@ -25,6 +25,7 @@ from bot.config import Execution
 from bot.core.db import make_engine, session_factory, upgrade
 from bot.core.model import DagRef
 from bot.slack.store.models import OutboxMessage, OutboxRole
+from tests.support.factories import runner as make_runner
 
 T0 = datetime(2021, 6, 7, 9, 0, tzinfo=UTC)
 MIN = timedelta(minutes=1)
@@ -188,7 +189,7 @@ def backfill(
     clock = Clock()
     backend = Timed(clock, durations, fail or set())
     settings = Execution(poll_interval_s=1, progress_update_s=base_s, max_parallel_steps=4)
-    return Backfill(sessions, Runner(sessions, backend, settings, clock=clock), clock), backend
+    return Backfill(sessions, make_runner(sessions, backend, settings, clock=clock), clock), backend
 
 
 def gaps(times: list[datetime]) -> list[timedelta]:
@@ -268,7 +269,7 @@ async def test_gathered_lines_survive_a_restart(
 
     # A new process: a new runner (same backend: the work goes on in Airflow meanwhile).
     settings = Execution(poll_interval_s=1, progress_update_s=5, max_parallel_steps=4)
-    run.runner = Runner(sessions, backend, settings, clock=run.clock)
+    run.runner = make_runner(sessions, backend, settings, clock=run.clock)
     await run.run(MIN)
 
     text = "".join(r.text for r in run.replies())

@@ -22,6 +22,7 @@ from bot.events.service.poller import MarquezPoller
 from bot.events.store.models import RunEvent
 from standins.marquez.server import StandInServer
 from tests.events.test_poller import T0, Env, environment, run_event
+from tests.support.factories import poller as make_poller
 
 FEED = "GET /api/v1/events/lineage"
 START = T0 - timedelta(hours=26)  # start_from: the whole 24 h window is behind the cursor
@@ -124,7 +125,7 @@ async def test_an_idle_poll_costs_one_count_request(
 ) -> None:
     poller = await steady(env, marquez_standin)
     plain_watch = Watch(poll_interval_s=30, overlap_s=300, page_size=50, late_window_s=0)
-    without = MarquezPoller(
+    without = make_poller(
         env.sessions, env.target.client, plain_watch, clock=env.clock, cursor_name="plain"
     )
     for _ in range(2):
@@ -233,7 +234,7 @@ class Hooked:
     def poller(self, env: Env) -> MarquezPoller:
         watch = Watch(poll_interval_s=30, overlap_s=300, page_size=50, ops_channel="C0OPS",
                       start_from=START)  # fmt: skip
-        return MarquezPoller(env.sessions, self, watch, clock=env.clock)
+        return make_poller(env.sessions, self, watch, clock=env.clock)
 
 
 async def test_an_event_arriving_during_a_bucket_read_is_caught_next_poll(

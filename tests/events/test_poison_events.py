@@ -21,10 +21,10 @@ import pytest
 from bot.config import parse_config
 from bot.events.store.models import EventSource, RunEvent
 from bot.incidents.service.watcher import IncidentService
-from bot.sla.service import SlaService
 from standins.marquez.server import StandInServer
 from tests.incidents.test_incidents import CONFIG, ORDERS, event, shown, store
 from tests.support.e2e import Bot, running_bot
+from tests.support.factories import sla_service
 from tests.support.story import run_event
 
 OPS = "C0OPS00001"
@@ -119,11 +119,10 @@ async def test_a_stored_year_9999_run_does_not_stop_the_sla_pass(bot: Bot) -> No
         session.add_all([run("example.etl_delivery_7_days", t0), run(POISON, t0)])
         session.add_all([run("example.etl_delivery_7_days", FAR), run(POISON, FAR)])
     due = t0 + timedelta(days=8, hours=2)
-    sla = SlaService(
+    sla = sla_service(
         bot.services.sessions,
         bot.services.config,
         bot.services.backfills.planners,
-        wake_sender=bot.services.sender.wake,
         clock=lambda: due + timedelta(minutes=1),
     )
     assert await sla.check() == 1

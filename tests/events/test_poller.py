@@ -25,12 +25,15 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.clients.marquez import MarquezClient, RetryPolicy
 from bot.config import Watch
+from bot.core.after_commit import wake_on_commit
 from bot.core.db import make_engine, session_factory, upgrade
 from bot.events.service.poller import MarquezPoller, describe_duration
+from bot.events.store import run_events
 from bot.events.store.models import RunEvent, WatchCursor
 from bot.slack.store.models import OutboxMessage
 from standins.marquez.server import StandInServer
 from standins.seeds.food_delivery import food_delivery_events
+from tests.support.factories import poller as make_poller
 
 Sessions = async_sessionmaker[AsyncSession]
 SEED_START = datetime(2021, 5, 1, tzinfo=UTC)
@@ -72,12 +75,11 @@ class Env:
 
     def poller(self, **watch: Any) -> MarquezPoller:
         settings = {"poll_interval_s": 30, "overlap_s": 300, "page_size": 50, "ops_channel": OPS}
-        return MarquezPoller(
+        return make_poller(
             self.sessions,
             self.target.client,
             Watch(**{**settings, **watch}),
             clock=self.clock,
-            on_stored=lambda: self.woken.append(1),
         )
 
     async def count(self) -> int:
@@ -104,7 +106,10 @@ async def environment(url: str, standin_url: str) -> AsyncIterator[Env]:
     upgrade(url)
     engine = make_engine(url)
     try:
-        yield Env(session_factory(engine), Target(standin_url), Clock(T0), [])
+        env = Env(session_factory(engine), Target(standin_url), Clock(T0), [])
+        # what a new run event wakes (the incident watcher, in the bot)
+        wake_on_commit(env.sessions, run_events.OWED, lambda: env.woken.append(1))
+        yield env
     finally:
         await engine.dispose()
 
@@ -394,15 +399,15 @@ async def test_polls_are_scheduled_at_once_then_on_the_interval(
     env = sqlite_env
     stored = asyncio.Event()
     marquez_standin.state.ingest(run_event("FAIL", T0 - timedelta(minutes=1)))
-    poller = MarquezPoller(
+    poller = make_poller(
         env.sessions,
         env.target.client,
         Watch(poll_interval_s=45),
         clock=env.clock,
-        on_stored=stored.set,
     )
+    wake_on_commit(env.sessions, run_events.OWED, stored.set)
     scheduler = AsyncIOScheduler()
-    MarquezPoller(env.sessions, env.target.client, Watch(poll=False)).schedule(scheduler)
+    make_poller(env.sessions, env.target.client, Watch(poll=False)).schedule(scheduler)
     assert scheduler.get_jobs() == []
     poller.schedule(scheduler)
     (job,) = scheduler.get_jobs()

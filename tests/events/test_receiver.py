@@ -23,8 +23,11 @@ from aiohttp.test_utils import TestServer
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from bot.core.after_commit import wake_on_commit
 from bot.core.db import make_engine, session_factory, upgrade
+from bot.core.metrics import Metrics
 from bot.events.service.receiver import MAX_BODY_BYTES, PATH, add_receiver
+from bot.events.store import run_events
 from bot.events.store.models import RunEvent
 from pipeline.food_delivery.lineage import history_events
 from standins.seeds.food_delivery import food_delivery_events
@@ -66,7 +69,9 @@ class Receiver:
 async def start(sessions: Sessions, api_key: str | None = KEY) -> AsyncIterator[Receiver]:
     app = web.Application()
     woken: list[int] = []
-    add_receiver(app, sessions=sessions, api_key=api_key, on_stored=lambda: woken.append(1))
+    add_receiver(app, sessions=sessions, api_key=api_key, metrics=Metrics())
+    # what a new run event wakes (the incident watcher, in the bot)
+    wake_on_commit(sessions, run_events.OWED, lambda: woken.append(1))
     server = TestServer(app, host="127.0.0.1")
     await server.start_server()
     try:

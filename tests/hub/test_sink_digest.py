@@ -65,7 +65,9 @@ class World:
         return session_factory(engine)
 
     def sender(self, metrics: Metrics | None = None) -> SinkSender:
-        sender = SinkSender(self.sessions(), self.config, clock=self.clock, metrics=metrics)
+        sender = SinkSender(
+            self.sessions(), self.config, clock=self.clock, metrics=metrics or Metrics()
+        )
         self.senders.append(sender)
         return sender
 

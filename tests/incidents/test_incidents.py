@@ -26,6 +26,7 @@ from bot.incidents.store.models import Incident
 from bot.slack.rules.ids import ActionId
 from standins.marquez.server import StandInServer
 from tests.support.e2e import OWNER, Bot, buttons, eventually, running_bot
+from tests.support.factories import incident_service
 
 ORDERS, ANALYTICS, LOGISTICS = "C0ORDERS01", "C0ANALYT01", "C0LOGIST01"
 CONFIG = {
@@ -212,7 +213,7 @@ async def test_a_storm_of_200_downstream_failures_is_one_alert(bot: Bot) -> None
 
 async def test_a_restarted_processor_alerts_nothing_twice(bot: Bot) -> None:
     await store(bot, event("example.etl_orders"))
-    fresh = IncidentService(
+    fresh = incident_service(
         bot.services.sessions,
         bot.services.config,
         bot.services.backfills.planners,
@@ -269,12 +270,11 @@ async def test_an_alert_does_not_wait_for_a_slow_impact_which_is_edited_in(bot: 
     config = bot.services.config.model_copy(update={"watch": watch})
 
     def service() -> IncidentService:
-        return IncidentService(
+        return incident_service(
             bot.services.sessions,
             config,
             slow_planners,
             marquez_web_url="http://marquez",
-            wake_sender=bot.services.sender.wake,
         )
 
     first = service()

@@ -22,6 +22,7 @@ from standins.marquez.server import StandInServer
 from tests.incidents.test_incidents import ANALYTICS, CONFIG, LOGISTICS, ORDERS
 from tests.slack.test_slack_scoping import forged_click, refusals
 from tests.support.e2e import OWNER, Bot, buttons, eventually, running_bot
+from tests.support.factories import sla_service
 
 T0 = datetime(2021, 6, 1, tzinfo=UTC)
 DAY = timedelta(days=1)
@@ -56,11 +57,10 @@ def dag_run(dag: str, n: int, *, finished: bool = True) -> list[RunEvent]:
 
 
 def service(bot: Bot, now: datetime) -> SlaService:
-    return SlaService(
+    return sla_service(
         bot.services.sessions,
         bot.services.config,
         bot.services.backfills.planners,
-        wake_sender=bot.services.sender.wake,
         clock=lambda: now,
     )
 
@@ -144,11 +144,10 @@ async def test_a_dag_whose_lineage_cannot_be_planned_does_not_stop_the_pass(bot:
             for n in range(7):
                 session.add_all(dag_run(dag, n))
             session.add_all(dag_run(dag, 7, finished=False))
-    sla = SlaService(
+    sla = sla_service(
         bot.services.sessions,
         bot.services.config,
         broken_for_one,
-        wake_sender=bot.services.sender.wake,
         clock=lambda: T0 + 8 * DAY + timedelta(hours=4),
     )
     assert await sla.check() == 2  # both notified; the cycle only costs its reports

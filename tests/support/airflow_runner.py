@@ -21,6 +21,7 @@ from bot.config import AirflowExecution, Execution
 from bot.core.db import make_engine, session_factory, upgrade
 from bot.core.tables import utcnow
 from standins.airflow.server import AirflowStandin
+from tests.support.factories import runner as make_runner
 
 ROOT, CHILD = "example.etl_orders", "example.etl_customers"  # both daily in the stand-in
 DAY = {"start": "2021-06-04T00:00:00Z", "end": "2021-06-05T00:00:00Z"}
@@ -99,7 +100,7 @@ def runner(
     retry: SubmitRetry | None = None,
     clock: Callable[[], datetime] = utcnow,
 ) -> Runner:
-    return Runner(
+    return make_runner(
         sessions, airflow, Execution(poll_interval_s=0.01), submit_retry=retry, clock=clock
     )
 

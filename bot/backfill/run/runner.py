@@ -39,6 +39,7 @@ from bot.backfill.run.submit_retry import SubmitRetry, span
 from bot.backfill.store import execution, repository
 from bot.backfill.store.models import BackfillRequest, BackfillStep
 from bot.config import Execution
+from bot.core.after_commit import wake_after_commit, wake_on_commit
 from bot.core.metrics import Metrics
 from bot.core.model import DagRef
 from bot.core.tables import utcnow
@@ -74,23 +75,23 @@ class Runner:
         backend: Backend,
         settings: Execution,
         *,
-        wake_sender: Callable[[], None] = lambda: None,
         clock: Callable[[], datetime] = utcnow,
         submit_retry: SubmitRetry | None = None,
-        metrics: Metrics | None = None,
+        metrics: Metrics,
+        on_end: EndHook | None = None,
     ) -> None:
+        """`on_end`: what else a request owes when it ends (notices to other teams, its alert's
+        edit), written in the same transaction as its final state."""
         self.sessions = sessions
-        self.metrics = metrics or Metrics()
+        self.metrics = metrics
         self.backend = backend
         self.settings = settings
         self.submit_retry = submit_retry or SubmitRetry()
-        self.wake_sender = wake_sender
         self.clock = clock
-        self.on_end: EndHook | None = None
-        """What else a request owes when it ends (notices to other teams, its alert's edit),
-        written in the same transaction as its final state."""
+        self.on_end = on_end
         self._in_flight: set[str] = set()
         self._worker = Worker("runner", self.tick, every_s=self.settings.poll_interval_s)
+        wake_on_commit(sessions, execution.OWED, self.wake)  # a hand-off wakes the runner
         self._booted = clock()
 
     @property
@@ -109,9 +110,11 @@ class Runner:
             detail={"executor": self.name},
         )
         await execution.mark_started(session, request.id, at=self.clock())
+        wake_after_commit(session, execution.OWED)
 
     async def cancel(self, session: AsyncSession, request: BackfillRequest) -> None:
         if request.started_at is not None:
+            wake_after_commit(session, execution.OWED)
             return None  # the next pass cancels what runs and skips the rest
         # Never handed to us: nothing runs, so it ends here and no pass will look at it.
         for step in request.steps:
@@ -288,9 +291,7 @@ class Runner:
             request = await repository.get_request(session, request_id)
             await self._finish_if_done(session, request, seen, now)
             request = await repository.get_request(session, request_id)
-            owed = await self._owe_messages(session, request, seen, now)
-        if owed:
-            self.wake_sender()
+            await self._owe_messages(session, request, seen, now)
         return starts
 
     async def _move(

@@ -84,16 +84,14 @@ class BackfillService:
         planners: PlannerFactory,
         executor: Executor,
         groups: GroupDirectory,
-        wake_sender: Callable[[], None],
-        notices: TeamNotices | None = None,
+        notices: TeamNotices,
     ) -> None:
         self.sessions = sessions
         self.config = config
         self.planners = planners
         self.executor = executor
         self.groups = groups
-        self.wake_sender = wake_sender
-        self.notices = notices or TeamNotices(config)
+        self.notices = notices
         self.lookup = RequestLookup(sessions, self.notices)
 
     async def _refuse(self, user: str, action: str, outcome: Refusal, **detail: Any) -> Refusal:
@@ -161,7 +159,6 @@ class BackfillService:
                 role=OutboxRole.STATUS,
                 request_id=row.id,
             )
-        self.wake_sender()
         return Previewed(row.id)
 
     async def _planned(
@@ -253,7 +250,6 @@ class BackfillService:
                 await self.notices.approved(session, approved)
         except _Busy as exc:
             return await self._refuse(user, APPROVE_REFUSED, exc.busy, text=command.dag)
-        self.wake_sender()
         try:
             await self.hand_off(row.id)
         except Exception:  # recorded as approved; the resume loop hands it off again
@@ -355,7 +351,6 @@ class BackfillService:
         except repository.InvalidTransition:
             fresh = await self._load(request_id)
             return _unchanged(fresh or request)
-        self.wake_sender()
         try:
             await self.hand_off(request.id)
         except Exception:  # recorded as approved; the resume loop hands it off again
@@ -395,7 +390,6 @@ class BackfillService:
         except repository.InvalidTransition:
             fresh = await self._load(request.id)
             return _unchanged(fresh or request)
-        self.wake_sender()
         return ApprovalRecorded(request.id, awaiting)
 
     async def hand_off(self, request_id: str) -> bool:
@@ -416,8 +410,6 @@ class BackfillService:
                 request_id=request_id,
                 detail={"executor": self.executor.name},
             )
-        self.wake_sender()
-        self.executor.wake()
         return True
 
     async def resume(self) -> int:
@@ -467,8 +459,6 @@ class BackfillService:
         except repository.InvalidTransition:
             fresh = await self._load(request.id)
             return _unchanged(fresh or request)
-        self.wake_sender()
-        self.executor.wake()
         return Cancelled(request.id)
 
     async def _check_clicker(

@@ -25,12 +25,10 @@ EndHook = Callable[[AsyncSession, BackfillRequest], Coroutine[Any, Any, None]]
 
 
 class TeamNotices:
-    def __init__(
-        self, config: BotConfig, *, metrics: Metrics | None = None, hub: Hub | None = None
-    ) -> None:
+    def __init__(self, config: BotConfig, *, metrics: Metrics, hub: Hub) -> None:
         self.config = config
-        self.metrics = metrics or Metrics()
-        self.hub = hub or Hub(config)  # sinks beyond Slack and subscribed channels
+        self.metrics = metrics
+        self.hub = hub  # sinks beyond Slack and subscribed channels
 
     def reruns(self, request: BackfillRequest) -> list[tuple[str, team_messages.TeamRerun]]:
         """(team channel, what it reruns of that team's DAGs), one per team to tell."""

@@ -65,11 +65,9 @@ class RetryService:
         self,
         *,
         sessions: async_sessionmaker[AsyncSession],
-        wake_sender: Callable[[], None],
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self.sessions = sessions
-        self.wake_sender = wake_sender
         self.clock = clock
 
     async def retry(
@@ -96,7 +94,6 @@ class RetryService:
             created = await self._create(old, plan, user=user, dags=dags)
         except _Refused as exc:
             return await self._refuse(user, exc.outcome, **exc.detail)
-        self.wake_sender()
         return RetryPosted(created, of=old.id)
 
     async def _create(self, old: BackfillRequest, plan: Plan, *, user: str, dags: list[str]) -> str:

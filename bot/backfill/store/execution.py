@@ -24,6 +24,11 @@ from bot.lineage.rules.planner import interval_from_json
 _MESSAGE = 1000
 
 
+OWED = "backfill-work"
+"""The work a backfill handed to the runner (or cancelled) owes: the runner registers for it
+(`wake_on_commit`); `Runner.start` and `Runner.cancel` owe it in the hand-off's transaction."""
+
+
 async def requests_to_follow(session: AsyncSession, *, limit: int = 500) -> list[str]:
     """Running requests, and cancelled ones whose started work has not wound down yet."""
     rows = await session.scalars(

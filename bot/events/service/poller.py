@@ -78,19 +78,17 @@ class MarquezPoller:
         watch: Watch,
         *,
         clock: Callable[[], datetime] = utcnow,
-        on_stored: Callable[[], None] = lambda: None,
         on_events: Callable[[list[ParsedEvent]], Awaitable[None]] | None = None,
         cursor_name: str = "marquez",
         max_backoff_s: float = MAX_BACKOFF_S,
         fetch_timeout_s: float = FETCH_TIMEOUT_S,
-        metrics: Metrics | None = None,
+        metrics: Metrics,
     ) -> None:
         self._sessions = sessions
-        self._metrics = metrics or Metrics()
+        self._metrics = metrics
         self._client_factory = client_factory
         self._watch = watch
         self._clock = clock
-        self._on_stored = on_stored
         self._on_events = on_events
         self._name = cursor_name
         self._max_backoff_s = max_backoff_s
@@ -144,11 +142,6 @@ class MarquezPoller:
         self._failures, self._next_try = 0, None
         if stored and self._on_events is not None:
             await self._on_events(stored)  # after the commit: never at the events' expense
-        if new:
-            try:
-                self._on_stored()
-            except Exception:  # the events are stored; their processor finds them later
-                logger.exception("waking the incident processor failed")
         return new
 
     async def _sweep(self, sweep: SweepRun, client: MarquezClient) -> None:

@@ -42,18 +42,17 @@ def add_receiver(
     *,
     sessions: async_sessionmaker[AsyncSession],
     api_key: str | None,
-    on_stored: Callable[[], None],
     on_events: Callable[[list[ParsedEvent]], Awaitable[None]] | None = None,
-    metrics: Metrics | None = None,
+    metrics: Metrics,
 ) -> None:
     """Register `POST /api/v1/lineage` on `app`.
 
     With `api_key` set, requests need `Authorization: Bearer <api_key>` (what OpenLineage's
-    HTTP transport sends with `auth: {type: api_key}`). `on_stored` is called after a new run
-    event is committed (not for duplicates), to wake whatever processes stored events.
+    HTTP transport sends with `auth: {type: api_key}`). A new run event wakes whatever
+    processes stored events once it is committed (`bot.events.store.run_events.OWED`).
     """
     expected = api_key.encode() if api_key else None
-    counted = metrics or Metrics()
+    counted = metrics
 
     async def receive(request: web.Request) -> web.Response:
         if expected is not None and not _authorized(request, expected):
@@ -93,10 +92,6 @@ def add_receiver(
             return _error(503, "the event could not be stored; try again")
         if new:
             counted.event_ingested(EventSource.RECEIVER.value, event.event_type)
-            try:
-                on_stored()
-            except Exception:  # the event is stored; the processor's next round finds it
-                logger.exception("waking the incident processor failed")
         if new and on_events is not None:
             await on_events(stored)  # after the commit: never at the event's expense
         return web.Response(status=201)

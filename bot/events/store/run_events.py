@@ -22,6 +22,7 @@ from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bot.core.after_commit import wake_after_commit
 from bot.core.tables import utcnow
 from bot.events.rules.event import ParsedEvent
 from bot.events.store.models import EventSource, RunEvent
@@ -33,6 +34,10 @@ _NOT_COLUMNS = ("inputs", "outputs", "parent_run_id")
 _TABLE = RunEvent.__table__
 _LOOKUP = 500  # run ids per lookup of stored rows
 _CHAIN_MAX = 8  # parent levels resolved within one batch
+
+
+OWED = "run-events"
+"""The work a new run event owes: the incident watcher registers for it (`wake_on_commit`)."""
 
 
 async def store_events(
@@ -93,6 +98,8 @@ async def store_events(
     inserted = (await session.execute(statement, rows)).scalars().all()
     if new_types is not None:
         new_types.update(inserted)
+    if inserted:
+        wake_after_commit(session, OWED)
     return len(inserted)
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.config import BotConfig
-from bot.core.after_commit import after_commit, log_after_commit
+from bot.core.after_commit import log_after_commit
 from bot.core.model import DagRef
 from bot.core.tables import utcnow
 from bot.hub.messages import documents as hub_messages
@@ -36,13 +36,10 @@ class Hub:
         self,
         config: BotConfig,
         *,
-        wake_sender: Callable[[], None] = lambda: None,
-        wake_slack: Callable[[], None] = lambda: None,
         upstream: Upstream = _no_lineage,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self.config = config
-        self.wake_sender, self.wake_slack = wake_sender, wake_slack
         self.upstream = upstream
         """The DAGs upstream of a DAG (the lineage index's), for `--downstream` subscriptions."""
         self.clock = clock
@@ -71,8 +68,6 @@ class Hub:
             payload = late if "sla" in wants or reports_late is None else reports_late
             await outbox.enqueue(session, channel=channel, payload=payload)
             owed += 1
-        if decision.channels:
-            after_commit(session, self.wake_slack)
         self.log(session, event, decision, owed)
         return owed
 
@@ -105,8 +100,6 @@ class Hub:
                 request_id=event.backfill_request_id,
             )
             owed += 1
-        if decision.channels:
-            after_commit(session, self.wake_slack)
         self.log(session, event, decision, owed)
         return owed
 
@@ -149,8 +142,6 @@ class Hub:
                 # for quiet hours goes now
                 new = await deliveries.release(session, target.sink.name, key[:128])
             owed += new
-        if owed:
-            after_commit(session, self.wake_sender)
         return owed
 
     def log(self, session: AsyncSession, event: HubEvent, decision: Decision, owed: int) -> None:

@@ -27,7 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.config import BotConfig
 from bot.config.sinks import EmailSink, PagerDutySink, Sink, TeamsSink
-from bot.core.after_commit import after_commit
+from bot.core.after_commit import after_commit, wake_on_commit
 from bot.core.metrics import Metrics
 from bot.core.tables import utcnow
 from bot.core.worker import Worker
@@ -79,16 +79,16 @@ class SinkSender:
         config: BotConfig,
         *,
         clients: Mapping[str, SinkClient] | None = None,
-        metrics: Metrics | None = None,
-        wake_slack: Callable[[], None] = lambda: None,
+        metrics: Metrics,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self.sessions, self.config = sessions, config
         self.sinks = {sink.name: sink for sink in config.sinks}
         self.clients = dict(clients) if clients is not None else {}
-        self.metrics = metrics or Metrics()
-        self.wake_slack, self.clock = wake_slack, clock
+        self.metrics = metrics
+        self.clock = clock
         self._worker = Worker("sink-sender", self.deliver_due, every_s=5.0, again_while_busy=True)
+        wake_on_commit(sessions, deliveries.OWED, self.wake)  # a row written wakes the sender
 
     def wake(self) -> None:
         self._worker.wake()
@@ -248,7 +248,6 @@ class SinkSender:
             return
         await owe_slack(session, channel=channel, payload=payload)
         self.metrics.notice_owed(session, "ops_notice")
-        after_commit(session, self.wake_slack)
 
     def _count(self, session: AsyncSession, sink: str, outcome: str) -> None:
         after_commit(session, self.metrics.sink_deliveries.labels(sink, outcome).inc)

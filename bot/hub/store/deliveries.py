@@ -12,10 +12,15 @@ from sqlalchemy import ColumnElement, CursorResult, and_, func, or_, select, upd
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
+from bot.core.after_commit import wake_after_commit
 from bot.core.tables import utcnow
 from bot.hub.store.models import DeliveryState, SinkDelivery, SinkHealth
 
 REPORT_AFTER = 3  # failed attempts in a row before a sink is told to be failing
+
+
+OWED = "sinks"
+"""The work a delivery row owes: the sink sender registers for it (`wake_on_commit`)."""
 
 
 async def enqueue(
@@ -44,6 +49,7 @@ async def enqueue(
         row.held_until = row.next_attempt_at = held_until
     session.add(row)
     await session.flush()
+    wake_after_commit(session, OWED)
     return True
 
 
@@ -61,7 +67,10 @@ async def release(session: AsyncSession, sink: str, event_key: str) -> bool:
         .execution_options(synchronize_session=False)
     )
     assert isinstance(result, CursorResult)
-    return result.rowcount == 1
+    if result.rowcount != 1:
+        return False
+    wake_after_commit(session, OWED)
+    return True
 
 
 async def sinks_told(session: AsyncSession, incident_id: str, key_prefix: str) -> list[str]:

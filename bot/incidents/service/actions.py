@@ -63,13 +63,11 @@ class IncidentActions:
         alerts: AlertOutbox,
         backfills: BackfillService,
         *,
-        wake_sender: Callable[[], None] = lambda: None,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self.sessions = sessions
         self.alerts = alerts
         self.backfills = backfills
-        self.wake_sender = wake_sender
         self.clock = clock
 
     # --- who is on it ---------------------------------------------------------------------
@@ -93,7 +91,6 @@ class IncidentActions:
             await self.alerts.hub.incident(session, incident, "failure.acknowledged")
             await self.alerts.alert(session, incident)
             await self.alerts.reply(session, incident, watch_messages.acknowledged(user))
-        self.wake_sender()
         return Acknowledged()
 
     async def snooze(
@@ -120,7 +117,6 @@ class IncidentActions:
             )
             await self.alerts.alert(session, incident)
             await self.alerts.reply(session, incident, watch_messages.snoozed(user, hours))
-        self.wake_sender()
         return Snoozed(hours)
 
     async def unsnooze(
@@ -142,7 +138,6 @@ class IncidentActions:
             await self._audit(session, incident, user=user, action="incident.unsnoozed")
             await self.alerts.alert(session, incident)
             await self.alerts.reply(session, incident, watch_messages.unsnoozed(user))
-        self.wake_sender()
         return Unsnoozed()
 
     async def _may_snooze(
@@ -288,9 +283,6 @@ class IncidentActions:
                 await self.alerts.reply(
                     session, incident, watch_messages.backfill_asked(user, request_id)
                 )
-        self.wake_sender()
-
-    # --- helpers --------------------------------------------------------------------------
 
     async def _load(
         self, incident_id: str, *, user: str, channel: str | None, verb: Verb

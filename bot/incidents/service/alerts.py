@@ -18,7 +18,6 @@ from bot.backfill.store.models import BackfillRequest
 from bot.config import BotConfig
 from bot.core.metrics import Metrics
 from bot.core.model import DagRef
-from bot.hub.service.hub import Hub
 from bot.incidents.messages import alerts as watch_messages
 from bot.incidents.rules.lifecycle import IncidentState, snoozed
 from bot.incidents.rules.links import AirflowUi, Links
@@ -43,15 +42,15 @@ class AlertOutbox:
         marquez_web_url: str,
         clock: Callable[[], datetime],
         airflow_ui: AirflowUi | None = None,
-        metrics: Metrics | None = None,
-        hub: Hub | None = None,
+        metrics: Metrics,
+        hub: IncidentHub,
     ) -> None:
         self.config = config
         self.clock = clock
-        self.metrics = metrics or Metrics()
+        self.metrics = metrics
         self.links = Links(config, marquez_web_url=marquez_web_url, airflow_ui=airflow_ui)
         # the incident's life, owed to sinks beyond Slack and subscribed channels
-        self.hub = IncidentHub(hub or Hub(config))
+        self.hub = hub
 
     def snoozed(self, incident: Incident) -> bool:
         return snoozed(incident.snoozed_until, now=self.clock())

@@ -13,7 +13,6 @@ from datetime import datetime, timedelta
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot.core.after_commit import after_commit
 from bot.core.model import DagRef
 from bot.hub.rules.routing import Decision, HubEvent, HubKind, Subscription, route, severity_of
 from bot.hub.service.hub import Hub
@@ -104,8 +103,6 @@ class IncidentHub:
                 edit_key=edit_key,
             )
             owed += 1
-        if targets:
-            after_commit(session, self.hub.wake_slack)
         self.hub.log(session, event, decision, owed)
         return owed
 

@@ -23,14 +23,13 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from bot.backfill.service.backfills import PlannerFactory
 from bot.clients.marquez import MarquezError
 from bot.config import BotConfig
-from bot.core.after_commit import log_after_commit
+from bot.core.after_commit import log_after_commit, wake_on_commit
 from bot.core.metrics import Metrics
 from bot.core.tables import utcnow
 from bot.core.worker import Worker
 from bot.events import messages as ops_messages
-from bot.events.store import set_aside
+from bot.events.store import run_events, set_aside
 from bot.events.store.models import RunEvent
-from bot.hub.service.hub import Hub
 from bot.incidents.messages import alerts as watch_messages
 from bot.incidents.rules.lifecycle import (
     EventFacts,
@@ -42,7 +41,6 @@ from bot.incidents.rules.lifecycle import (
     on_success,
     with_failure,
 )
-from bot.incidents.rules.links import AirflowUi
 from bot.incidents.service.alerts import AlertOutbox, outage_words
 from bot.incidents.service.escalation import Escalations
 from bot.incidents.store import incidents as store
@@ -75,29 +73,20 @@ class IncidentService:
         config: BotConfig,
         planners: PlannerFactory,
         *,
-        marquez_web_url: str,
-        wake_sender: Callable[[], None] = lambda: None,
+        alerts: AlertOutbox,
+        metrics: Metrics,
         clock: Callable[[], datetime] = utcnow,
-        airflow_ui: AirflowUi | None = None,
-        metrics: Metrics | None = None,
-        hub: Hub | None = None,
     ) -> None:
+        """`alerts`: what an incident owes Slack and the hub (its alert, replies, notices)."""
         self.sessions = sessions
-        self.metrics = metrics or Metrics()
+        self.metrics = metrics
         self.config = config
         self.planners = planners
-        self.wake_sender = wake_sender
         self.clock = clock
-        self.alerts = AlertOutbox(
-            config,
-            marquez_web_url=marquez_web_url,
-            clock=clock,
-            airflow_ui=airflow_ui,
-            metrics=self.metrics,
-            hub=hub,
-        )
+        self.alerts = alerts
         self.escalations = Escalations(sessions, config, self.alerts.hub, clock=clock)
         self._worker = Worker("incidents", self.process, every_s=5.0, again_while_busy=True)
+        wake_on_commit(sessions, run_events.OWED, self.wake)  # a new run event wakes the watcher
         self._pending: dict[str, asyncio.Task[None]] = {}
         """Impacts being worked out for alerts already posted, by incident id."""
         self._recovered = False
@@ -149,8 +138,6 @@ class IncidentService:
                 await self._failed(row.id, exc, batch)
         await self._grouped_replies(batch)
         await self._tell_set_aside(batch)
-        if rows:
-            self.wake_sender()
         return len(rows)
 
     async def _failed(self, row_id: int, exc: Exception, batch: _Batch) -> None:
@@ -248,8 +235,8 @@ class IncidentService:
                     await self._repeat(session, existing, event, batch)
             return
         if not done:
-            self.wake_sender()  # the alert now; its impact when it is known, without holding
-            self._follow(incident.id, task)  # up the rows after this one
+            # its impact when it is known, without holding up the rows after this one
+            self._follow(incident.id, task)
 
     async def _repeat(
         self, session: AsyncSession, incident: Incident, event: EventFacts, batch: _Batch
@@ -404,7 +391,6 @@ class IncidentService:
             if mentions and not self.alerts.snoozed(incident):
                 reply = watch_messages.impact_known(len(impact.downstream), mentions)
                 await self.alerts.reply(session, incident, reply)
-        self.wake_sender()
 
 
 def _log(session: AsyncSession, incident: Incident, what: str) -> None:

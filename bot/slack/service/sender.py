@@ -21,7 +21,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from bot.core.after_commit import after_commit
+from bot.core.after_commit import after_commit, wake_on_commit
 from bot.core.metrics import Metrics, PostedKind
 from bot.core.tables import utcnow
 from bot.core.worker import Worker
@@ -108,16 +108,17 @@ class OutboxSender:
         lease_s: float = 45.0,
         post_pace: tuple[float, float] | None = POST_PACE,
         update_pace: tuple[float, float] | None = UPDATE_PACE,
-        metrics: Metrics | None = None,
+        metrics: Metrics,
     ) -> None:
         self.sessions = sessions
         self.parents = parents
-        self.metrics = metrics or Metrics()
+        self.metrics = metrics
         self.client = client
         self.max_attempts = max_attempts
         self.poll_s = poll_s
         self.lease_s = lease_s
         self._worker = Worker("outbox", self.deliver_due, every_s=poll_s)
+        wake_on_commit(sessions, outbox.OWED, self.wake)  # a row written wakes the sender
         self._pass = asyncio.Lock()  # one delivery pass at a time, or a message could go twice
         self._post_pace = Pace(*post_pace) if post_pace else None
         self._update_pace = Pace(*update_pace) if update_pace else None

@@ -11,8 +11,12 @@ from typing import Any
 from sqlalchemy import ColumnElement, CursorResult, and_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bot.core.after_commit import wake_after_commit
 from bot.core.tables import utcnow
 from bot.slack.store.models import OutboxMessage, OutboxRole, OutboxState
+
+OWED = "slack"
+"""The work an outbox row owes: the Slack sender registers for it (`wake_on_commit`)."""
 
 
 async def enqueue(
@@ -61,6 +65,7 @@ async def enqueue(
         message.error = GATHERING
     session.add(message)
     await session.flush()
+    wake_after_commit(session, OWED)
     return message
 
 
