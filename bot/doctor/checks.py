@@ -29,6 +29,7 @@ from bot.core.model import DagRef
 from bot.core.schema_state import SchemaState, migrations_location, read_schema_state
 from bot.core.urls import display_url
 from bot.lineage.service.catalog import Catalog, load_catalog
+from bot.ownership.rules import owning_teams
 from bot.settings import Settings
 
 LISTED = 10  # names a row lists before "… and N more"
@@ -133,9 +134,7 @@ def unowned(config: BotConfig, catalog: Catalog) -> list[DagRef]:
     return [
         dag
         for dag in catalog.dags
-        if not any(
-            config.team(team) for team in (*config.owners_of(dag), *from_facets.get(dag, ()))
-        )
+        if not owning_teams(config, dag, from_facets.get(dag, ()))
     ]
 
 

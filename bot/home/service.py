@@ -19,6 +19,7 @@ from bot.home import messages as home_messages
 from bot.home.messages import HomeBackfill, HomeIncident, HomeSlaMiss
 from bot.incidents.rules.lifecycle import IncidentState
 from bot.incidents.store.models import Incident
+from bot.ownership.rules import owners
 from bot.ownership.service import GroupDirectory
 from bot.sla.store import SlaMiss
 
@@ -52,7 +53,7 @@ class HomeService:
         return found
 
     def _ours(self, teams: list[str], namespace: str, dag_id: str) -> bool:
-        return bool(set(self.config.owners_of(DagRef(namespace, dag_id))) & set(teams))
+        return bool(set(owners(self.config, DagRef(namespace, dag_id))) & set(teams))
 
     async def view(self, user: str) -> dict[str, Any]:
         teams = await self.teams_of(user)

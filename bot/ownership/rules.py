@@ -1,12 +1,15 @@
 """Whose a DAG is, and what BOT_CONFIG's ownership rules ask of an approval (pure: plain data
-in, answers out). Who may act, with Slack's user groups, is `bot.ownership.service`."""
+in, answers out). The one place that works out a DAG's owners: BOT_CONFIG's ownership rules
+first, then the teams its lineage's OpenLineage `ownership` facet names. Who may act, with
+Slack's user groups, is `bot.ownership.service`."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from bot.config import BotConfig
+from bot.config import BotConfig, Team
 from bot.config.base import matches
 from bot.core.model import DagRef
 
@@ -15,6 +18,28 @@ class DenialKind(StrEnum):
     SECOND_PERSON = "second_person"  # the requester, where an ownership rule asks for another
     NO_ONE = "no_one"  # no owning team and no approvers configured
     NOT_ALLOWED = "not_allowed"  # neither in an owning team nor an approver
+
+
+FACET_TEAM = "team:"
+"""How the OpenLineage `ownership` facet names a team (`team:orders`); shown as `orders`."""
+
+
+def team_name(owner: str) -> str:
+    """The team an owner names: the facet's `team:orders` is `orders`."""
+    return owner.removeprefix(FACET_TEAM)
+
+
+def owners(config: BotConfig, dag: DagRef, lineage: Iterable[str] = ()) -> tuple[str, ...]:
+    """Who owns `dag`: the teams BOT_CONFIG's ownership rules name (in file order), then those
+    the lineage names (its `ownership` facet), each once."""
+    named = [team_name(owner) for owner in lineage]
+    return tuple(dict.fromkeys([*config.owners_of(dag), *named]))
+
+
+def owning_teams(config: BotConfig, dag: DagRef, lineage: Iterable[str] = ()) -> tuple[Team, ...]:
+    """The owners of `dag` that BOT_CONFIG declares as teams (the others have no members,
+    channel or sinks the bot knows)."""
+    return tuple(team for name in owners(config, dag, lineage) if (team := config.team(name)))
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from bot.ownership.rules import (
     Denial,
     DenialKind,
     covering_teams,
+    owners,
     requires_all_owners,
     requires_second_person,
 )
@@ -47,18 +48,18 @@ async def may_approve(
     """None if `user` may approve (or cancel) a backfill of `root`, else why they may not.
     `also` names more teams whose members may approve (the downstream owners an
     `approve: all_owners` rule asks for)."""
-    names = dict.fromkeys([*config.owners_of(root), *also])
-    owners = [team for name in names if (team := config.team(name))]
-    teams = tuple(t.name for t in owners)
+    names = dict.fromkeys([*owners(config, root), *also])
+    owning = [team for name in names if (team := config.team(name))]
+    teams = tuple(t.name for t in owning)
     approvers = config.approvers
     if user == requester and requires_second_person(config, root):
         return Denial(DenialKind.SECOND_PERSON, root.dag_id, teams)
     allowed = await _in_any(user, approvers.users, approvers.user_groups, directory)
-    for team in owners:
+    for team in owning:
         allowed = allowed or await _in_any(user, team.members, team.user_groups, directory)
     if allowed:
         return None
-    if not owners and not approvers.users and not approvers.user_groups:
+    if not owning and not approvers.users and not approvers.user_groups:
         return Denial(DenialKind.NO_ONE, root.dag_id)
     return Denial(DenialKind.NOT_ALLOWED, root.dag_id, teams)
 
@@ -91,7 +92,7 @@ async def still_to_approve(
 
 
 def _teams(config: BotConfig, root: DagRef, plan_owners: Iterable[str]) -> tuple[str, ...]:
-    names = dict.fromkeys([*config.owners_of(root), *plan_owners])
+    names = dict.fromkeys([*owners(config, root), *plan_owners])
     return tuple(name for name in names if config.team(name) is not None)
 
 

@@ -30,6 +30,7 @@ from bot.incidents.messages.alerts import interval_words
 from bot.incidents.rules.links import Links
 from bot.incidents.store import incidents
 from bot.lineage.rules.errors import PlanningError
+from bot.ownership.rules import owners
 from bot.sla import messages as sla_messages
 from bot.sla import store as sla_misses
 from bot.sla.rules import AckOutcome, Miss, NoticeAcknowledged, NoticeUnknown, RunFacts, misses
@@ -145,8 +146,8 @@ class SlaService:
         if await self._known(dag, miss):
             return False
         reports, downstream = await self._reports(dag)  # network: outside the transaction
-        owners = list(self.config.owners_of(dag)) + list(notify)
-        channels = [c for c in (self._channel(t) for t in owners) if c]
+        teams = [*owners(self.config, dag), *notify]
+        channels = [c for c in (self._channel(t) for t in teams) if c]
         if not channels and self.config.watch.alert_channel:
             channels = [self.config.watch.alert_channel]
         by_team: dict[str, list[str]] = defaultdict(list)
@@ -197,7 +198,7 @@ class SlaService:
                     dag=dag,
                     at=row.detected_at,
                     intervals=interval_words(miss.interval.start, miss.interval.end),
-                    owners=tuple(dict.fromkeys(owners)),
+                    owners=tuple(dict.fromkeys(teams)),
                     severity=severity_of(downstream=downstream, reports=len(names)),
                     upstream=self.hub.upstream_of(dag),
                     reports=tuple(names),

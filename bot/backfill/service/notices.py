@@ -19,6 +19,7 @@ from bot.core.model import DagRef
 from bot.core.tables import utcnow
 from bot.hub.rules.routing import HubEvent, HubKind
 from bot.hub.service.hub import Hub
+from bot.ownership.rules import owners
 from bot.slack.store import outbox
 
 EndHook = Callable[[AsyncSession, BackfillRequest], Coroutine[Any, Any, None]]
@@ -34,12 +35,11 @@ class TeamNotices:
         """(team channel, what it reruns of that team's DAGs), one per team to tell."""
         home = request.status_channel or request.channel or ""
         root = DagRef(request.root_namespace, request.root_dag)
-        asking = set(self.config.owners_of(root))
+        asking = set(owners(self.config, root))
         by_team: dict[str, list[tuple[str, int]]] = {}
         for step in request.plan.get("steps", ()):
             dag = DagRef(str(step.get("namespace", "")), str(step.get("dag_id", "")))
-            owners = dict.fromkeys([*step.get("owners", ()), *self.config.owners_of(dag)])
-            for name in owners:
+            for name in owners(self.config, dag, step.get("owners", ())):
                 by_team.setdefault(name, []).append((dag.dag_id, len(step.get("intervals", ()))))
         found: list[tuple[str, team_messages.TeamRerun]] = []
         told: set[str] = set()
@@ -98,10 +98,10 @@ class TeamNotices:
             for s in steps
         }
         root = DagRef(request.root_namespace, request.root_dag)
-        owners = list(self.config.owners_of(root))
+        named = list(owners(self.config, root))
         for step in steps:
             dag = DagRef(str(step.get("namespace", "")), str(step.get("dag_id", "")))
-            owners += [*self.config.owners_of(dag), *step.get("owners", ())]
+            named += owners(self.config, dag, step.get("owners", ()))
         home = request.status_channel or request.channel or ""
         approver = request.approvers[-1] if request.approvers else request.requester
         range_text = f"{request.start_date.isoformat()}..{request.end_date.isoformat()}"
@@ -110,7 +110,7 @@ class TeamNotices:
             dag=root,
             at=request.finished_at or utcnow() if kind == "backfill.ended" else utcnow(),
             intervals=range_text,
-            owners=self.hub.owners(root, owners),
+            owners=owners(self.config, root, named),
             dags=tuple(runs),
             # for `--downstream` subscriptions: what is upstream of the backfill's DAGs
             upstream=self.hub.upstream_of(root),

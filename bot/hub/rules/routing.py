@@ -28,6 +28,7 @@ from bot.config.base import matches
 from bot.config.hub import EventClass, QuietHours, Severity, severity_rank
 from bot.config.sinks import PagerDutySink, Sink
 from bot.core.model import DagRef
+from bot.ownership.rules import team_name
 
 __all__ = [
     "Decision",
@@ -138,7 +139,7 @@ def route(
 ) -> Decision:
     """Where `event` goes: see the module's docstring. `paged`: the sinks told of the outage's
     start; `reached`: the Slack channels the bot's own routing posts this event in."""
-    teams = [t for o in event.owners if (t := config.team(o.removeprefix("team:"))) is not None]
+    teams = [t for o in event.owners if (t := config.team(team_name(o))) is not None]
     teams = list(dict.fromkeys(teams))
     escalation = next((t for t in teams if t.escalation is not None), None)
     if event.kind == "failure.escalated":

@@ -105,11 +105,6 @@ class Hub:
 
     # --- shared -----------------------------------------------------------------------------
 
-    def owners(self, dag: DagRef, lineage: Iterable[str] = ()) -> tuple[str, ...]:
-        """BOT_CONFIG's owners, then the lineage's (an ownership facet)."""
-        named = [o.removeprefix("team:") for o in lineage]
-        return tuple(dict.fromkeys([*self.config.owners_of(dag), *named]))
-
     def upstream_of(self, dag: DagRef) -> frozenset[DagRef]:
         try:
             return self.upstream(dag)

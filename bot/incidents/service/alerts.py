@@ -27,6 +27,7 @@ from bot.incidents.store import incidents as store
 from bot.incidents.store.models import Incident
 from bot.lineage.rules.impact import ImpactSnapshot
 from bot.lineage.store import run_history
+from bot.ownership.rules import owners, owning_teams
 from bot.slack.store import outbox
 from bot.slack.store.models import OutboxRole
 
@@ -159,25 +160,24 @@ class AlertOutbox:
 
     def impact(self, incident: Incident) -> ImpactSnapshot:
         """The stored impact, naming BOT_CONFIG's owners when the lineage named nobody."""
-        return store.impact_of(incident).with_root_owners(self.config.owners_of(_ref(incident)))
+        configured = owners(self.config, _ref(incident))
+        return store.impact_of(incident).with_root_owners(configured)
 
     def channel_for(self, incident: Incident, impact: ImpactSnapshot) -> str | None:
         """The first owning team's channel (BOT_CONFIG's owners, then the lineage's), else
         `watch.alert_channel`."""
-        teams = [*self.config.owners_of(_ref(incident)), *impact.root_owners]
-        for name in teams:
-            team = self.config.team(name.removeprefix("team:"))
-            if team is not None and team.channel:
+        for team in owning_teams(self.config, _ref(incident), impact.root_owners):
+            if team.channel:
                 return team.channel
         return self.config.watch.alert_channel
 
     def mentions(self, incident: Incident, impact: ImpactSnapshot) -> tuple[str, ...]:
         """Mentions of the affected teams other than the owners (who get the alert anyway)."""
-        owners = set(self.config.owners_of(_ref(incident)))
+        configured = set(owners(self.config, _ref(incident)))
         found: list[str] = []
         for name in impact.teams:
             team = self.config.team(name)
-            if team is None or name in owners:
+            if team is None or name in configured:
                 continue
             found += [f"<!subteam^{g}>" for g in team.user_groups] or [
                 f"<@{m}>" for m in team.members

@@ -21,6 +21,7 @@ from bot.incidents.rules.lifecycle import IncidentState, snoozed
 from bot.incidents.service.notify import IncidentHub, alerted_at
 from bot.incidents.store import incidents as store
 from bot.incidents.store.models import Incident
+from bot.ownership.rules import owners
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +44,7 @@ class Escalations:
     def policy(self, incident: Incident) -> Escalation | None:
         """The first owning team's escalation (BOT_CONFIG's owners, then the lineage's)."""
         dag = DagRef(incident.namespace, incident.dag_id)
-        for name in self.hub.hub.owners(dag, store.impact_of(incident).root_owners):
+        for name in owners(self.config, dag, store.impact_of(incident).root_owners):
             team = self.config.team(name)
             if team is not None and team.escalation is not None:
                 return team.escalation

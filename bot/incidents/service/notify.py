@@ -22,6 +22,7 @@ from bot.incidents.messages import alerts as watch_messages
 from bot.incidents.messages.subscribers import FailureNotice, NoticeState, failure_notice
 from bot.incidents.store import incidents as store
 from bot.incidents.store.models import Incident
+from bot.ownership.rules import owners
 from bot.slack.store import outbox
 from bot.slack.store.models import OutboxMessage
 
@@ -122,7 +123,7 @@ class IncidentHub:
             dag=dag,
             at=moment,
             intervals=watch_messages.outage_words(runs),
-            owners=self.hub.owners(dag, impact.root_owners),
+            owners=owners(self.hub.config, dag, impact.root_owners),
             severity=severity_of(downstream=len(impact.downstream), reports=len(reports)),
             upstream=self.hub.upstream_of(dag),
             reports=reports,

@@ -20,6 +20,7 @@ from bot.core.model import DagRef, DatasetRef
 from bot.events.rules.producers import dag_from_facets
 from bot.lineage.rules.errors import PlanningError
 from bot.lineage.rules.gc_pause import without_cyclic_gc
+from bot.ownership.rules import team_name
 
 
 class LineageCycleError(PlanningError, ValueError):
@@ -264,7 +265,7 @@ def facet_owners(jobs: Iterable[Mapping[str, Any]]) -> dict[DagRef, tuple[str, .
         ]
         if names:
             bucket = found.setdefault(dag_of(job), [])
-            bucket.extend(n.removeprefix("team:") for n in names)
+            bucket.extend(team_name(n) for n in names)
     return {dag: tuple(dict.fromkeys(names)) for dag, names in found.items()}
 
 

@@ -32,6 +32,7 @@ from bot.lineage.service.catalog import UnknownDag
 from bot.lineage.service.index import Freshness, LineageIndex
 from bot.lineage.service.planning import PlanRequest
 from bot.lineage.store.index import JobFacts, RunFacts, apply_jobs, upsert_runs
+from bot.ownership.rules import owners, team_name
 
 SEARCH_LIMIT = 100
 READY_TIMEOUT_S = 120.0
@@ -59,7 +60,7 @@ def marquez_facts(job: dict[str, Any]) -> tuple[JobFacts, list[RunFacts]] | None
     owners: tuple[str, ...] | None = None
     if isinstance(facet, dict) and isinstance(facet.get("owners"), list):
         owners = tuple(
-            str(o["name"]).removeprefix("team:")
+            team_name(str(o["name"]))
             for o in facet["owners"]
             if isinstance(o, dict) and isinstance(o.get("name"), str)
         )
@@ -211,8 +212,7 @@ class IndexPlanner:
         return found
 
     def owners(self, dag: DagRef) -> tuple[str, ...]:
-        teams = (*self.config.owners_of(dag), *self.index.lineage.owners_of(dag))
-        return tuple(dict.fromkeys(teams))
+        return owners(self.config, dag, self.index.lineage.owners_of(dag))
 
     async def plan(self, request: PlanRequest) -> Plan:
         """Validate the range, resolve the DAG, and plan from the index."""

@@ -25,6 +25,7 @@ from bot.lineage.rules.planner import Plan, check_size, make_plan, resolve_exclu
 from bot.lineage.rules.ranges import parse_range
 from bot.lineage.rules.schedule import CronSchedule, Schedule, Unscheduled, schedule_from_runs
 from bot.lineage.service.catalog import Catalog, load_catalog
+from bot.ownership.rules import owners
 
 LINEAGE_DEPTH = 20
 HISTORY_RUNS = 60
@@ -161,8 +162,7 @@ class Planner:
         from_facets = catalog.owners_from_facets()
 
         def lookup(dag: DagRef) -> tuple[str, ...]:
-            teams = (*self.config.owners_of(dag), *from_facets.get(dag, ()))
-            return tuple(dict.fromkeys(teams))
+            return owners(self.config, dag, from_facets.get(dag, ()))
 
         return lookup
 
