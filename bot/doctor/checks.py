@@ -131,11 +131,7 @@ def unowned(config: BotConfig, catalog: Catalog) -> list[DagRef]:
     ownership facet (a facet naming an undeclared team lets no one approve, so it does not
     count)."""
     from_facets = catalog.owners_from_facets()
-    return [
-        dag
-        for dag in catalog.dags
-        if not owning_teams(config, dag, from_facets.get(dag, ()))
-    ]
+    return [dag for dag in catalog.dags if not owning_teams(config, dag, from_facets.get(dag, ()))]
 
 
 def ownership_row(config: BotConfig | None, catalog: Catalog) -> Row:

@@ -7,21 +7,18 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from bot.backfill.rules.states import ACTIVE
-from bot.backfill.store.models import BackfillRequest
+from bot.backfill.service import requests as requests_read
 from bot.config import BotConfig
 from bot.core.model import DagRef
 from bot.core.tables import utcnow
 from bot.home import messages as home_messages
 from bot.home.messages import HomeBackfill, HomeIncident, HomeSlaMiss
-from bot.incidents.rules.lifecycle import IncidentState
-from bot.incidents.store.models import Incident
+from bot.incidents.service import queries
 from bot.ownership.rules import owners
 from bot.ownership.service import GroupDirectory
-from bot.sla.store import SlaMiss
+from bot.sla.service import recent_misses
 
 RECENT = timedelta(days=7)
 
@@ -61,32 +58,17 @@ class HomeService:
         async with self.sessions() as session:
             incidents = [
                 i
-                for i in await session.scalars(
-                    select(Incident)
-                    .where(Incident.state == IncidentState.OPEN, Incident.root_id.is_(None))
-                    .order_by(Incident.opened_at.desc())
-                    .limit(500)
-                )
+                for i in await queries.open_alerts(session)
                 if self._ours(teams, i.namespace, i.dag_id)
             ]
             requests = [
                 r
-                for r in await session.scalars(
-                    select(BackfillRequest)
-                    .where(BackfillRequest.state.in_(ACTIVE))
-                    .order_by(BackfillRequest.created_at.desc())
-                    .limit(500)
-                )
+                for r in await requests_read.under_way(session)
                 if r.requester == user or self._ours(teams, r.root_namespace, r.root_dag)
             ]
             missed = [
                 m
-                for m in await session.scalars(
-                    select(SlaMiss)
-                    .where(SlaMiss.detected_at >= since)
-                    .order_by(SlaMiss.detected_at.desc())
-                    .limit(500)
-                )
+                for m in await recent_misses(session, since)
                 if self._ours(teams, m.namespace, m.dag_id)
             ]
         return home_messages.home_view(

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -28,7 +29,7 @@ from bot.hub.rules.routing import HubEvent, severity_of
 from bot.hub.service.hub import Hub
 from bot.incidents.messages.alerts import interval_words
 from bot.incidents.rules.links import Links
-from bot.incidents.store import incidents
+from bot.incidents.service import queries
 from bot.lineage.rules.errors import PlanningError
 from bot.ownership.rules import owners
 from bot.sla import messages as sla_messages
@@ -156,7 +157,7 @@ class SlaService:
             if channel:
                 by_team[channel].append(name)
         async with self.sessions() as session:
-            cause = await incidents.cause_of_lateness(
+            cause = await queries.cause_of_lateness(
                 session,
                 dag.namespace,
                 dag.dag_id,
@@ -263,3 +264,17 @@ def _names_miss(payload: dict[str, Any], miss_id: str) -> bool:
             ):
                 return True
     return False
+
+
+async def recent_misses(
+    session: AsyncSession, since: datetime, *, limit: int = 500
+) -> list[SlaMiss]:
+    """SLA misses noticed since `since`, newest first (the App Home lists them)."""
+    return list(
+        await session.scalars(
+            select(SlaMiss)
+            .where(SlaMiss.detected_at >= since)
+            .order_by(SlaMiss.detected_at.desc())
+            .limit(limit)
+        )
+    )

@@ -44,6 +44,16 @@ class Hub:
         """The DAGs upstream of a DAG (the lineage index's), for `--downstream` subscriptions."""
         self.clock = clock
 
+    # --- what was routed before ------------------------------------------------------------
+
+    async def subscriptions(self, session: AsyncSession) -> list[Subscription]:
+        """Every active subscription, as routing reads them."""
+        return await subscription_store.active(session)
+
+    async def sinks_told(self, session: AsyncSession, incident_id: str, key: str) -> list[str]:
+        """The sinks already owed a step of the incident (deliveries whose key starts `key`)."""
+        return await deliveries.sinks_told(session, incident_id, key)
+
     # --- SLA misses and backfills ---------------------------------------------------------
 
     async def sla_missed(

@@ -19,8 +19,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.backfill.rules.outcomes import Outcome as BackfillOutcome
 from bot.backfill.rules.states import OPEN, RequestState
+from bot.backfill.service import requests
 from bot.backfill.service.backfills import BackfillService
-from bot.backfill.store import repository
 from bot.clients.marquez import MarquezError
 from bot.core.audit import Refused, add_audit, add_refusal
 from bot.core.model import DagRef
@@ -336,10 +336,9 @@ class IncidentActions:
         if incident.backfill_request_id is None:
             return None
         async with self.sessions() as session:
-            try:
-                request = await repository.get_request(session, incident.backfill_request_id)
-            except repository.RequestNotFound:
-                return None
+            request = await requests.get(session, incident.backfill_request_id)
+        if request is None:
+            return None
         if request.state not in OPEN:
             return None
         if request.state == RequestState.PREVIEWED:

@@ -8,13 +8,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.backfill.rules.states import RequestState
-from bot.backfill.store import repository
-from bot.backfill.store.models import BackfillRequest
+from bot.backfill.service import requests
 from bot.config import BotConfig
 from bot.core.metrics import Metrics
 from bot.core.model import DagRef
@@ -26,13 +25,26 @@ from bot.incidents.service.notify import IncidentHub
 from bot.incidents.store import incidents as store
 from bot.incidents.store.models import Incident
 from bot.lineage.rules.impact import ImpactSnapshot
-from bot.lineage.store import run_history
+from bot.lineage.service.history import run_durations
 from bot.ownership.rules import owners, owning_teams
 from bot.slack.store import outbox
 from bot.slack.store.models import OutboxRole
 
 logger = logging.getLogger(__name__)
 _ESTIMATED_DAGS = 50  # DAGs whose run history an alert's estimate reads at most
+
+
+class EndedBackfill(Protocol):
+    """What the alert reads of a backfill that ended (the backfill's stored request)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def state(self) -> str: ...
+
+    @property
+    def incident_id(self) -> str | None: ...
 
 
 class AlertOutbox:
@@ -94,7 +106,7 @@ class AlertOutbox:
             acknowledged_by=incident.acknowledged_by,
             acknowledged_at=incident.acknowledged_at,
             proposal=await self._proposal(session, incident, impact),
-            backfill_state=await repository.request_state(session, incident.backfill_request_id),
+            backfill_state=await requests.state_of(session, incident.backfill_request_id),
             recovered=incident.state == IncidentState.RESOLVED
             and incident.backfill_request_id is None,
         )
@@ -120,10 +132,10 @@ class AlertOutbox:
     async def backfill_told_it(self, session: AsyncSession, incident: Incident) -> bool:
         """Whether the incident's backfill succeeded (its summary, in the alert's thread, said
         so: a "resolved" reply would repeat it)."""
-        state = await repository.request_state(session, incident.backfill_request_id)
+        state = await requests.state_of(session, incident.backfill_request_id)
         return state == RequestState.SUCCEEDED
 
-    async def backfill_ended(self, session: AsyncSession, request: BackfillRequest) -> None:
+    async def backfill_ended(self, session: AsyncSession, request: EndedBackfill) -> None:
         """Redraw the alert a backfill started from when it ended: a failure or a cancel shows
         how it ended and points at Retry. A success usually waits for the reruns' COMPLETE
         events, which resolve the alert and redraw it; but the root DAG's events arrive as soon
@@ -198,7 +210,7 @@ class AlertOutbox:
             dags.insert(0, _ref(incident))
         if not dags:
             return None
-        history = await run_history.run_durations(session, dags)
+        history = await run_durations(session, dags)
         runs = {dag.dag_id: intervals for dag in dags}
         return propose(runs, history, parallel_runs=self.config.execution.airflow.max_active_runs)
 

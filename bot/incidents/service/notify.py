@@ -16,8 +16,6 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from bot.core.model import DagRef
 from bot.hub.rules.routing import Decision, HubEvent, HubKind, Subscription, route, severity_of
 from bot.hub.service.hub import Hub
-from bot.hub.store import deliveries
-from bot.hub.store import subscriptions as subscription_store
 from bot.incidents.messages import alerts as watch_messages
 from bot.incidents.messages.subscribers import FailureNotice, NoticeState, failure_notice
 from bot.incidents.store import incidents as store
@@ -55,12 +53,10 @@ class IncidentHub:
         moment = outage if kind == "failure.opened" else event.at.isoformat()
         key = f"incident:{incident.id}:{step}:{moment}"
         paged = [
-            *await deliveries.sinks_told(session, incident.id, f"incident:{incident.id}:opened:"),
-            *await deliveries.sinks_told(
-                session, incident.id, f"incident:{incident.id}:escalated:"
-            ),
+            *await self.hub.sinks_told(session, incident.id, f"incident:{incident.id}:opened:"),
+            *await self.hub.sinks_told(session, incident.id, f"incident:{incident.id}:escalated:"),
         ]
-        subscriptions = await subscription_store.active(session)
+        subscriptions = await self.hub.subscriptions(session)
         decision = route(
             event,
             self.hub.config,

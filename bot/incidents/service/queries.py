@@ -1,0 +1,39 @@
+"""What other capabilities read of incidents, in their own transaction: the open alerts, and
+the open incident that explains a late DAG run."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from bot.incidents.rules.lifecycle import IncidentState
+from bot.incidents.store import incidents as store
+from bot.incidents.store.models import Incident
+
+
+async def open_alerts(session: AsyncSession, *, limit: int = 500) -> list[Incident]:
+    """Open incidents with an alert of their own (not grouped under another), newest first."""
+    return list(
+        await session.scalars(
+            select(Incident)
+            .where(Incident.state == IncidentState.OPEN, Incident.root_id.is_(None))
+            .order_by(Incident.opened_at.desc())
+            .limit(limit)
+        )
+    )
+
+
+async def cause_of_lateness(
+    session: AsyncSession,
+    namespace: str,
+    dag_id: str,
+    start: datetime,
+    end: datetime | None,
+    *,
+    now: datetime,
+) -> str | None:
+    """The DAG of the open incident that explains a late run of `dag_id` (itself, or one
+    upstream), if any (`bot.incidents.store.incidents.cause_of_lateness`)."""
+    return await store.cause_of_lateness(session, namespace, dag_id, start, end, now=now)
