@@ -46,11 +46,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from index_bench import events as synthetic_events
 
-from bot.app import build_services, create_bolt_app, create_web_app
+from bot.app import build_services, create_bolt_app
 from bot.config import parse_config
 from bot.core.db import upgrade
 from bot.settings import load_settings
 from bot.slack.service.client import slack_client
+from bot.web import create_web_app
 from standins.marquez.server import running_standin
 from standins.slack.server import running_slack_standin
 from standins.slack.state import Message

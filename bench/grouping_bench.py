@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from alert_latency_bench import Failure, downstream_of, fail_event
 
-from bot.app import build_services, create_bolt_app, create_web_app
+from bot.app import build_services, create_bolt_app
 from bot.app_services import Services
 from bot.config import parse_config
 from bot.core.db import upgrade
@@ -48,6 +48,7 @@ from bot.settings import load_settings
 from bot.slack.service.client import slack_client
 from bot.slack.store import outbox
 from bot.slack.store.models import OutboxMessage, OutboxRole, OutboxState
+from bot.web import create_web_app
 from standins.marquez.server import running_standin
 from standins.slack.server import running_slack_standin
 from standins.slack.state import Message, SlackState

@@ -8,11 +8,12 @@ import asyncio
 from aiohttp import web
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
-from bot.app import build_services, create_bolt_app, create_web_app
+from bot.app import build_services, create_bolt_app
 from bot.config import BotConfig
 from bot.settings import Settings, SetupError
 from bot.slack.service import socket_mode
 from bot.slack.service.client import slack_client
+from bot.web import create_web_app
 
 __all__ = ["CannotListen", "SetupError", "serve"]
 

@@ -16,7 +16,6 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from bot.backfill.service.backfills import PlannerFactory
 from bot.clients.marquez import MarquezError
 from bot.config import BotConfig
 from bot.core.audit import Refused, add_audit, add_refusal
@@ -31,6 +30,7 @@ from bot.incidents.messages.alerts import interval_words
 from bot.incidents.rules.links import Links
 from bot.incidents.service import queries
 from bot.lineage.rules.errors import PlanningError
+from bot.lineage.service.planning import PlannerFactory
 from bot.ownership.rules import owners
 from bot.sla import messages as sla_messages
 from bot.sla import store as sla_misses

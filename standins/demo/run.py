@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 from aiohttp import web
 from pydantic import SecretStr
 
-from bot.app import build_services, create_bolt_app, create_web_app, is_slack_listener
+from bot.app import build_services, create_bolt_app
 from bot.app_services import Services
 from bot.backfill.rules.states import RequestState
 from bot.backfill.store import execution, repository
@@ -31,6 +31,7 @@ from bot.core.db import describe_url
 from bot.core.resources import resource_dir
 from bot.settings import DEFAULT_DATABASE_URL, Settings
 from bot.slack.service.client import slack_client
+from bot.web import create_web_app, is_slack_listener
 from standins.airflow.dags import FOOD_DELIVERY_DAGS, food_delivery_history
 from standins.airflow.server import running_airflow_standin
 from standins.demo.world import DemoClock, DemoWorld, seed_workspace

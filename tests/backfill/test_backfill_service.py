@@ -13,7 +13,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy import func, select
 
-from bot.app import build_services, create_web_app
+from bot.app import build_services
 from bot.backfill.rules.states import RequestState
 from bot.backfill.run.manual import ManualExecutor
 from bot.backfill.service.backfills import BackfillService
@@ -24,6 +24,7 @@ from bot.core.db import make_engine, session_factory, upgrade
 from bot.lineage.service.planning import Planner
 from bot.settings import load_settings
 from bot.slack.store.models import OutboxMessage
+from bot.web import create_web_app
 from tests.support.answers import said
 from tests.support.factories import backfill_service
 

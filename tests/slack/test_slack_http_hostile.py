@@ -22,7 +22,7 @@ import pytest
 from aiohttp import web
 from sqlalchemy import func, select
 
-from bot.app import build_services, create_bolt_app, create_web_app
+from bot.app import build_services, create_bolt_app
 from bot.app_services import Services
 from bot.backfill.store.models import BackfillRequest
 from bot.config import parse_config
@@ -30,6 +30,7 @@ from bot.core.db import upgrade
 from bot.settings import load_settings
 from bot.slack.rules.ids import ActionId
 from bot.slack.service.client import slack_client
+from bot.web import create_web_app
 from standins.marquez.server import StandInServer
 from standins.slack.server import BotReply, SlackStandIn, running_slack_standin
 

@@ -12,12 +12,13 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
-from bot.app import build_services, create_bolt_app, create_web_app
+from bot.app import build_services, create_bolt_app
 from bot.app_services import Services
 from bot.config import BotConfig
 from bot.core.db import upgrade
 from bot.settings import load_settings
 from bot.slack.service.client import slack_client
+from bot.web import create_web_app
 from standins.marquez.server import StandInServer
 from standins.slack.server import SlackStandIn, running_slack_standin
 

@@ -15,7 +15,7 @@ from bot.app import SLACK_PARENTS
 from bot.backfill.run.backends import Backend
 from bot.backfill.run.base import Executor
 from bot.backfill.run.runner import Runner
-from bot.backfill.service.backfills import BackfillService, PlannerFactory
+from bot.backfill.service.backfills import BackfillService
 from bot.backfill.service.notices import TeamNotices
 from bot.backfill.service.retry import RetryService
 from bot.clients.marquez import MarquezClient
@@ -28,6 +28,7 @@ from bot.incidents.rules.links import Links
 from bot.incidents.service.alerts import AlertOutbox
 from bot.incidents.service.notify import IncidentHub
 from bot.incidents.service.watcher import IncidentService
+from bot.lineage.service.planning import PlannerFactory
 from bot.ownership.service import GroupDirectory
 from bot.sla.service import SlaService
 from bot.slack.service.sender import OutboxSender

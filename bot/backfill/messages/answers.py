@@ -169,3 +169,8 @@ def approval_pointer(
             who,
         )
     )
+
+
+def check_failed(executor: str, error: str) -> str:
+    """The preview's note on a plan the executor could not check (not a refusal)."""
+    return f"could not check this DAG with {executor}: {error}"[:300]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 from typing import Any, Literal, TypeVar
 
@@ -41,6 +40,7 @@ from bot.backfill.rules.states import OPEN, RequestState
 from bot.backfill.run.base import Executor
 from bot.backfill.service.lookup import RequestLookup
 from bot.backfill.service.notices import TeamNotices
+from bot.backfill.service.planned import PlanChecks
 from bot.backfill.store import execution, guards, repository
 from bot.backfill.store.models import BackfillRequest
 from bot.clients.marquez import MarquezError, MarquezUnavailable
@@ -48,8 +48,8 @@ from bot.config import BotConfig
 from bot.core.audit import add_audit
 from bot.core.model import DagRef
 from bot.lineage.rules.errors import PlanningError
-from bot.lineage.rules.planner import Plan, PlanNote, PlanStep, plan_from_json
-from bot.lineage.service.planning import PlanRequest, PlanSource
+from bot.lineage.rules.planner import Plan, plan_from_json
+from bot.lineage.service.planning import PlannerFactory
 from bot.ownership.rules import requires_all_owners
 from bot.ownership.service import GroupDirectory, may_approve, still_to_approve
 from bot.slack.rules.commands import PlanCommand
@@ -58,7 +58,6 @@ from bot.slack.store.models import OutboxRole
 
 logger = logging.getLogger(__name__)
 
-PlannerFactory = Callable[[], AbstractAsyncContextManager[PlanSource]]
 PlanChange = Callable[[Plan], Plan]
 Refusal = TypeVar("Refusal", bound=Outcome)
 
@@ -92,6 +91,7 @@ class BackfillService:
         self.executor = executor
         self.groups = groups
         self.notices = notices
+        self.checks = PlanChecks(sessions, config, planners, executor)
         self.lookup = RequestLookup(sessions, self.notices)
 
     async def _refuse(self, user: str, action: str, outcome: Refusal, **detail: Any) -> Refusal:
@@ -113,11 +113,7 @@ class BackfillService:
 
     async def make_plan(self, command: PlanCommand) -> Plan:
         """The plan a command asks for (raises PlanningError or a Marquez error)."""
-        request = PlanRequest(
-            command.dag, command.range_text, command.namespace, command.only, command.exclude
-        )
-        async with self.planners() as planner:
-            return await planner.plan(request)
+        return await self.checks.make_plan(command)
 
     async def preview(
         self,
@@ -177,8 +173,8 @@ class BackfillService:
         except PlanningError as exc:  # unknown DAG, bad range, cycle, schedule, plan too big
             failed = Unplannable("planning", str(exc))
             return await self._refuse(user, "command.refused", failed, text=command.dag)
-        plan = replace(plan, notes=await self._check(plan))
-        busy = await self._busy(plan.steps)
+        plan = replace(plan, notes=await self.checks.notes(plan))
+        busy = await self.checks.busy(plan.steps)
         if busy:
             return await self._refuse(user, "command.refused", busy, text=command.dag)
         return plan
@@ -198,8 +194,8 @@ class BackfillService:
         message goes to the alert's thread and it starts. When it needs more (a second person,
         other owners), the preview goes to the thread with this approval recorded. Someone not
         allowed to approve is refused before anything is planned or posted."""
-        root = await self._root_of(command)
-        also = await self._downstream_owners(command, root)
+        root = await self.checks.root_of(command)
+        also = await self.checks.downstream_owners(command, root)
         denial = await may_approve(
             self.config, self.groups, root, requester="", user=user, also=also
         )
@@ -230,7 +226,7 @@ class BackfillService:
         try:
             async with self.sessions.begin() as session:
                 await execution.lock_dags(session, [s.dag.dag_id for s in plan.steps])
-                busy = await self._busy(plan.steps, session=session)
+                busy = await self.checks.busy(plan.steps, session=session)
                 if busy:
                     raise _Busy(busy)
                 row = await repository.create_request(
@@ -255,54 +251,6 @@ class BackfillService:
         except Exception:  # recorded as approved; the resume loop hands it off again
             logger.exception("hand-off of %s failed; it will be retried", row.id)
         return StartedFromAlert(row.id, dags=len(plan.steps), runs=plan.run_count)
-
-    async def _root_of(self, command: PlanCommand) -> DagRef:
-        """The DAG a command names, as far as the planner resolves it (else as typed)."""
-        try:
-            async with self.planners() as planner:
-                return await planner.resolve(command.dag, command.namespace)
-        except Exception:  # the plan that follows says why, with the usual refusal
-            return DagRef(command.namespace or "", command.dag)
-
-    async def _downstream_owners(self, command: PlanCommand, root: DagRef) -> list[str]:
-        """Teams that may approve besides the root's owners: under `approve: all_owners`, the
-        owners of the DAGs a backfill of `root` reruns."""
-        if not requires_all_owners(self.config, root):
-            return []
-        try:
-            async with self.planners() as planner:
-                impact = await planner.impact(root.dag_id, root.namespace)
-        except Exception:
-            return []
-        return [name for owners in impact.owners.values() for name in owners]
-
-    async def _check(self, plan: Plan) -> tuple[PlanNote, ...]:
-        """The executor's notes on the plan's DAGs; a failed check is a note, not a refusal."""
-        try:
-            return await self.executor.check(plan)
-        except Exception as exc:
-            logger.warning("cannot check the plan with %s: %s", self.executor.name, exc)
-            note = f"could not check this DAG with {self.executor.name}: {exc}"
-            return (PlanNote(plan.root.dag_id, note[:300], blocking=False),)
-
-    async def _busy(
-        self,
-        steps: Sequence[PlanStep],
-        *,
-        exclude: str | None = None,
-        session: AsyncSession | None = None,
-    ) -> Busy | None:
-        """Why the plan must wait: another backfill already reruns one of its DAG intervals."""
-        wanted = [(s.dag.namespace, s.dag.dag_id, s.intervals) for s in steps]
-        if session is None:
-            async with self.sessions() as own:
-                found = await execution.overlapping(own, wanted, exclude=exclude)
-        else:
-            found = await execution.overlapping(session, wanted, exclude=exclude)
-        if not found:
-            return None
-        first = found[0]
-        return Busy(first.dag_id, first.request_id, first.state, request_id=exclude)
 
     async def _load(self, request_id: str) -> BackfillRequest | None:
         async with self.sessions() as session:
@@ -341,7 +289,7 @@ class BackfillService:
                     to=RequestState.APPROVED,
                     actor=user,
                 )
-                busy = await self._busy(plan.steps, exclude=request.id, session=session)
+                busy = await self.checks.busy(plan.steps, exclude=request.id, session=session)
                 if busy:
                     raise _Busy(busy)
                 await self._owe_approval_messages(session, approved)

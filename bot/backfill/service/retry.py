@@ -8,8 +8,7 @@ to its incident. One open retry per failed request: a second click names the fir
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
-from dataclasses import replace
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -18,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from bot.backfill.messages import answers
 from bot.backfill.messages.backfill import plan_preview
 from bot.backfill.rules.outcomes import NotFound, RetryPosted, RetryRefused
+from bot.backfill.rules.retry import retry_plan
 from bot.backfill.rules.states import RequestState, StepState
 from bot.backfill.rules.visibility import lives_in
 from bot.backfill.store import guards, repository
@@ -27,28 +27,6 @@ from bot.core.tables import utcnow
 from bot.lineage.rules.planner import Plan, plan_from_json
 from bot.slack.store import outbox
 from bot.slack.store.models import OutboxRole
-
-
-def retry_plan(plan: Plan, dag_ids: Collection[str]) -> Plan:
-    """`plan` restricted to the steps of `dag_ids`, in its order, with the same intervals.
-
-    Upstream edges to DAGs left out are dropped: those succeeded, so nothing waits for them.
-    The first kept step (plan order is topological, so none of its upstream is kept) becomes
-    the root the preview names and whose owners approve.
-    """
-    steps = tuple(
-        step._replace(upstream=tuple(u for u in step.upstream if u.dag_id in dag_ids))
-        for step in plan.steps
-        if step.dag.dag_id in dag_ids
-    )
-    if not steps:
-        raise ValueError("a retry needs at least one DAG of the plan")
-    return replace(
-        plan,
-        root=steps[0].dag,
-        steps=steps,
-        notes=tuple(n for n in plan.notes if n.dag_id in dag_ids),
-    )
 
 
 class _Refused(Exception):

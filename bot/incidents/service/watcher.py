@@ -20,7 +20,6 @@ from datetime import datetime
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from bot.backfill.service.backfills import PlannerFactory
 from bot.clients.marquez import MarquezError
 from bot.config import BotConfig
 from bot.core.after_commit import log_after_commit, wake_on_commit
@@ -47,6 +46,7 @@ from bot.incidents.store import incidents as store
 from bot.incidents.store.models import Incident
 from bot.lineage.rules.errors import PlanningError
 from bot.lineage.rules.impact import ImpactSnapshot
+from bot.lineage.service.planning import PlannerFactory
 from bot.slack.store import outbox
 
 logger = logging.getLogger(__name__)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol, TypeVar
@@ -61,6 +62,11 @@ async def _bounded(calls: Iterable[Callable[[], Awaitable[T]]]) -> list[T]:
             return await call()
 
     return list(await asyncio.gather(*(run(c) for c in calls)))
+
+
+PlannerFactory = Callable[[], AbstractAsyncContextManager[PlanSource]]
+"""Where plans come from, one planner per use (`bot.app.build_lineage`: the local index once
+it is reconciled, else a Marquez crawl)."""
 
 
 class Planner:

@@ -1,0 +1,93 @@
+"""What a backfill command plans to, checked: the DAG it names, the plan (the planner's), the
+executor's notes on its DAGs, whether another backfill already reruns some of its intervals,
+and who besides the root's owners may approve it."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from bot.backfill.messages import answers
+from bot.backfill.rules.outcomes import Busy
+from bot.backfill.run.base import Executor
+from bot.backfill.store import execution
+from bot.config import BotConfig
+from bot.core.model import DagRef
+from bot.lineage.rules.planner import Plan, PlanNote, PlanStep
+from bot.lineage.service.planning import PlannerFactory, PlanRequest
+from bot.ownership.rules import requires_all_owners
+from bot.slack.rules.commands import PlanCommand
+
+logger = logging.getLogger(__name__)
+
+
+class PlanChecks:
+    def __init__(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        config: BotConfig,
+        planners: PlannerFactory,
+        executor: Executor,
+    ) -> None:
+        self.sessions = sessions
+        self.config = config
+        self.planners = planners
+        self.executor = executor
+
+    async def make_plan(self, command: PlanCommand) -> Plan:
+        """The plan a command asks for (raises PlanningError or a Marquez error)."""
+        request = PlanRequest(
+            command.dag, command.range_text, command.namespace, command.only, command.exclude
+        )
+        async with self.planners() as planner:
+            return await planner.plan(request)
+
+    async def root_of(self, command: PlanCommand) -> DagRef:
+        """The DAG a command names, as far as the planner resolves it (else as typed)."""
+        try:
+            async with self.planners() as planner:
+                return await planner.resolve(command.dag, command.namespace)
+        except Exception:  # the plan that follows says why, with the usual refusal
+            return DagRef(command.namespace or "", command.dag)
+
+    async def downstream_owners(self, command: PlanCommand, root: DagRef) -> list[str]:
+        """Teams that may approve besides the root's owners: under `approve: all_owners`, the
+        owners of the DAGs a backfill of `root` reruns."""
+        if not requires_all_owners(self.config, root):
+            return []
+        try:
+            async with self.planners() as planner:
+                impact = await planner.impact(root.dag_id, root.namespace)
+        except Exception:
+            return []
+        return [name for owners in impact.owners.values() for name in owners]
+
+    async def notes(self, plan: Plan) -> tuple[PlanNote, ...]:
+        """The executor's notes on the plan's DAGs; a failed check is a note, not a refusal."""
+        try:
+            return await self.executor.check(plan)
+        except Exception as exc:
+            logger.warning("cannot check the plan with %s: %s", self.executor.name, exc)
+            note = answers.check_failed(self.executor.name, str(exc))
+            return (PlanNote(plan.root.dag_id, note, blocking=False),)
+
+    async def busy(
+        self,
+        steps: Sequence[PlanStep],
+        *,
+        exclude: str | None = None,
+        session: AsyncSession | None = None,
+    ) -> Busy | None:
+        """Why the plan must wait: another backfill already reruns one of its DAG intervals."""
+        wanted = [(s.dag.namespace, s.dag.dag_id, s.intervals) for s in steps]
+        if session is None:
+            async with self.sessions() as own:
+                found = await execution.overlapping(own, wanted, exclude=exclude)
+        else:
+            found = await execution.overlapping(session, wanted, exclude=exclude)
+        if not found:
+            return None
+        first = found[0]
+        return Busy(first.dag_id, first.request_id, first.state, request_id=exclude)
