@@ -1,1 +1,13 @@
-"""bot.backfill."""
+"""Backfills: `/backfill`'s plans, approvals and cancels, and running them.
+
+rules/     states and their groupings (states.py: the one home of OPEN, ACTIVE, FINAL),
+           what runs next (progress.py), who sees a request from where (visibility.py),
+           what a Retry reruns (retry.py), the status view (status.py), typed outcomes
+store/     requests and steps (models.py, repository.py), the runner's bookkeeping
+           (execution.py), hand-off guards, a request as a parent of Slack rows (parent.py)
+messages/  previews, status, denials (backfill.py), progress, other teams' notices,
+           the words for every outcome (answers.py)
+run/       the runner and its backends: Airflow 3, Airflow 2, local Spark, manual
+service/   preview, approve, cancel, status (backfills.py), plan checks, lookup by id,
+           Retry, team notices, what other capabilities read (requests.py)
+"""

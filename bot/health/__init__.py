@@ -1,1 +1,2 @@
-"""bot.health."""
+"""What the process reports about itself: /readyz (readiness.py) and the database figures /metrics
+shows (figures.py)."""

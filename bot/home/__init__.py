@@ -1,1 +1,2 @@
-"""bot.home."""
+"""The App Home tab: the viewer's teams' open incidents, backfills under way and recent SLA
+misses."""

@@ -1,5 +1,5 @@
 """The App Home tab: the viewing user's teams, their open incidents, running backfills and
-recent SLA misses (templates/watch/home.json.j2). The service loads the rows; this module cuts
+recent SLA misses (templates/home/home.json.j2). The service loads the rows; this module cuts
 them to what a Home view holds."""
 
 from __future__ import annotations
@@ -88,4 +88,4 @@ def home_view(
         "backfills": _section(backfills, _backfill),
         "misses": _section(misses, _miss),
     }
-    return render("watch/home.json.j2", view)
+    return render("home/home.json.j2", view)

@@ -68,8 +68,8 @@ def impact_view(impact: Impact) -> dict[str, Any]:
 
 
 def render_plan_text(plan: Plan) -> str:
-    return environment().get_template("cli/plan.txt.j2").render(plan_view(plan))
+    return environment().get_template("lineage/plan.txt.j2").render(plan_view(plan))
 
 
 def render_impact_text(impact: Impact) -> str:
-    return environment().get_template("cli/impact.txt.j2").render(impact_view(impact))
+    return environment().get_template("lineage/impact.txt.j2").render(impact_view(impact))

@@ -1,1 +1,1 @@
-"""bot.sla."""
+"""SLA misses: rules (lateness), service (the check, acknowledge), store, messages."""

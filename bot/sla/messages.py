@@ -1,6 +1,6 @@
 """SLA notices: a DAG whose run is missing, late or running too long, posted to the teams that
 own it, and the reports that will be late because of it, posted to the teams that own those.
-Each is its own message (templates/watch/sla_notice.json.j2), not a reply in a thread."""
+Each is its own message (templates/sla/sla_notice.json.j2), not a reply in a thread."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def late_notice(
 ) -> dict[str, Any]:
     """To the DAG's owners and the rule's teams: the run is missing, late or running too long
     (`cause`: the DAG whose open incident explains it, itself or one upstream)."""
-    return render("watch/sla_notice.json.j2", _view(dag_id, miss, cause, links))
+    return render("sla/sla_notice.json.j2", _view(dag_id, miss, cause, links))
 
 
 def reports_late(
@@ -70,7 +70,7 @@ def reports_late(
     view = _view(dag_id, miss, cause, links)
     view["reports"] = [clip(name, _REPORT_NAME) for name in reports[:_REPORTS]]
     view["more"] = max(0, len(reports) - _REPORTS)
-    return render("watch/sla_notice.json.j2", view)
+    return render("sla/sla_notice.json.j2", view)
 
 
 def acknowledged(message: dict[str, Any], user: str) -> dict[str, Any]:

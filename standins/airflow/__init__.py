@@ -1,1 +1,2 @@
-"""standins.airflow."""
+"""An Airflow REST API stand-in (server.py): /api/v2 (Airflow 3, backfills) or /api/v1 (Airflow 2),
+with simulated runs."""

@@ -1,1 +1,2 @@
-"""standins.seeds."""
+"""Lineage to load into the Marquez stand-in: the food_delivery sample, and synthetic graphs for
+property tests and benchmarks."""

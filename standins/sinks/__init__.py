@@ -1,1 +1,1 @@
-"""standins.sinks."""
+"""Stand-ins of the sinks beyond Slack: PagerDuty's Events API, a webhook receiver, Teams."""

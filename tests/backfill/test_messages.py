@@ -123,7 +123,7 @@ def preview(plan: Plan, **options: Any) -> dict[str, Any]:
 
 
 PREVIEW, MODAL = "backfill/plan_preview.json.j2", "backfill/plan_modal.json.j2"
-STATUS, NOTICE = "backfill/request_status.json.j2", "common/notice.json.j2"
+STATUS, NOTICE = "backfill/request_status.json.j2", "slack/notice.json.j2"
 LIST = "backfill/status_list.json.j2"
 NOT_ALLOWED = Denial(DenialKind.NOT_ALLOWED, "example.etl_orders", ("orders", "finance"))
 

@@ -18,8 +18,8 @@ from bot.sla import messages as sla
 from bot.sla.rules import Miss
 from tests.support.golden import Case, assert_golden, check, mrkdwn_texts
 
-SLA, HOME, NOTICE = "watch/sla_notice.json.j2", "watch/home.json.j2", "watch/notice.json.j2"
-TEAM = "common/team_notice.json.j2"
+SLA, HOME, NOTICE = "sla/sla_notice.json.j2", "home/home.json.j2", "slack/ops_notice.json.j2"
+TEAM = "backfill/team_notice.json.j2"
 DAY = Interval(datetime(2021, 6, 8, tzinfo=UTC), datetime(2021, 6, 9, tzinfo=UTC))
 DUE = datetime(2021, 6, 9, 2, tzinfo=UTC)
 MISSING = Miss(DAY, DUE, "missing", "the SLA is 2h 00m after the interval ends")

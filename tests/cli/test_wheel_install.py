@@ -242,7 +242,7 @@ def test_the_wheel_carries_every_module_templates_migrations_and_the_example(
         expected |= files(top, "*.py")
     for folder in ("templates", "migrations", "examples"):  # shipped inside bot/
         expected |= files(folder, "[!.]*", prefix="bot/")
-    assert {"bot/templates/cli/plan.txt.j2", "bot/migrations/env.py"} <= expected
+    assert {"bot/templates/lineage/plan.txt.j2", "bot/migrations/env.py"} <= expected
     assert sorted(expected - shipped) == []
     # The stand-ins and the demo are not the product: they ship in their own wheel.
     assert sorted(name for name in shipped if name.startswith("standins/")) == []
@@ -278,7 +278,7 @@ async def test_the_installed_bot_reads_its_files_from_the_install(installed: Ins
     templates, migrations, example = (Path(p) for p in out.decode().split())
     for path in (templates, migrations, example):
         assert path.is_relative_to(installed.venv), path
-    assert (templates / "cli" / "plan.txt.j2").is_file()
+    assert (templates / "lineage" / "plan.txt.j2").is_file()
     assert (migrations / "versions").is_dir()
     assert example.is_file()
 
@@ -304,7 +304,7 @@ async def test_plan_and_impact_against_the_installed_marquez_standin(
         names = [step["dag_id"] for step in json.loads(plan.out)["steps"]]
         assert names[0] == ROOT
         assert [name for name in names if name in DOWNSTREAM] == DOWNSTREAM
-        # The text plan renders templates/cli/plan.txt.j2 from the installed package.
+        # The text plan renders templates/lineage/plan.txt.j2 from the installed package.
         text = await run(installed, "plan", ROOT, "2021-06-04", "--marquez-url", marquez)
         assert text.code == 0, text.err
         assert ROOT in text.out

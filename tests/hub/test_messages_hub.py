@@ -1,5 +1,5 @@
 """What subscribed channels and an escalation's channel see of a failure
-(templates/common/hub_notice.json.j2), as golden files."""
+(templates/incidents/subscriber_notice.json.j2), as golden files."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from bot.incidents.messages.subscribers import FailureNotice, failure_notice
 from tests.support.golden import Case, assert_golden, mrkdwn_texts
 
-HUB = "common/hub_notice.json.j2"
+HUB = "incidents/subscriber_notice.json.j2"
 OPENED = FailureNotice(
     "example.etl_orders",
     "2021-06-04 to 2021-06-06",

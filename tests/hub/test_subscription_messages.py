@@ -20,9 +20,9 @@ from bot.slack.messages import common
 from bot.slack.rules.commands import PATTERN_CHARS
 from tests.support.golden import Case, assert_golden, check, mrkdwn_texts
 
-ADDED = "common/subscription_added.json.j2"
-REMOVED = "common/subscription_removed.json.j2"
-LIST = "common/subscription_list.json.j2"
+ADDED = "hub/subscription_added.json.j2"
+REMOVED = "hub/subscription_removed.json.j2"
+LIST = "hub/subscription_list.json.j2"
 AT = datetime(2021, 6, 8, 9, 30, tzinfo=UTC)
 ORDERS = SubscriptionLine("1a2b3c4d", "example.etl_*", EVENT_CLASSES, False, "U0ORDERS01", AT)
 FAILURES = SubscriptionLine(

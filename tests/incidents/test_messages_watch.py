@@ -1,4 +1,4 @@
-"""An incident's alert and the replies in its thread (templates/watch/incident_alert.json.j2 and
+"""An incident's alert and the replies in its thread (templates/incidents/incident_alert.json.j2 and
 incident_reply.json.j2): golden files for every state of the impact and of the incident, and
 escaping: nothing from outside can mention anyone, link anywhere or end a code span."""
 
@@ -19,7 +19,7 @@ from bot.slack.messages.render import channel_mention, sentence, user_mention
 from bot.slack.rules.ids import ActionId
 from tests.support.golden import Case, assert_golden, check, elements, mrkdwn_texts
 
-ALERT, REPLY = "watch/incident_alert.json.j2", "watch/incident_reply.json.j2"
+ALERT, REPLY = "incidents/incident_alert.json.j2", "incidents/incident_reply.json.j2"
 INCIDENT = "0a1b2c3d4e5f60718293a4b5c6d7e8f9"
 REQUEST = "5f0c1e0a9d2b4c7e8f1a2b3c4d5e6f70"
 OUTAGE = watch.outage_words(

@@ -682,7 +682,7 @@ def test_the_safety_net_shows_what_the_bot_never_builds_as_text(
     assert len([r for r in caplog.records if r.levelno == logging.ERROR]) == 4
     # A view value a template places as mrkdwn (|trusted) that is a plain str: escaped, logged.
     caplog.clear()
-    reply = _render.render("watch/incident_reply.json.j2", {"text": "<@U0EVIL> said so"})
+    reply = _render.render("incidents/incident_reply.json.j2", {"text": "<@U0EVIL> said so"})
     assert reply["text"] == "&lt;@U0EVIL&gt; said so"
     assert len([r for r in caplog.records if r.levelno == logging.ERROR]) == 1
 
@@ -690,23 +690,23 @@ def test_the_safety_net_shows_what_the_bot_never_builds_as_text(
 # --- golden files of the hostile and the longest cases --------------------------------------
 
 CASES: dict[str, Case] = {
-    "refusal_escaping": Case("common/notice.json.j2", lambda: KINDS["refusal"][1](HOSTILE)),
+    "refusal_escaping": Case("slack/notice.json.j2", lambda: KINDS["refusal"][1](HOSTILE)),
     "action_result_escaping": Case(
-        "common/notice.json.j2", lambda: KINDS["action_result"][1](HOSTILE)
+        "slack/notice.json.j2", lambda: KINDS["action_result"][1](HOSTILE)
     ),
     "incident_alert_long": Case(
-        "watch/incident_alert.json.j2", lambda: KINDS["watch_alert"][1](LONG)
+        "incidents/incident_alert.json.j2", lambda: KINDS["watch_alert"][1](LONG)
     ),
     "incident_reply_long": Case(
-        "watch/incident_reply.json.j2", lambda: KINDS["watch_grouped"][1](LONG)
+        "incidents/incident_reply.json.j2", lambda: KINDS["watch_grouped"][1](LONG)
     ),
     "progress_links": Case(
         "backfill/progress.json.j2", lambda: thread_reply(replace(HOSTILE, rows=1))
     ),
-    "sla_notice_long": Case("watch/sla_notice.json.j2", lambda: KINDS["sla_reports_late"][1](LONG)),
-    "home_long_names": Case("watch/home.json.j2", lambda: home_view(replace(LONG, rows=2))),
+    "sla_notice_long": Case("sla/sla_notice.json.j2", lambda: KINDS["sla_reports_late"][1](LONG)),
+    "home_long_names": Case("home/home.json.j2", lambda: home_view(replace(LONG, rows=2))),
     "team_notice_long": Case(
-        "common/team_notice.json.j2", lambda: KINDS["team_rerun_approved"][1](LONG)
+        "backfill/team_notice.json.j2", lambda: KINDS["team_rerun_approved"][1](LONG)
     ),
 }
 

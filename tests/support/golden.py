@@ -23,7 +23,7 @@ from bot.slack.messages.limits import check_message, check_view
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
 UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
 MACRO_TEMPLATES = frozenset(
-    {"common/elements.json.j2", "backfill/macros.json.j2", "backfill/progress_macros.json.j2"}
+    {"slack/elements.json.j2", "backfill/macros.json.j2", "backfill/progress_macros.json.j2"}
 )
 """Templates of macros only: they are rendered through the templates that import them."""
 

@@ -1,1 +1,1 @@
-"""bot.backfill.messages."""
+"""Every word and Block Kit message of a backfill."""

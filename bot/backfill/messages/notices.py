@@ -1,5 +1,5 @@
 """Notices to the teams whose DAGs a backfill reruns: one when it is approved, one when it
-ends (templates/common/team_notice.json.j2). Each is a message in the team's own channel."""
+ends (templates/backfill/team_notice.json.j2). Each is a message in the team's own channel."""
 
 from __future__ import annotations
 
@@ -53,10 +53,10 @@ def _view(rerun: TeamRerun) -> dict[str, Any]:
 
 
 def rerun_approved(rerun: TeamRerun, *, approver: str) -> dict[str, Any]:
-    return render("common/team_notice.json.j2", {**_view(rerun), "approver": clip(approver, 40)})
+    return render("backfill/team_notice.json.j2", {**_view(rerun), "approver": clip(approver, 40)})
 
 
 def rerun_ended(rerun: TeamRerun, *, state: str) -> dict[str, Any]:
     emoji, label = REQUEST_LOOK[RequestState(state)]
     view = {**_view(rerun), "ended": True, "emoji": emoji, "outcome": label.lower()}
-    return render("common/team_notice.json.j2", view)
+    return render("backfill/team_notice.json.j2", view)

@@ -1,1 +1,1 @@
-"""bot.backfill.rules."""
+"""The backfill's pure rules: states, progress, visibility, retry, status, outcomes."""

@@ -1,1 +1,1 @@
-"""bot.backfill.run."""
+"""Running approved backfills: the Executor protocol (base), the runner and its backends."""

@@ -1,1 +1,1 @@
-"""bot.backfill.service."""
+"""The backfill use cases: load, ask the rules, store, owe; each answers with an outcome."""

@@ -1,1 +1,1 @@
-"""bot.backfill.store."""
+"""Backfill requests, their steps and the runner's bookkeeping, in the caller's transaction."""

@@ -1,1 +1,1 @@
-"""bot.events.rules."""
+"""Run events' pure rules: parsing, producers, the late-event window."""

@@ -1,1 +1,1 @@
-"""bot.events.service."""
+"""Run events in: the receiver, the Marquez poller, its feed reader and late sweep."""

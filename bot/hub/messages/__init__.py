@@ -1,1 +1,1 @@
-"""bot.hub.messages."""
+"""What the hub says: sink documents, digests, sink health, subscription answers."""

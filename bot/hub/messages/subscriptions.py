@@ -58,12 +58,12 @@ def subscribed(
     """The answer to `/backfill subscribe`: the subscription added, or (`existing`) the one
     already there with the same pattern, events and `--downstream`."""
     view = {**_view(line, dm=dm, command=command), "existing": existing}
-    return render("common/subscription_added.json.j2", view)
+    return render("hub/subscription_added.json.j2", view)
 
 
 def unsubscribed(line: SubscriptionLine, *, dm: bool, command: str = "/backfill") -> dict[str, Any]:
     """The answer to `/backfill unsubscribe ID`: what is no longer sent here."""
-    return render("common/subscription_removed.json.j2", _view(line, dm=dm, command=command))
+    return render("hub/subscription_removed.json.j2", _view(line, dm=dm, command=command))
 
 
 def subscription_list(
@@ -81,7 +81,7 @@ def subscription_list(
         "title": "Subscriptions of your DM" if dm else "Subscriptions of this channel",
         "command": clip(command, 40),
     }
-    return render("common/subscription_list.json.j2", view)
+    return render("hub/subscription_list.json.j2", view)
 
 
 def not_allowed(denial: Denial) -> Mrkdwn:

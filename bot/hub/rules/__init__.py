@@ -1,1 +1,1 @@
-"""bot.hub.rules."""
+"""The hub's pure rules: routing and subscriptions."""

@@ -1,1 +1,1 @@
-"""bot.hub.service."""
+"""The hub's use cases: routing events, subscriptions, delivering to sinks."""

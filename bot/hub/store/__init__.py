@@ -1,1 +1,1 @@
-"""bot.hub.store."""
+"""What the hub owes sinks (deliveries, their health) and who subscribed to what."""

@@ -1,1 +1,1 @@
-"""bot.incidents.messages."""
+"""Every word and Block Kit message of an incident."""

@@ -1,6 +1,6 @@
 """Messages of the watcher: an incident's alert (posted once, then edited in place) and the
-replies in its thread. View models here, layout in templates/watch/incident_alert.json.j2 and
-templates/watch/incident_reply.json.j2.
+replies in its thread. View models here, layout in templates/incidents/incident_alert.json.j2 and
+templates/incidents/incident_reply.json.j2.
 
 Replies are built here from the facts: the DAG ids, request ids and intervals in them are
 escaped (and cannot end a code span), the mentions the bot built stay live."""
@@ -164,7 +164,7 @@ def alert(view: AlertView) -> dict[str, Any]:
         "recovered": view.recovered,
         "downstream_count": len(impact.downstream),
     }
-    return render("watch/incident_alert.json.j2", page)
+    return render("incidents/incident_alert.json.j2", page)
 
 
 _BACKFILL_WORDS = {
@@ -216,7 +216,7 @@ def _confirm_words(view: AlertView) -> Mrkdwn:
 
 def _reply(line: Mrkdwn) -> dict[str, Any]:
     """A thread reply whose `line` is mrkdwn already escaped where it needed to be."""
-    return render("watch/incident_reply.json.j2", {"text": line})
+    return render("incidents/incident_reply.json.j2", {"text": line})
 
 
 def _mentions(items: Sequence[str], budget: int) -> Mrkdwn:

@@ -1,6 +1,6 @@
 """What a channel or DM subscribed with `/backfill subscribe` sees of a failure (one message,
 edited as the outage is acknowledged and resolved), and what an escalation posts in the next
-target's channel (templates/common/hub_notice.json.j2). SLA misses and backfills reach
+target's channel (templates/incidents/subscriber_notice.json.j2). SLA misses and backfills reach
 subscribers as the notices their owners get (bot/sla/messages.py,
 bot/backfill/messages/notices.py)."""
 
@@ -38,7 +38,7 @@ class FailureNotice:
 
 def failure_notice(notice: FailureNotice) -> dict[str, Any]:
     return render(
-        "common/hub_notice.json.j2",
+        "incidents/subscriber_notice.json.j2",
         {
             "dag_id": clip(notice.dag_id, NAME),
             "intervals": clip(notice.intervals, 120),

@@ -1,1 +1,1 @@
-"""bot.incidents.rules."""
+"""Incidents' pure rules: lifecycle, proposal, links, outcomes."""

@@ -1,1 +1,1 @@
-"""bot.incidents.service."""
+"""The incident use cases: watch, alert, notify, act on clicks, escalate."""

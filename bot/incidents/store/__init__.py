@@ -1,1 +1,1 @@
-"""bot.incidents.store."""
+"""The incidents table and its queries, in the caller's transaction."""

@@ -1,1 +1,1 @@
-"""bot.lineage.rules."""
+"""Lineage's pure rules: graph, walk, planner, schedules, ranges, impact."""

@@ -1,1 +1,1 @@
-"""bot.lineage.service."""
+"""Lineage use cases: the catalog, planners, the local index and its reconcile."""

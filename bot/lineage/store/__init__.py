@@ -1,1 +1,1 @@
-"""bot.lineage.store."""
+"""The local lineage index (jobs, datasets, DAG runs), in the caller's transaction."""

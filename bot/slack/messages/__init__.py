@@ -1,1 +1,1 @@
-"""bot.slack.messages."""
+"""What every message shares: escaping, clipping, one render checked against Slack's limits."""

@@ -1,4 +1,4 @@
-"""One sentence from the bot and an optional hint (templates/common/notice.json.j2): refusals,
+"""One sentence from the bot and an optional hint (templates/slack/notice.json.j2): refusals,
 acknowledgements, and why a click changed nothing. A sentence often carries a DAG id, an
 exception's message or what someone typed, so a plain `str` is shown exactly as written:
 escaped as a whole, no mention or link in it live. A sentence that should mention someone is
@@ -20,7 +20,7 @@ def _notice(icon: str, text: str, hint: str | None = None) -> dict[str, Any]:
         "text": clip_sentence(text, SENTENCE),
         "hint": clip_sentence(hint, _HINT) if hint else "",
     }
-    return render("common/notice.json.j2", view)
+    return render("slack/notice.json.j2", view)
 
 
 def refusal(reason: str, *, hint: str | None = None) -> dict[str, Any]:

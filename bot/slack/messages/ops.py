@@ -1,4 +1,4 @@
-"""The one shape of a notice in the ops channel (templates/watch/notice.json.j2, which escapes
+"""The one shape of a notice in the ops channel (templates/slack/ops_notice.json.j2, which escapes
 every value: error messages come from outside): an icon, a title, a sentence and facts."""
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def ops_notice(icon: str, title: str, text: str, facts: Sequence[str]) -> dict[s
     # the title and the sentence share one section: the title takes its room from the sentence
     text = clip(text, SENTENCE - NAME)
     view = {"icon": icon, "title": clip(title, NAME), "text": text, "facts": shown}
-    return render("watch/notice.json.j2", view)
+    return render("slack/ops_notice.json.j2", view)
 
 
 def moment(value: datetime) -> str:

@@ -1,1 +1,1 @@
-"""bot.slack.rules."""
+"""Ids the bot puts on Slack surfaces, and the `/backfill` grammar."""

@@ -1,1 +1,1 @@
-"""bot.slack.service."""
+"""The Slack edge's I/O: the sender, the HTTP entry, Socket Mode, the client."""

@@ -1,1 +1,1 @@
-"""bot.slack.store."""
+"""The outbox: what the bot owes Slack, a row before it is sent."""
