@@ -1,4 +1,4 @@
-"""The CLI's text for `plan` and `impact` (templates/cli/): view models, then the templates."""
+"""The CLI's text for `plan` and `impact` (templates/lineage/): view models, then the templates."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Messages of /backfill (templates/backfill/, templates/common/): golden Block Kit JSON for
+"""Messages of /backfill (templates/backfill/, templates/slack/): golden Block Kit JSON for
 every layout (see golden_support), escaping, opaque ids, and any names within Slack's limits.
 """
 

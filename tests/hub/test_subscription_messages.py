@@ -1,4 +1,4 @@
-"""`/backfill subscribe`, `subscriptions` and `unsubscribe`'s answers (templates/common/
+"""`/backfill subscribe`, `subscriptions` and `unsubscribe`'s answers (templates/hub/
 subscription_*.json.j2): golden files, the sentences the e2e tests look for, escaping of what
 people type (a pattern, a user id that is not one), and Slack's limits at 50 subscriptions."""
 

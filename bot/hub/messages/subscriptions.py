@@ -1,5 +1,5 @@
 """`/backfill subscribe`, `subscriptions` and `unsubscribe`: what the person who typed them sees
-(ephemeral). A subscription added (or found already there: templates/common/
+(ephemeral). A subscription added (or found already there: templates/hub/
 subscription_added.json.j2), removed (subscription_removed) and the channel's list
 (subscription_list); refusals are `common.refusal` sentences written here."""
 
