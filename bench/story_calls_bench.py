@@ -7,7 +7,7 @@ Three failed days of `example.etl_orders` are posted to the bot's receiver, the 
 stand-in (runs of `--run-seconds`, the runner polling every second and reporting at the default
 `progress_update_s`), the other teams are told, and the reruns' COMPLETE events resolve the
 alert. Prints every Slack Web API call the bot made, by method, and the total against the
-target of 15. The story is the one tests/e2e/test_alert_story.py checks.
+target of 15. The story is the one tests/incidents/test_alert_story.py checks.
 """
 
 from __future__ import annotations
@@ -22,9 +22,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 
-from story_support import (  # noqa: E402
+from bot.slack.rules.ids import ActionId  # noqa: E402
+from standins.marquez.server import running_standin  # noqa: E402
+from tests.support.story import (  # noqa: E402
     ANALYTICS,
     DAYS,
     LOGISTICS,
@@ -38,9 +39,6 @@ from story_support import (  # noqa: E402
     story_bot,
     story_config,
 )
-
-from bot.slack.rules.ids import ActionId  # noqa: E402
-from standins.marquez.server import running_standin  # noqa: E402
 
 TARGET = 15
 

@@ -1,6 +1,6 @@
 """The Slack stand-in's browser page: `/` and its JSON API under `/ui/api/`.
 
-The page (plain HTML, CSS and JavaScript in `bot/standins/web/`, nothing loaded from outside)
+The page (plain HTML, CSS and JavaScript in `standins/slack/static/`, nothing loaded from outside)
 shows the workspace as a member sees it and acts as that member: it types slash commands,
 clicks buttons and submits modals through the same `SlackStandIn` methods the tests use, so the
 bot receives exactly what Slack would send. Live updates are server-sent events from the

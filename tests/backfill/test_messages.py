@@ -1,5 +1,5 @@
 """Messages of /backfill (templates/backfill/, templates/slack/): golden Block Kit JSON for
-every layout (see golden_support), escaping, opaque ids, and any names within Slack's limits.
+every layout (see tests/support/golden.py), escaping, opaque ids, and any names within Slack's limits.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The Airflow stand-in over real HTTP: Airflow 3's `/api/v2` (JWT) and what both APIs share
 (auth failures, outages, one API per stand-in), every request and answer validated against the
-published specs (tests/integration/airflow_spec_support.py), and the behaviours of SOURCE.md in
+published specs (tests/support/airflow_spec.py), and the behaviours of SOURCE.md in
 tests/fixtures/airflow. Airflow 2's `/api/v1` is in test_standin_airflow_v1.py.
 """
 

@@ -1,5 +1,5 @@
 """The Airflow stand-in's Airflow 2 stable API (`/api/v1`, basic auth) over real HTTP, every
-request and answer validated against v1.yaml (tests/integration/airflow_spec_support.py): DAGs
+request and answer validated against v1.yaml (tests/support/airflow_spec.py): DAGs
 (with `max_active_runs`, null for a DAG without one), triggered runs with explicit intervals,
 PATCHing a run's state (a cancel: queued and running runs fail at once, and a run stopped so
 frees its slot), clearing; and the Airflow 2 client reading them.

@@ -1,7 +1,7 @@
 """The example story, driven as a user and Airflow would drive it: three failed days of
 `example.etl_orders` posted to the bot's receiver as OpenLineage events, clicks on the alert as
 signed Slack requests through the Slack stand-in, the backfill run on the Airflow stand-in.
-Shared by tests/e2e/test_alert_story.py and bench/story_calls_bench.py."""
+Shared by tests/incidents/test_alert_story.py and bench/story_calls_bench.py."""
 
 from __future__ import annotations
 

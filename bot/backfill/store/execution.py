@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import and_, or_, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot.backfill.rules.states import ACTIVE, RequestState, StepState
+from bot.backfill.rules.states import ACTIVE, STEP_FINAL, RequestState
 from bot.backfill.store.models import BackfillRequest, BackfillStep
 from bot.core.model import Interval
 from bot.core.tables import utcnow
@@ -195,7 +195,7 @@ async def overlapping(
         .where(
             BackfillRequest.state.in_(ACTIVE),
             BackfillStep.dag_id.in_(sorted({dag for _, dag in want})),
-            BackfillStep.state.not_in([StepState.SKIPPED, StepState.CANCELLED]),
+            BackfillStep.state.not_in(STEP_FINAL),  # what will still run
         )
     )
     if exclude:
@@ -203,7 +203,7 @@ async def overlapping(
     found: list[Overlap] = []
     for step, state in (await session.execute(stmt)).all():
         mine = want.get((step.namespace, step.dag_id))
-        if mine is None or step.state in (StepState.SUCCEEDED, StepState.FAILED):
+        if mine is None:
             continue
         theirs = [interval_from_json(raw) for raw in step.intervals]
         if any(a.overlaps(b) for a in mine for b in theirs):
