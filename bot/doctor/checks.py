@@ -1,6 +1,7 @@
 """The checks of `backfill-bot doctor` other than Slack's (bot/doctor/slack.py): BOT_CONFIG,
 Marquez, DAG ownership, Airflow and the database. Each returns rows and never raises for what
-it checks: a system that fails becomes a FAIL row naming the fix (bot/doctor/__init__.py guards the rest).
+it checks: a system that fails becomes a FAIL row naming the fix (bot/doctor/__init__.py guards the
+rest).
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """Messages of /backfill (templates/backfill/, templates/slack/): golden Block Kit JSON for
-every layout (see tests/support/golden.py), escaping, opaque ids, and any names within Slack's limits.
+every layout (see tests/support/golden.py), escaping, opaque ids, and any names within Slack's
+limits.
 """
 
 from __future__ import annotations

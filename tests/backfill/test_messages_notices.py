@@ -1,5 +1,6 @@
 """SLA notices, the App Home tab and the ops channel's notices (templates/sla/sla_notice,
-home/home and slack/ops_notice .json.j2): golden files, the sentences the e2e tests look for, and escaping."""
+home/home and slack/ops_notice .json.j2): golden files, the sentences the e2e tests look for, and
+escaping."""
 
 from __future__ import annotations
 

@@ -2,7 +2,8 @@
 aiohttp WebSocket that reads every message and acks (or not) exactly as each test says.
 
 Each test names what Slack does over Socket Mode and fails if the stand-in stops doing it. The
-bot's own client (slack_sdk's, through bolt) is driven end to end in tests/slack/test_socket_mode.py.
+bot's own client (slack_sdk's, through bolt) is driven end to end in
+tests/slack/test_socket_mode.py.
 """
 
 from __future__ import annotations
