@@ -16,7 +16,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bot.backfill.messages.backfill import (
-    denied,
     help_message,
     plan_modal,
     plan_preview,
@@ -27,6 +26,7 @@ from bot.backfill.rules.states import REQUEST_TRANSITIONS, RequestState, StepSta
 from bot.backfill.rules.status import RequestStatus, StepStatus
 from bot.core.model import DagRef, DateRange, Interval
 from bot.lineage.rules.planner import Plan, PlanStep
+from bot.ownership.messages import denied
 from bot.ownership.rules import Denial, DenialKind
 from bot.slack.messages.common import acknowledgement, action_result, refusal
 from bot.slack.messages.limits import check_message, check_view

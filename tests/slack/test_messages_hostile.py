@@ -43,6 +43,7 @@ from bot.incidents.rules import outcomes as alerts_outcomes
 from bot.incidents.rules.proposal import Proposal
 from bot.lineage.rules.impact import DagImpact, ImpactSnapshot, ImpactStatus, ReportImpact
 from bot.lineage.rules.planner import Plan, PlanNote, PlanStep
+from bot.ownership import messages as ownership_words
 from bot.ownership.rules import Denial, DenialKind
 from bot.sla import messages as sla
 from bot.sla.rules import Miss, NoticeAcknowledged
@@ -261,8 +262,8 @@ def home_view(v: Values) -> dict[str, Any]:
 
 def denials(v: Values) -> Iterator[str]:
     for kind in DenialKind:
-        yield backfill.denied(Denial(kind, v.dag, (v.team,)), action="approve")
-        yield backfill.denied(Denial(kind, v.dag, (v.team,)), action="cancel")
+        yield ownership_words.denied(Denial(kind, v.dag, (v.team,)), action="approve")
+        yield ownership_words.denied(Denial(kind, v.dag, (v.team,)), action="cancel")
 
 
 Build = Callable[[Values], dict[str, Any]]

@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any
 
 from bot.backfill.messages.backfill import (
-    denied,
     plan_preview,
     request_status,
     status_list,
@@ -36,6 +35,7 @@ from bot.backfill.rules.outcomes import (
     Unplannable,
 )
 from bot.backfill.rules.states import RequestState
+from bot.ownership.messages import denied
 from bot.slack.messages.common import action_result, refusal
 from bot.slack.messages.render import code, plural, sentence, user_mention
 

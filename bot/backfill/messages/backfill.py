@@ -6,13 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import UTC
-from typing import Any, Literal
+from typing import Any
 
 from bot.backfill.rules.states import RequestState, StepState
 from bot.backfill.rules.status import RequestStatus, StepStatus
 from bot.core.model import Interval
 from bot.lineage.rules.planner import Plan, PlanStep
-from bot.ownership.rules import Denial, DenialKind
 from bot.slack.messages.limits import MESSAGE_BLOCKS, SECTION_TEXT, VIEW_BLOCKS
 from bot.slack.messages.render import (
     LIST,
@@ -259,35 +258,6 @@ def help_message(command: str = "/backfill") -> dict[str, Any]:
     return render("backfill/help.json.j2", {"command": clip(command, 40)})
 
 
-def denied(denial: Denial, *, action: Literal["approve", "cancel"]) -> str:
-    """Why someone may not approve (or cancel) a backfill, and whom to ask instead."""
-    dag, who = denial.dag_id, ", ".join(denial.teams) or "none"
-    if action == "cancel":
-        if denial.kind == DenialKind.NO_ONE:
-            return (
-                f"No team owns {dag} and no approvers are configured, so only its requester "
-                "may cancel this backfill. Add an ownership rule or approvers to BOT_CONFIG."
-            )
-        return (
-            f"You may not cancel backfills of {dag}: only the requester, members of its owning "
-            f"teams ({who}) or the configured approvers may. Ask one of them to click Cancel."
-        )
-    if denial.kind == DenialKind.SECOND_PERSON:
-        return (
-            f"Backfills of {dag} need a second person: someone other than the requester "
-            "must approve."
-        )
-    if denial.kind == DenialKind.NO_ONE:
-        return (
-            f"No team owns {dag} and no approvers are configured, so nobody may approve "
-            "its backfills yet. Add an ownership rule or approvers to BOT_CONFIG."
-        )
-    return (
-        f"You may not approve backfills of {dag}: only members of its owning teams "
-        f"({who}) or the configured approvers may. Ask one of them to click Approve."
-    )
-
-
 def _id_shaped(value: str) -> bool:
     """Whether an id someone gave can be shown as typed: letters, digits, `-`, `_`, `.` only."""
     return 0 < len(value) <= 64 and all(c.isascii() and (c.isalnum() or c in "-_.") for c in value)
@@ -302,21 +272,3 @@ def unknown_backfill(given: str, *, prefix: bool = False) -> str:
     if prefix:
         return f"No backfill id starts with {given}."
     return f"Backfill {given} does not exist."
-
-
-def snooze_denied(denial: Denial, *, unsnooze: bool = False) -> str:
-    """Why someone may not Snooze (or Unsnooze) an alert, and who may (the rules of Approve)."""
-    verb, button = ("unsnooze", "Unsnooze") if unsnooze else ("snooze", "Snooze")
-    dag = clip(denial.dag_id, NAME)
-    if denial.kind == DenialKind.NO_ONE:
-        return (
-            f"No team owns {dag} and no approvers are configured, so nobody may {verb} its "
-            "alerts. Add an ownership rule or approvers to BOT_CONFIG, or set "
-            "watch.snooze: anyone_in_channel."
-        )
-    who = join_clipped(denial.teams, LIST) or "none"
-    return (
-        f"You may not {verb} alerts of {dag}: only members of its owning teams ({who}) or the "
-        f"configured approvers may, as for Approve. Ask one of them to click {button}; "
-        "Acknowledge is open to anyone."
-    )

@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any
 
 from bot.backfill.messages import answers as backfill_answers
-from bot.backfill.messages.backfill import snooze_denied
 from bot.backfill.rules.outcomes import Outcome as BackfillOutcome
 from bot.incidents.rules.outcomes import (
     Acknowledged,
@@ -24,6 +23,7 @@ from bot.incidents.rules.outcomes import (
     SnoozeDenied,
     Unsnoozed,
 )
+from bot.ownership.messages import snooze_denied
 from bot.slack.messages.common import action_result, refusal
 
 GONE = "This incident no longer exists."
