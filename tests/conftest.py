@@ -17,7 +17,6 @@ from typing import Any
 import psycopg
 import pytest
 
-import bot.schema
 from bot.config import BotConfig, parse_config
 from standins.marquez.server import StandInServer, running_standin
 from tests.support.e2e import CONFIG, Bot, running_bot

@@ -8,11 +8,12 @@ capability declares its own tables on this `Base` (`bot.schema` gathers them all
 
 from __future__ import annotations
 
+import importlib
 import uuid
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
-from sqlalchemy import DateTime, Dialect, MetaData
+from sqlalchemy import DateTime, Dialect, MetaData, event
 from sqlalchemy.orm import DeclarativeBase
 from sqlalchemy.types import TypeDecorator
 
@@ -68,3 +69,12 @@ class Base(DeclarativeBase):
     """Declarative base whose MetaData names constraints the same way on every backend."""
 
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+@event.listens_for(Base.registry, "before_configured")
+def _every_table(*_: object) -> None:
+    """A capability's table may point at another's by name (the outbox at backfill_requests
+    and incidents, the audit log at backfill_requests, sink deliveries at incidents). Before
+    the ORM first resolves those names, every table is registered, whichever store was imported
+    first. Imported by name: core knows no capability (`bot.schema` knows them all)."""
+    importlib.import_module("bot.schema")

@@ -60,6 +60,17 @@ def requires_all_owners(config: BotConfig, root: DagRef) -> bool:
     )
 
 
+def also_approving(
+    config: BotConfig, root: DagRef, downstream_owners: Iterable[str]
+) -> tuple[str, ...]:
+    """Teams that may approve a backfill of `root` besides its owners: under an
+    `approve: all_owners` rule, the owners of the DAGs it reruns (`downstream_owners`, from the
+    plan or the impact); none otherwise."""
+    if not requires_all_owners(config, root):
+        return ()
+    return tuple(downstream_owners)
+
+
 def requires_second_person(config: BotConfig, root: DagRef) -> bool:
     """Whether an ownership rule for `root` asks for an approver other than the requester."""
     return any(

@@ -12,7 +12,6 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -270,11 +269,4 @@ async def recent_misses(
     session: AsyncSession, since: datetime, *, limit: int = 500
 ) -> list[SlaMiss]:
     """SLA misses noticed since `since`, newest first (the App Home lists them)."""
-    return list(
-        await session.scalars(
-            select(SlaMiss)
-            .where(SlaMiss.detected_at >= since)
-            .order_by(SlaMiss.detected_at.desc())
-            .limit(limit)
-        )
-    )
+    return await sla_misses.noticed_since(session, since, limit=limit)

@@ -46,3 +46,15 @@ async def exists(session: AsyncSession, dag: DagRef, interval_key: str) -> bool:
         )
     )
     return found is not None
+
+
+async def noticed_since(session: AsyncSession, since: datetime, *, limit: int) -> list[SlaMiss]:
+    """Misses noticed since `since`, newest first."""
+    return list(
+        await session.scalars(
+            select(SlaMiss)
+            .where(SlaMiss.detected_at >= since)
+            .order_by(SlaMiss.detected_at.desc())
+            .limit(limit)
+        )
+    )

@@ -290,3 +290,18 @@ def test_awaited_teams_are_named_and_escaped() -> None:
 def test_a_retry_preview_names_the_backfill_it_retries() -> None:
     text = "\n".join(mrkdwn_texts(preview(retry_of="0123456789abcdef" * 2)))
     assert "Retry of backfill `0123456789abcdef0123456789abcdef`" in text
+
+
+def test_commands_to_run_by_hand_are_told_whole_over_as_many_replies_as_they_need() -> None:
+    commands = [f"airflow backfill create --dag-id etl.{'x' * 240}_{i}" for i in range(400)]
+
+    replies = progress.run_by_hand(commands)
+
+    assert len(replies) > 1
+    for reply in replies:
+        check(reply)  # within Slack's limits
+    lines = "\n".join(reply["text"] for reply in replies).splitlines()
+    numbered = [line for line in lines if line[0].isdigit()]
+    assert numbered == [f"{i}. `{command}`" for i, command in enumerate(commands, 1)]
+    assert replies[0]["text"].startswith("This bot runs no backfills itself")
+    assert progress.run_by_hand(commands[:2]) == [{"text": replies[0]["text"].split("\n3.")[0]}]

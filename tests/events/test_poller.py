@@ -27,9 +27,10 @@ from bot.clients.marquez import MarquezClient, RetryPolicy
 from bot.config import Watch
 from bot.core.after_commit import wake_on_commit
 from bot.core.db import make_engine, session_factory, upgrade
-from bot.events.service.poller import MarquezPoller, describe_duration
+from bot.events.service.poller import MarquezPoller
 from bot.events.store import run_events
 from bot.events.store.models import RunEvent, WatchCursor
+from bot.slack.messages.ops import describe_duration
 from bot.slack.store.models import OutboxMessage
 from standins.marquez.server import StandInServer
 from standins.seeds.food_delivery import food_delivery_events

@@ -411,6 +411,11 @@ KINDS: dict[str, tuple[Callable[..., Any], Build]] = {
         common.acknowledgement,
         lambda v: common.acknowledgement(f"Planning {v.dag} {v.error} …"),
     ),
+    "not_a_member": (common.not_a_member, lambda v: common.not_a_member(v.ident, v.dag, v.ident)),
+    "run_by_hand": (
+        progress.run_by_hand,
+        lambda v: progress.run_by_hand([f"airflow dags backfill {v.dag} {v.error}"] * v.rows)[-1],
+    ),
     "home_view": (home.home_view, home_view),
     "ops_unreachable": (ops.unreachable, lambda v: ops.unreachable(v.error, T0)),
     "ops_set_aside": (

@@ -37,6 +37,15 @@ REQUEST_LOOK: Mapping[str, tuple[str, str]] = {
     RequestState.CANCELLED: (":no_entry_sign:", "Cancelled"),
     RequestState.REFUSED: (":no_entry:", "Refused"),
 }
+IN_ALERT: Mapping[str, str] = {
+    RequestState.PREVIEWED: "waiting for approval (see the thread)",
+    RequestState.APPROVED: "approved",
+    RequestState.RUNNING: "running (progress in the thread)",
+    RequestState.SUCCEEDED: "succeeded",
+    RequestState.FAILED: "failed (Retry is in the thread)",
+    RequestState.CANCELLED: "cancelled",
+}
+"""How an alert names the state of the backfill started from it."""
 STEP_LOOK: Mapping[str, tuple[str, str]] = {
     StepState.PENDING: (":white_circle:", "pending"),
     StepState.SUBMITTED: (":hourglass:", "submitted"),

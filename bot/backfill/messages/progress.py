@@ -22,8 +22,18 @@ from bot.backfill.rules.states import OPEN, RequestState, StepState
 from bot.backfill.rules.status import RequestStatus, StepStatus
 from bot.backfill.rules.status import StoredRequest as BackfillRequest
 from bot.backfill.rules.status import StoredStep as BackfillStep
-from bot.slack.messages.limits import MESSAGE_BLOCKS, SECTION_TEXT
-from bot.slack.messages.render import NAME, clip, clip_mrkdwn, link, macros, pack, plural, render
+from bot.slack.messages.limits import MESSAGE_BLOCKS, MESSAGE_TEXT, SECTION_TEXT
+from bot.slack.messages.render import (
+    NAME,
+    clip,
+    clip_mrkdwn,
+    escape_code,
+    link,
+    macros,
+    pack,
+    plural,
+    render,
+)
 
 _SUMMARY_ROWS = 60
 
@@ -208,3 +218,25 @@ def reply(lines: Sequence[str]) -> dict[str, Any]:
 def thread_reply(request: BackfillRequest, events: Sequence[Event]) -> dict[str, Any]:
     """One reply telling `events` at once (`reply` of their `event_lines`)."""
     return reply(event_lines(request, events))
+
+
+def run_by_hand(commands: Sequence[str]) -> list[dict[str, Any]]:
+    """The thread replies of a backfill no executor runs (BOT_EXECUTOR=manual): the Airflow
+    commands to run by hand, in order. Every command whole (a clipped one would run something
+    else), so a plan too long for one message is told over as many replies as it needs."""
+    intro = (
+        "This bot runs no backfills itself (BOT_EXECUTOR=manual; set AIRFLOW_URL to run them "
+        "on Airflow). "
+        "Run these in order, each after the previous one finished:"
+    )
+    # escape_code: a backtick or `<@U…>` in a DAG id must neither end the code span nor ping
+    lines = [f"{i}. `{escape_code(command)}`" for i, command in enumerate(commands, 1)]
+    replies: list[list[str]] = [[intro]]
+    size = len(intro)
+    for line in lines:
+        if size + 1 + len(line) > MESSAGE_TEXT:
+            replies.append([])
+            size = -1
+        replies[-1].append(line)
+        size += 1 + len(line)
+    return [{"text": "\n".join(reply)} for reply in replies]

@@ -61,6 +61,9 @@ ACTIVE: frozenset[str] = frozenset({RequestState.APPROVED, RequestState.RUNNING}
 """Approved and not finished: its work is (or is about to be) under way."""
 FINAL: frozenset[str] = frozenset(RequestState) - OPEN
 """Ended for good: succeeded, failed, cancelled, refused."""
+FOLLOWED: frozenset[str] = frozenset({RequestState.RUNNING})
+"""Whose steps the runner polls each pass (a cancelled request too, until its started work
+has wound down)."""
 
 STEP_ACTIVE: frozenset[str] = frozenset({StepState.SUBMITTED, StepState.RUNNING})
 """A step whose work the executor has taken on and not finished."""

@@ -23,13 +23,11 @@ class Executor(Protocol):
     def name(self) -> str: ...
 
     async def start(self, session: AsyncSession, request: BackfillRequest) -> None:
-        """Record, in the caller's transaction, the take-over of an approved request."""
+        """Record, in the caller's transaction, the take-over of an approved request (and owe
+        the executor's worker a look once it commits: `wake_after_commit`)."""
 
     async def cancel(self, session: AsyncSession, request: BackfillRequest) -> None:
         """Record, in the caller's transaction, that what is still queued must stop."""
-
-    def wake(self) -> None:
-        """Work was recorded for the executor (called after the commit)."""
 
     async def check(self, plan: Plan) -> tuple[PlanNote, ...]:
         """What the preview must say about the plan's DAGs (missing, paused) before approval."""

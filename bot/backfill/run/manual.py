@@ -1,5 +1,6 @@
 """The executor when neither Airflow nor Spark is configured: it posts, in the request's thread,
-the exact Airflow commands to run in plan order, so a human can run them."""
+the exact Airflow commands to run in plan order (over several replies when they are many), so a
+human can run them."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bot.backfill.messages.progress import run_by_hand
 from bot.backfill.store.models import BackfillRequest, BackfillStep
 from bot.lineage.rules.planner import Plan, PlanNote
-from bot.slack.messages.render import escape_code
 from bot.slack.store import outbox
 from bot.slack.store.models import OutboxRole
 
@@ -34,29 +35,18 @@ class ManualExecutor:
     name = "manual"
 
     async def start(self, session: AsyncSession, request: BackfillRequest) -> None:
-        lines = [
-            "This bot runs no backfills itself (BOT_EXECUTOR=manual; set AIRFLOW_URL to run them "
-            "on Airflow). "
-            "Run these in order, each after the previous one finished:"
-        ]
-        # escape_code: a backtick or `<@U…>` in a DAG id must neither end the code span nor ping
-        lines += [
-            f"{i}. `{escape_code(airflow_command(step))}`"
-            for i, step in enumerate(request.steps, 1)
-        ]
-        await outbox.enqueue(
-            session,
-            channel=request.channel or "",
-            payload={"text": "\n".join(lines)},
-            role=OutboxRole.THREAD,
-            request_id=request.id,
-        )
+        commands = [airflow_command(step) for step in request.steps]
+        for payload in run_by_hand(commands):  # enqueued in order, so posted in order
+            await outbox.enqueue(
+                session,
+                channel=request.channel or "",
+                payload=payload,
+                role=OutboxRole.THREAD,
+                request_id=request.id,
+            )
 
     async def cancel(self, session: AsyncSession, request: BackfillRequest) -> None:
         return None  # nothing was started on our side
-
-    def wake(self) -> None:
-        return None
 
     async def check(self, plan: Plan) -> tuple[PlanNote, ...]:
         return ()

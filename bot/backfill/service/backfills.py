@@ -50,7 +50,7 @@ from bot.core.model import DagRef
 from bot.lineage.rules.errors import PlanningError
 from bot.lineage.rules.planner import Plan, plan_from_json
 from bot.lineage.service.planning import PlannerFactory
-from bot.ownership.rules import requires_all_owners
+from bot.ownership.rules import also_approving
 from bot.ownership.service import GroupDirectory, may_approve, still_to_approve
 from bot.slack.rules.commands import PlanCommand
 from bot.slack.store import outbox
@@ -420,9 +420,8 @@ class BackfillService:
         """None if `user` may approve (or cancel) the request; else the audited refusal. Under
         an `approve: all_owners` rule the owners of the plan's other DAGs may approve too."""
         root = DagRef(request.root_namespace, request.root_dag)
-        also: list[str] = []
-        if plan is not None and requires_all_owners(self.config, root):
-            also = [name for step in plan.steps for name in step.owners]
+        planned = [name for step in plan.steps for name in step.owners] if plan else []
+        also = also_approving(self.config, root, planned)
         denial = await may_approve(
             self.config, self.groups, root, requester=request.requester, user=user, also=also
         )

@@ -3,7 +3,6 @@ its state, the ones under way. The store's queries stay the backfill's."""
 
 from __future__ import annotations
 
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.backfill.rules.states import ACTIVE
@@ -26,11 +25,4 @@ async def state_of(session: AsyncSession, request_id: str | None) -> str | None:
 
 async def under_way(session: AsyncSession, *, limit: int = 500) -> list[BackfillRequest]:
     """Approved and running requests, newest first."""
-    return list(
-        await session.scalars(
-            select(BackfillRequest)
-            .where(BackfillRequest.state.in_(ACTIVE))
-            .order_by(BackfillRequest.created_at.desc())
-            .limit(limit)
-        )
-    )
+    return await repository.in_states(session, ACTIVE, limit=limit)

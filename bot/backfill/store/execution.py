@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import and_, or_, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot.backfill.rules.states import ACTIVE, STEP_FINAL, RequestState
+from bot.backfill.rules.states import ACTIVE, FOLLOWED, STEP_FINAL, RequestState
 from bot.backfill.store.models import BackfillRequest, BackfillStep
 from bot.core.model import Interval
 from bot.core.tables import utcnow
@@ -35,7 +35,7 @@ async def requests_to_follow(session: AsyncSession, *, limit: int = 500) -> list
         select(BackfillRequest.id)
         .where(
             or_(
-                BackfillRequest.state == RequestState.RUNNING,
+                BackfillRequest.state.in_(FOLLOWED),
                 and_(
                     BackfillRequest.state == RequestState.CANCELLED,
                     BackfillRequest.started_at.is_not(None),

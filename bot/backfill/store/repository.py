@@ -283,6 +283,20 @@ async def request_state(session: AsyncSession, request_id: str | None) -> str | 
     )
 
 
+async def in_states(
+    session: AsyncSession, states: Collection[str], *, limit: int
+) -> list[BackfillRequest]:
+    """Requests in one of `states`, newest first."""
+    return list(
+        await session.scalars(
+            select(BackfillRequest)
+            .where(BackfillRequest.state.in_(states))
+            .order_by(BackfillRequest.created_at.desc())
+            .limit(limit)
+        )
+    )
+
+
 async def list_requests(
     session: AsyncSession,
     *,

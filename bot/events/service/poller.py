@@ -48,7 +48,6 @@ from bot.events.service.late_sweep import LateSweep, SweepRun, store_late
 from bot.events.store import cursors
 from bot.events.store.models import EventSource
 from bot.events.store.run_events import store_events
-from bot.slack.messages.ops import describe_duration
 from bot.slack.store.outbox import enqueue
 
 __all__ = [
@@ -56,7 +55,6 @@ __all__ = [
     "MAX_BACKOFF_S",
     "MAX_PAGES",
     "MarquezPoller",
-    "describe_duration",
 ]
 
 logger = logging.getLogger(__name__)

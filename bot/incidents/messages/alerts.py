@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from bot.backfill.messages.backfill import IN_ALERT
 from bot.backfill.rules.progress import duration_text
 from bot.incidents.rules.proposal import Proposal
 from bot.lineage.rules.impact import ImpactSnapshot, ImpactStatus
@@ -160,21 +161,11 @@ def alert(view: AlertView) -> dict[str, Any]:
         "acknowledged_by": user_mention(view.acknowledged_by) if view.acknowledged_by else "",
         "proposal": _proposal_words(view.proposal) if view.proposal else "",
         "confirm": _confirm_words(view),
-        "backfill_state": _BACKFILL_WORDS.get(view.backfill_state or "", "requested"),
+        "backfill_state": IN_ALERT.get(view.backfill_state or "", "requested"),
         "recovered": view.recovered,
         "downstream_count": len(impact.downstream),
     }
     return render("incidents/incident_alert.json.j2", page)
-
-
-_BACKFILL_WORDS = {
-    "previewed": "waiting for approval (see the thread)",
-    "approved": "approved",
-    "running": "running (progress in the thread)",
-    "succeeded": "succeeded",
-    "failed": "failed (Retry is in the thread)",
-    "cancelled": "cancelled",
-}
 
 
 def _facts(view: AlertView) -> str:

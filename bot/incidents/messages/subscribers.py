@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, Literal
 
 from bot.slack.messages.render import NAME, clip, render
@@ -54,3 +55,11 @@ def failure_notice(notice: FailureNotice) -> dict[str, Any]:
             "waited": clip(notice.waited, 40),
         },
     )
+
+
+def waited_words(elapsed: timedelta) -> str:
+    """How long an outage went unacknowledged, as the escalation notice says it."""
+    minutes = max(0, int(elapsed.total_seconds() // 60))
+    if minutes < 120:
+        return f"{minutes} minutes"
+    return f"{minutes // 60} hours {minutes % 60} minutes"

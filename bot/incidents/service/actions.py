@@ -49,7 +49,7 @@ from bot.incidents.store import incidents as store
 from bot.incidents.store.models import Incident
 from bot.lineage.rules.errors import PlanningError
 from bot.lineage.rules.planner import Plan
-from bot.ownership.rules import requires_all_owners
+from bot.ownership.rules import also_approving
 from bot.ownership.service import may_snooze
 from bot.slack.rules.commands import PlanCommand
 
@@ -156,10 +156,8 @@ class IncidentActions:
             return incident
         config = self.backfills.config
         root = DagRef(incident.namespace, incident.dag_id)
-        also: list[str] = []
-        if requires_all_owners(config, root):
-            impact = store.impact_of(incident)
-            also = [name for dag in impact.downstream for name in dag.owners]
+        downstream = store.impact_of(incident).downstream
+        also = also_approving(config, root, (name for dag in downstream for name in dag.owners))
         denial = await may_snooze(config, self.backfills.groups, root, user=user, also=also)
         if denial is None:
             return None

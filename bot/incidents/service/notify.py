@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -17,7 +17,12 @@ from bot.core.model import DagRef
 from bot.hub.rules.routing import Decision, HubEvent, HubKind, Subscription, route, severity_of
 from bot.hub.service.hub import Hub
 from bot.incidents.messages import alerts as watch_messages
-from bot.incidents.messages.subscribers import FailureNotice, NoticeState, failure_notice
+from bot.incidents.messages.subscribers import (
+    FailureNotice,
+    NoticeState,
+    failure_notice,
+    waited_words,
+)
 from bot.incidents.store import incidents as store
 from bot.incidents.store.models import Incident
 from bot.ownership.rules import owners
@@ -90,7 +95,7 @@ class IncidentHub:
                 reports=event.reports,
                 subscription=sub.id if sub is not None else None,
                 pattern=sub.pattern if sub is not None else "",
-                waited=_waited(event.at - alerted_at(incident)),
+                waited=waited_words(event.at - alerted_at(incident)),
             )  # fmt: skip
             await outbox.enqueue(
                 session,
@@ -182,10 +187,3 @@ def _first(
         (s for s in subscriptions if s.channel == channel and s.id in decision.subscriptions),
         None,
     )
-
-
-def _waited(elapsed: timedelta) -> str:
-    minutes = max(0, int(elapsed.total_seconds() // 60))
-    if minutes < 120:
-        return f"{minutes} minutes"
-    return f"{minutes // 60} hours {minutes % 60} minutes"

@@ -5,24 +5,15 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot.incidents.rules.lifecycle import IncidentState
 from bot.incidents.store import incidents as store
 from bot.incidents.store.models import Incident
 
 
 async def open_alerts(session: AsyncSession, *, limit: int = 500) -> list[Incident]:
     """Open incidents with an alert of their own (not grouped under another), newest first."""
-    return list(
-        await session.scalars(
-            select(Incident)
-            .where(Incident.state == IncidentState.OPEN, Incident.root_id.is_(None))
-            .order_by(Incident.opened_at.desc())
-            .limit(limit)
-        )
-    )
+    return list(reversed(await store.open_roots(session)))[:limit]
 
 
 async def cause_of_lateness(

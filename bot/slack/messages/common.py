@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.slack.messages.render import SENTENCE, clip_sentence, render
+from bot.slack.messages.render import (
+    SENTENCE,
+    channel_mention,
+    clip_sentence,
+    code,
+    render,
+    sentence,
+)
 
 _HINT = 1900  # a context element holds 2000 characters, the icon included
 
@@ -36,3 +43,16 @@ def action_result(text: str) -> dict[str, Any]:
 def acknowledgement(text: str) -> dict[str, Any]:
     """The immediate answer to a slash command, before the slow work."""
     return _notice(":hourglass_flowing_sand:", text)
+
+
+def not_a_member(request_id: str, root_dag: str, channel: str) -> dict[str, Any]:
+    """Told to a requester in their DM: the bot could not post their backfill where they asked."""
+    return action_result(
+        sentence(
+            "I could not post backfill {} ({}) in {}: I am not a member there. Invite me with "
+            "`/invite @backfill-bot`, or run the command in a public channel.",
+            request_id,
+            code(root_dag),
+            channel_mention(channel),
+        )
+    )

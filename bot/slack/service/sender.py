@@ -25,8 +25,7 @@ from bot.core.after_commit import after_commit, wake_on_commit
 from bot.core.metrics import Metrics, PostedKind
 from bot.core.tables import utcnow
 from bot.core.worker import Worker
-from bot.slack.messages.common import action_result
-from bot.slack.messages.render import channel_mention, code, sentence
+from bot.slack.messages.common import not_a_member
 from bot.slack.store import outbox
 from bot.slack.store.models import OutboxMessage, OutboxRole, OutboxState
 from bot.slack.store.parents import Parents
@@ -95,7 +94,8 @@ class _Outcome:
 
 
 class OutboxSender:
-    """One sender per process; `wake()` after enqueueing, `run_forever()` in the background."""
+    """One sender per process, `run_forever()` in the background; an enqueued row wakes it once
+    its transaction commits (`bot.slack.store.outbox.OWED`)."""
 
     def __init__(
         self,
@@ -246,14 +246,8 @@ class OutboxSender:
         if asker is None or asker[0] == row.channel:
             return
         requester, root_dag = asker
-        text = sentence(
-            "I could not post backfill {} ({}) in {}: I am not a member there. Invite me with "
-            "`/invite @backfill-bot`, or run the command in a public channel.",
-            row.request_id,
-            code(root_dag),
-            channel_mention(row.channel),
-        )
-        await outbox.enqueue(session, channel=requester, payload=action_result(text))
+        payload = not_a_member(row.request_id, root_dag, row.channel)
+        await outbox.enqueue(session, channel=requester, payload=payload)
 
     async def _thread_parent(self, row: OutboxMessage) -> tuple[str | None, bool]:
         """(ts, ready): the status message's ts, or whether to wait for it to be posted."""
