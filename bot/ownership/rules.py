@@ -44,7 +44,7 @@ def owning_teams(config: BotConfig, dag: DagRef, lineage: Iterable[str] = ()) ->
 
 @dataclass(frozen=True)
 class Denial:
-    """Why a user may not act on a backfill of `dag_id`; bot.messages says it in words."""
+    """Why a user may not act on a backfill of `dag_id`; bot.ownership.messages says it in words."""
 
     kind: DenialKind
     dag_id: str

@@ -5,7 +5,7 @@ Shared by the tests and the local demo. Shapes, status codes and messages follow
 specs (tests/fixtures/airflow/v2-rest-api-generated.yaml and v1.yaml) and the behaviour observed
 on a real Airflow 3.3.2 (tests/fixtures/airflow/SOURCE.md). One stand-in serves one major
 version, like a real server: `api=3` serves `/auth/token` and `/api/v2`, `api=2` serves `/api/v1`.
-Runs progress on the injected clock (see airflow_state.py); nothing needs a background task.
+Runs progress on the injected clock (see state.py); nothing needs a background task.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 Status codes, messages and shapes follow the published spec and, where the spec is silent, the
 FastAPI routes of apache/airflow (routes/public/dags.py, dag_run.py; backfills are in
-airflow_v2_backfills.py). Where real Airflow departs from its own spec, the stand-in does what
-Airflow does (string `detail`s on some 422s, see airflow_v2_backfills.py).
+v2_backfills.py). Where real Airflow departs from its own spec, the stand-in does what
+Airflow does (string `detail`s on some 422s, see v2_backfills.py).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Every write takes the event's own `eventTime` as "now", and upserts are last-received-wins, as
 in Marquez 0.51.1 (see tests/fixtures/marquez/NOTES.md, section 1.4). Rendering lives in
-`marquez_views`; this module only records facts.
+`views`; this module only records facts.
 """
 
 from __future__ import annotations

@@ -50,7 +50,7 @@ logger = logging.getLogger(__name__)
 # channels (G…) and other DMs (D…) need the bot to be a member first (`state.add_channel`),
 # as in Slack.
 _OPEN_TO_BOT = re.compile(r"^[CUW][A-Z0-9]{2,}$")
-# Tiers of methods only this module serves (slack_limits.METHOD_RATES holds the others).
+# Tiers of methods only this module serves (limits.METHOD_RATES holds the others).
 _MORE_RATES: Mapping[str, Rate] = {"conversations.info": TIER_3}
 
 

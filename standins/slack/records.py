@@ -1,6 +1,6 @@
 """The Slack stand-in's records: what the workspace stores (users, channels, messages, views,
 triggers, response_urls) and the Block Kit helpers Slack applies to what it stores. The
-workspace that holds them is `slack_state.SlackState`."""
+workspace that holds them is `state.SlackState`."""
 
 from __future__ import annotations
 

@@ -4,8 +4,8 @@ Shared by the tests and the local demo. It answers like Slack (HTTP 200 with `ok
 with Retry-After when rate limited), keeps what the bot posted in `SlackState`, and can act as a
 person towards the bot: slash commands, button clicks, view submissions and events, sent as
 Slack sends them: to the bot's Request URL (form-encoded or JSON, `X-Slack-Signature` v0), or,
-with Socket Mode on, as envelopes over the WebSocket the bot opened (`slack_socket`).
-Limits and rate tiers are in `slack_limits`; the workspace model is in `slack_state`.
+with Socket Mode on, as envelopes over the WebSocket the bot opened (`socket_mode`).
+Limits and rate tiers are in `limits`; the workspace model is in `state`.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ class SlackStandIn:
         self.ack_timeout = ack_timeout  # Slack gives up on an unanswered request after 3 s
         self.socket = socket  # while socket.enabled, deliveries go over Socket Mode
         self.sent_requests: list[SentRequest] = []  # every request made to the bot, as sent
-        # The browser page (slack_web): the slash commands it offers, whom it acts as and where
+        # The browser page (web): the slash commands it offers, whom it acts as and where
         # it opens by default, and the demo's control panel when a demo runs.
         self.commands = {"/backfill"}
         self.page_user, self.page_channel = "U0REQUEST1", "C0BACKFILL"
@@ -316,7 +316,7 @@ class SentRequest:
 
 def create_app(standin: SlackStandIn) -> web.Application:
     """The aiohttp application: `/api/<method>`, `/response_url/<token>`, Socket Mode's
-    `/link/` WebSocket, and the browser page at `/` (`slack_web`)."""
+    `/link/` WebSocket, and the browser page at `/` (`web`)."""
     app = web.Application()
     app[STANDIN] = standin
     # Before the generic route: this method takes an app-level token, not the bot's.

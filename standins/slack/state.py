@@ -1,7 +1,7 @@
 """The in-memory workspace behind the Slack stand-in: channels, messages, threads, views, users.
 
 This module records facts and renders them in the Web API's shapes; HTTP, validation and rate
-limits live in `slack` and `slack_limits`. Time comes from two places on purpose: message `ts`
+limits live in `server`, `api` and `limits`. Time comes from two places on purpose: message `ts`
 values follow the wall clock (Slack's are Unix times), while trigger and response_url expiry use
 the injectable monotonic clock so tests can step past Slack's 3-second and 30-minute windows.
 """

@@ -205,7 +205,7 @@ async def test_nothing_from_outside_reaches_slack_live(
     hostile_bot: tuple[Bot, AirflowStandin, Received], caplog: pytest.LogCaptureFixture
 ) -> None:
     bot, airflow, received = hostile_bot
-    caplog.set_level(logging.ERROR, logger="bot.messages")
+    caplog.set_level(logging.ERROR, logger="bot.slack.messages")
 
     # The alert, then a failure downstream joins it: one grouped reply in the thread.
     await post_events(bot, [run_event("FAIL", DAY, dag=ROOT, error=ERROR)])
@@ -267,7 +267,7 @@ async def test_nothing_from_outside_reaches_slack_live(
     assert "&lt;!channel&gt;" in shown
     assert "&lt;@U0EVIL&gt;" in shown
     # No template needed the safety net of `render` (it logs what it had to defuse).
-    assert [r.getMessage() for r in caplog.records if r.name.startswith("bot.messages")] == []
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("bot.slack.messages")] == []
 
 
 async def test_a_dag_id_too_long_for_a_link_still_alerts_and_shows_at_home(
@@ -277,7 +277,7 @@ async def test_a_dag_id_too_long_for_a_link_still_alerts_and_shows_at_home(
     percent-encoded, is over Slack's 3,000 for a button's url. The button is left out, not the
     alert; the Home tab shows the id clipped."""
     bot, _, received = hostile_bot
-    caplog.set_level(logging.ERROR, logger="bot.messages")
+    caplog.set_level(logging.ERROR, logger="bot.slack.messages")
     long = "etl`<!channel>`" + "é&<x>" * 200
     await post_events(bot, [run_event("FAIL", DAY, dag=long, error=ERROR * 40)])
     [alert] = [m for m in bot.slack.state.messages(ORDERS) if buttons(m)]
@@ -296,4 +296,4 @@ async def test_a_dag_id_too_long_for_a_link_still_alerts_and_shows_at_home(
     for where, payload in received.all():
         for text in mrkdwn_of(payload):
             assert [m.group() for m in LIVE.finditer(text)] == [], where
-    assert [r.getMessage() for r in caplog.records if r.name.startswith("bot.messages")] == []
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("bot.slack.messages")] == []

@@ -5,8 +5,9 @@ Slack makes exactly one thing in mrkdwn live: a `<…>` sequence (`&lt;…&gt;` 
 payload of each message (its `text`, every mrkdwn text object at any depth, confirm dialogs
 included) may hold no `<…>` but the mentions and links the bot built: mentions of the ids it
 was given as ids (BOT_CONFIG's people, group and channel, the clicking user), links to the
-URLs it built. `KINDS` must name every public message function of bot.messages and render every
-Slack template, so a message added later is checked as soon as it exists.
+URLs it built. `KINDS` must name every public message function of the capabilities' messages
+modules (bot/*/messages) and render every Slack template, so a message added later is checked as
+soon as it exists.
 """
 
 from __future__ import annotations
@@ -573,7 +574,7 @@ def live_problems(payload: dict[str, Any]) -> list[str]:
 
 
 def public_message_functions() -> set[str]:
-    """Every public function of bot.messages' modules that returns a payload."""
+    """Every public function of the capabilities' messages modules that returns a payload."""
     found = set()
     for module in MODULES:
         for name, function in inspect.getmembers(module, inspect.isfunction):

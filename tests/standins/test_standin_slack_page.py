@@ -51,7 +51,7 @@ async def test_the_page_and_its_scripts_come_from_the_stand_in_with_a_strict_pol
             assert '<script type="module" src="/ui/main.js">' in await reply.text()
         async with http.get(f"{slack.url}/ui/main.js") as reply:
             assert reply.content_type == "text/javascript"
-        for bad in ("/ui/..%2fslack.py", "/ui/.hidden.js", "/ui/nosuch.js", "/ui/slack_web.py"):
+        for bad in ("/ui/..%2fslack.py", "/ui/.hidden.js", "/ui/nosuch.js", "/ui/web.py"):
             async with http.get(f"{slack.url}{bad}") as reply:
                 assert reply.status == 404, bad
 

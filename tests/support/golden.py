@@ -2,7 +2,7 @@
 Slack's limits and compared with tests/golden/<case>.json, byte for byte.
 
 Regenerate the golden files after an intended change, then review their diff:
-    UPDATE_GOLDEN=1 .venv/bin/pytest tests/unit/test_messages*.py
+    UPDATE_GOLDEN=1 .venv/bin/pytest tests/*/test_*messages*.py tests/slack/test_golden_files.py
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def assert_golden(name: str, case: Case, monkeypatch: pytest.MonkeyPatch) -> Non
         GOLDEN.mkdir(exist_ok=True)
         path.write_text(actual, encoding="utf-8")
     if not path.exists():
-        pytest.fail(f"{path} is missing; run UPDATE_GOLDEN=1 pytest tests/unit")
+        pytest.fail(f"{path} is missing; run UPDATE_GOLDEN=1 pytest on its test")
     expected = path.read_text(encoding="utf-8")
     if actual != expected:
         diff = difflib.unified_diff(

@@ -1,11 +1,11 @@
 """A DAG-level lineage graph kept up to date job by job, for the bot's local lineage index.
 
-`LineageGraph` (lineage.py) rebuilds its DAG graph from Marquez nodes in one go, which suits one
+`LineageGraph` (graph.py) rebuilds its DAG graph from Marquez nodes in one go, which suits one
 request. The index instead changes one job at a time (an event names new datasets, Marquez
 reports a changed or deleted job) and must stay small at 50,000 jobs, so it keeps only what
 planning needs: each job's DAG and datasets, which DAGs produce and read each dataset, and the
 DAG → DAG links those imply, as plain adjacency sets. `DagGraph` is what the pure planning
-functions walk: through a snapshot renumbered in (dag id, namespace) order (dag_walk.py), so
+functions walk: through a snapshot renumbered in (dag id, namespace) order (walk.py), so
 the planner's topological sort compares integers instead of name tuples.
 """
 
@@ -120,7 +120,7 @@ class DagGraph:
 
     def walk(self, root: DagRef, exclude: Iterable[DagRef] = ()) -> Walk | None:
         """Root and its descendants (never through `exclude`) in lexicographic topological
-        order, with their upstream members; None if they contain a cycle (dag_walk.py)."""
+        order, with their upstream members; None if they contain a cycle (walk.py)."""
         view = self._ranked()
         rank = view.rank
         skip = [rank[self._ids[d]] for d in exclude if d in self._ids]
