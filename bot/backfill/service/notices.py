@@ -19,6 +19,7 @@ from bot.core.model import DagRef
 from bot.core.tables import utcnow
 from bot.hub.rules.routing import HubEvent, HubKind
 from bot.hub.service.hub import Hub
+from bot.lineage.rules.planner import plan_from_json
 from bot.ownership.rules import owners
 from bot.slack.store import outbox
 
@@ -37,10 +38,9 @@ class TeamNotices:
         root = DagRef(request.root_namespace, request.root_dag)
         asking = set(owners(self.config, root))
         by_team: dict[str, list[tuple[str, int]]] = {}
-        for step in request.plan.get("steps", ()):
-            dag = DagRef(str(step.get("namespace", "")), str(step.get("dag_id", "")))
-            for name in owners(self.config, dag, step.get("owners", ())):
-                by_team.setdefault(name, []).append((dag.dag_id, len(step.get("intervals", ()))))
+        for step in plan_from_json(request.plan).steps:
+            for name in owners(self.config, step.dag, step.owners):
+                by_team.setdefault(name, []).append((step.dag.dag_id, len(step.intervals)))
         found: list[tuple[str, team_messages.TeamRerun]] = []
         told: set[str] = set()
         for name, dags in by_team.items():
@@ -90,18 +90,12 @@ class TeamNotices:
     ) -> None:
         """The backfill as a hub event: to its teams' sinks and the channels subscribed to a
         DAG it reruns, less those told already (its own channel, the teams')."""
-        steps = request.plan.get("steps", ())
-        runs = {
-            DagRef(str(s.get("namespace", "")), str(s.get("dag_id", ""))): len(
-                s.get("intervals", ())
-            )
-            for s in steps
-        }
+        steps = plan_from_json(request.plan).steps
+        runs = {step.dag: len(step.intervals) for step in steps}
         root = DagRef(request.root_namespace, request.root_dag)
         named = list(owners(self.config, root))
         for step in steps:
-            dag = DagRef(str(step.get("namespace", "")), str(step.get("dag_id", "")))
-            named += owners(self.config, dag, step.get("owners", ()))
+            named += owners(self.config, step.dag, step.owners)
         home = request.status_channel or request.channel or ""
         approver = request.approvers[-1] if request.approvers else request.requester
         range_text = f"{request.start_date.isoformat()}..{request.end_date.isoformat()}"

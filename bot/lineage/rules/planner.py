@@ -110,14 +110,17 @@ def interval_from_json(data: Mapping[str, str]) -> Interval:
 
 
 def plan_from_json(data: Mapping[str, Any]) -> Plan:
-    """The inverse of `Plan.to_json` (plans are stored as JSON with their request)."""
+    """The inverse of `Plan.to_json` (plans are stored as JSON with their request): the one way
+    the bot reads a stored plan. `upstream` may be absent, as the request store allows."""
     window = interval_from_json(data)
     refs = {step["dag_id"]: DagRef(step["namespace"], step["dag_id"]) for step in data["steps"]}
     steps = tuple(
         PlanStep(
             dag=refs[step["dag_id"]],
             intervals=tuple(interval_from_json(i) for i in step["intervals"]),
-            upstream=tuple(refs.get(u, DagRef(step["namespace"], u)) for u in step["upstream"]),
+            upstream=tuple(
+                refs.get(u, DagRef(step["namespace"], u)) for u in step.get("upstream", ())
+            ),
             schedule=step.get("schedule", ""),
             owners=tuple(step.get("owners", ())),
         )
