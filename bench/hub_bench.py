@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from bot.config import parse_config
 from bot.core.model import DagRef
 from bot.hub.rules.routing import HubEvent, Subscription, route
+from bot.ownership.rules import owners
 
 
 def main() -> None:
@@ -48,7 +49,7 @@ def main() -> None:
     upstream = frozenset(DagRef("ns", f"dag_{n}_x") for n in range(0, args.teams, 10))
     event = HubEvent(
         kind="failure.opened", dag=dag, at=datetime(2021, 6, 4, tzinfo=UTC),
-        owners=config.owners_of(dag), severity="critical", upstream=upstream,
+        owners=owners(config, dag), severity="critical", upstream=upstream,
         reports=("Weekly KPIs",),
     )  # fmt: skip
     nights = [datetime(2021, 6, 4, 21, 30, tzinfo=UTC), datetime(2021, 6, 4, 12, tzinfo=UTC)]

@@ -6,7 +6,7 @@ and `sinks` (where notices go besides Slack); this module is the file as a whole
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
@@ -18,7 +18,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from bot.config.base import ConfigError, Duration, Strict, matches, parse_duration
 from bot.config.hub import Escalation, QuietHours, Route
 from bot.config.sinks import HubSettings, PagerDutySink, Sink, expand_references
-from bot.core.model import DagRef, DatasetRef
+from bot.core.model import DagRef
 
 
 class Team(Strict):
@@ -298,23 +298,6 @@ class BotConfig(Strict):
 
     def sla_for(self, dag: DagRef) -> SlaRule | None:
         return next((r for r in self.sla if matches(r.pattern, dag.namespace, dag.dag_id)), None)
-
-    def reports_reading(self, datasets: Iterable[DatasetRef]) -> list[tuple[Report, DatasetRef]]:
-        """Each report that reads one of the datasets, with the first such dataset."""
-        wanted = sorted(set(datasets))
-        hits: list[tuple[Report, DatasetRef]] = []
-        for report in self.reports:
-            hit = next(
-                (
-                    d
-                    for d in wanted
-                    if any(matches(p, d.namespace, d.name) for p in report.datasets)
-                ),
-                None,
-            )
-            if hit is not None:
-                hits.append((report, hit))
-        return hits
 
 
 def _describe(error: ValidationError, source: str) -> str:

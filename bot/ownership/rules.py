@@ -1,7 +1,7 @@
-"""Whose a DAG is, and what BOT_CONFIG's ownership rules ask of an approval (pure: plain data
-in, answers out). The one place that works out a DAG's owners: BOT_CONFIG's ownership rules
-first, then the teams its lineage's OpenLineage `ownership` facet names. Who may act, with
-Slack's user groups, is `bot.ownership.service`."""
+"""Whose a DAG is, which reports read a dataset, and what BOT_CONFIG's ownership rules ask of an
+approval (pure: plain data in, answers out). The one place that works out a DAG's owners:
+BOT_CONFIG's ownership rules first, then the teams its lineage's OpenLineage `ownership` facet
+names. Who may act, with Slack's user groups, is `bot.ownership.service`."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from bot.config import BotConfig, Team
+from bot.config import BotConfig, Report, Team
 from bot.config.base import matches
-from bot.core.model import DagRef
+from bot.core.model import DagRef, DatasetRef
 
 
 class DenialKind(StrEnum):
@@ -34,6 +34,21 @@ def owners(config: BotConfig, dag: DagRef, lineage: Iterable[str] = ()) -> tuple
     the lineage names (its `ownership` facet), each once."""
     named = [team_name(owner) for owner in lineage]
     return tuple(dict.fromkeys([*config.owners_of(dag), *named]))
+
+
+def reports(config: BotConfig, datasets: Iterable[DatasetRef]) -> list[tuple[Report, DatasetRef]]:
+    """Each BOT_CONFIG report that reads one of the datasets, with the first such dataset (in
+    (namespace, name) order), in the file's order of reports."""
+    wanted = sorted(set(datasets))
+    hits: list[tuple[Report, DatasetRef]] = []
+    for report in config.reports:
+        hit = next(
+            (d for d in wanted if any(matches(p, d.namespace, d.name) for p in report.datasets)),
+            None,
+        )
+        if hit is not None:
+            hits.append((report, hit))
+    return hits
 
 
 def owning_teams(config: BotConfig, dag: DagRef, lineage: Iterable[str] = ()) -> tuple[Team, ...]:

@@ -8,6 +8,7 @@ import pytest
 from bot.config import load_config, parse_config
 from bot.config.base import ConfigError
 from bot.core.model import DagRef, DatasetRef
+from bot.ownership.rules import reports
 
 EXAMPLE = """
 teams:
@@ -54,11 +55,12 @@ def test_full_example_loads_and_answers_questions(tmp_path: Path) -> None:
     assert config.cron_for(DagRef("x", "example.etl_orders")) is None
     assert config.sla[0].deadline == timedelta(hours=2, minutes=30)
     assert config.limits.max_range_days == 31
-    hits = config.reports_reading(
+    hits = reports(
+        config,
         [
             DatasetRef("food_delivery", "public.orders"),
             DatasetRef("food_delivery", "public.top_delivery_times"),
-        ]
+        ],
     )
     assert [(r.name, d.name) for r, d in hits] == [
         ("Weekly delivery times", "public.top_delivery_times")

@@ -13,6 +13,7 @@ from typing import Any
 from bot.config import BotConfig, Report
 from bot.core.model import DagRef, DatasetRef
 from bot.lineage.rules.graph import Affected
+from bot.ownership.rules import reports
 
 SCHEMA = 2
 """Version of the stored JSON (1 was the CLI's text view, converted by migration 0007)."""
@@ -142,7 +143,7 @@ class Impact:
             root=affected.root,
             downstream=affected.downstream,
             datasets=tuple(datasets),
-            reports=tuple(ReportHit(r, d) for r, d in config.reports_reading(datasets)),
+            reports=tuple(ReportHit(r, d) for r, d in reports(config, datasets)),
             owners={dag: owners_of(dag) for dag in affected.order},
         )
 
