@@ -1,16 +1,27 @@
 """The in-memory model behind the Marquez stand-in, updated the way OpenLineageDao updates Postgres.
 
-Every write takes the event's own `eventTime` as "now", and upserts are last-received-wins, as
-in Marquez 0.51.1 (see tests/fixtures/marquez/NOTES.md, section 1.4). Rendering lives in
-`views`; this module only records facts.
+Writes take the event's own `eventTime` as "now", and upserts are last-received-wins, as in
+Marquez 0.51.1 (see tests/fixtures/marquez/NOTES.md, section 1.4), with two exceptions that
+follow Marquez's source (tests/fixtures/marquez/FIDELITY.md rows 1 and 2):
+
+- a job's `updated_at` is the event time when the job is first inserted, the *server's* clock
+  on every later upsert (`R__Jobs_view_and_rewrite_function.sql`: `updated_at = now()` on
+  conflict), and the event time again when a terminal event links its version
+  (`JobVersionDao.upsertJobVersionOnRunTransition` → `JobDao.updateVersionFor`);
+- a job that arrives with a `parent` facet gets its parent's current run as its own current
+  run (`OpenLineageDao.upsertJob`, child branch: `parent.getCurrentRunUuid()`), so `/lineage`
+  shows an Airflow task's DAG run as the task's `latestRun`.
+
+Rendering lives in `views`; this module only records facts.
 """
 
 from __future__ import annotations
 
 import bisect
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
@@ -149,7 +160,9 @@ class Run:
 class MarquezState:
     """Namespaces, jobs, runs, datasets and raw events, fed by `ingest(event_dict)`."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], datetime] | None = None) -> None:
+        self.clock = clock or (lambda: datetime.now(UTC))
+        """The database's `now()`: what a job's `updated_at` becomes on a repeated upsert."""
         self.namespaces: dict[str, Namespace] = {}
         self.jobs: dict[Key, Job] = {}
         self.runs: dict[UUID, Run] = {}
@@ -216,8 +229,9 @@ class MarquezState:
         if job is None:
             job_uuid = name_based_uuid(f"job:{key[0]}:{key[1]}")
             job = self.jobs[key] = Job(namespace, simple_name, parent, job_uuid, now, now)
+        else:
+            job.updated_at = self.clock()  # ON CONFLICT DO UPDATE SET updated_at = now()
         job.parent = parent or job.parent
-        job.updated_at = now
         job.type = _job_type(event.job_facets)
         location = event.job_facets.get("sourceCodeLocation") or {}
         job.location = location.get("url", job.location)
@@ -240,7 +254,6 @@ class MarquezState:
             run.nominal_end = event.nominal_end.instant
         if event.event_type is not None:
             self._transition(run, run_state_for(event.event_type), now)
-        job.current_run = run
         return run
 
     @staticmethod
@@ -274,9 +287,10 @@ class MarquezState:
             run.nominal_start = event.nominal_start.instant if event.nominal_start else None
             run.nominal_end = event.nominal_end.instant if event.nominal_end else None
             job.runs.append(run)
-            job.current_run = run
             if event.event_type is not None:
                 self._transition(run, run_state_for(event.event_type), now)
+        # createParentJobRunRecord upserts the parent job with this run as its current one.
+        job.current_run = self.runs[run_uuid]
         return job
 
     def _run_event(self, event: ParsedEvent, stored: StoredEvent) -> None:
@@ -291,6 +305,9 @@ class MarquezState:
             simple = simple[len(parent.name) + 1 :]
         job = self._upsert_job(namespace, simple, parent, event)
         run = self._upsert_run(run_uuid_for(event.run_id), job, event)
+        # upsertJob: a child's current run is its parent's (since Marquez 0.50.0), a top-level
+        # job's its own.
+        job.current_run = parent.current_run if parent is not None else run
         run.events.append(stored)
         for ds in event.inputs:
             dataset, version = self._upsert_dataset(ds, now, run, is_input=True)

@@ -36,15 +36,15 @@ class LineageCycleError(PlanningError, ValueError):
 
 
 def dag_of(job: Mapping[str, Any]) -> DagRef:
-    """The DAG a Marquez job belongs to: what its latest run's facets say (job type, Airflow
+    """The DAG a Marquez job belongs to: what its own latest run's facets say (job type, Airflow
     facets, `parent.root`: bot/events/rules/producers.py), else its parent job for a task, else the
     job itself."""
     namespace = job.get("namespace") or (job.get("id") or {}).get("namespace")
     name = (job.get("id") or {}).get("name") or job.get("name")
     if not isinstance(namespace, str) or not isinstance(name, str):
         raise ValueError(f"job without namespace/name: {dict(job)!r:.200}")
-    run = job.get("latestRun")
-    run_facets = run.get("facets") if isinstance(run, Mapping) else None
+    run = _own_run(job, namespace, name)
+    run_facets = run.get("facets") if run is not None else None
     job_facets = job.get("facets")
     if isinstance(run_facets, Mapping):
         # The run's own parent/root/Airflow facets: a Spark or dbt job under an Airflow task
@@ -56,6 +56,48 @@ def dag_of(job: Mapping[str, Any]) -> DagRef:
             return DagRef(*found)
     parent = job.get("parentJobName")
     return DagRef(namespace, parent if isinstance(parent, str) and parent else name)
+
+
+def has_own_run(job: Mapping[str, Any]) -> bool:
+    """Whether the job's `latestRun` is its own run (see `_own_run`)."""
+    namespace = job.get("namespace") or (job.get("id") or {}).get("namespace")
+    name = (job.get("id") or {}).get("name") or job.get("name")
+    return (
+        isinstance(namespace, str)
+        and isinstance(name, str)
+        and (_own_run(job, namespace, name) is not None)
+    )
+
+
+def _own_run(job: Mapping[str, Any], namespace: str, name: str) -> Mapping[str, Any] | None:
+    """The job's `latestRun` if that run is the job's own, else None.
+
+    Since Marquez 0.50 a child job's current run is its *parent's* current run
+    (`OpenLineageDao.upsertJob`, child branch), and `/lineage` shows that run as the node's
+    `latestRun`: an Airflow task's node carries its DAG run, `airflowDagRun` facet and all,
+    which would read as "this task is a DAG". A top-level job's current run is its own. A
+    child's run counts as its own only when Marquez ties it to the job: the run's `jobVersion`
+    names the job, or the job's own run list (`latestRuns`, in `GET /jobs` answers) holds it.
+    """
+    run = job.get("latestRun")
+    if not isinstance(run, Mapping):
+        return None
+    parent = job.get("parentJobName")
+    if not isinstance(parent, str) or not parent:
+        return run
+    version = run.get("jobVersion")
+    if (
+        isinstance(version, Mapping)
+        and version.get("namespace") == namespace
+        and version.get("name") == name
+    ):
+        return run
+    runs = job.get("latestRuns")
+    run_id = run.get("id")
+    listed = isinstance(runs, list) and any(
+        isinstance(r, Mapping) and r.get("id") == run_id for r in runs
+    )
+    return run if run_id is not None and listed else None
 
 
 def job_key(job: Mapping[str, Any]) -> tuple[str, str]:
@@ -105,7 +147,10 @@ class LineageGraph:
             node_id = node["id"]
             data = node.get("data") or {}
             if node.get("type") == "JOB":
-                self.jobs[node_id] = dag_of(data)
+                # A node whose latestRun is another job's (Marquez 0.50+: a child shows its
+                # parent's run) says less than the catalog's answer for the same job.
+                if node_id not in self.jobs or has_own_run(data):
+                    self.jobs[node_id] = dag_of(data)
             elif node.get("type") == "DATASET":
                 self.datasets[node_id] = _dataset_ref(data, node_id)
             else:
