@@ -7,7 +7,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -130,13 +130,58 @@ async def test_an_unknown_dag_is_fetched_on_demand_and_planned_like_the_crawl(
         index = await ready_index(database_url, engine)
         assert not index.knows(DagRef(FD, "example.etl_orders"))  # never reconciled
         plan = await planner(index, make).plan(request)
-        assert len(calls) <= 2, calls
+        # Marquez's namespaces (the index holds none yet), the DAG looked up exactly in each
+        # (food_delivery, reporting), a search for its tasks, one task's lineage.
+        assert calls == [
+            "/api/v1/namespaces",
+            "/api/v1/namespaces/food_delivery/jobs/example.etl_orders",
+            "/api/v1/namespaces/reporting/jobs/example.etl_orders",
+            "/api/v1/search",
+            "/api/v1/lineage",
+        ]
         crawled = await crawl_plan(food_delivery_marquez, request)
         assert len(plan.steps) > 3
         # Lineage nodes carry no job facets: ownership facets arrive with the next reconcile.
         assert without_owners(plan.to_json()) == without_owners(crawled)
         await Reconciler(index.sessions, make, index, IndexSettings()).incremental()
         assert planned(await planner(index, make).plan(request)) == crawled
+
+
+class CutSearchClient(CountingClient):
+    """Answers searches as a big real Marquez may: `limit` rows of a larger, unordered result
+    (SearchDao binds `ORDER BY :sort` as a constant), here never the exact name."""
+
+    async def search(
+        self,
+        q: str,
+        *,
+        filter: Literal["DATASET", "JOB"] | None = None,
+        namespace: str | None = None,
+        limit: int = 10,
+    ) -> list[dict[str, Any]]:
+        found = await super().search(q, filter=filter, namespace=namespace, limit=limit)
+        others = [r for r in found if r.get("name") != q]
+        filler = [{"type": "JOB", "name": f"{q}_{n:03d}", "namespace": FD} for n in range(limit)]
+        return (others + filler)[:limit]
+
+
+async def test_a_dag_cut_from_a_full_search_answer_is_still_found(
+    database_url: str, food_delivery_marquez: StandInServer
+) -> None:
+    request = PlanRequest("example.etl_orders", "2021-06-04..2021-06-06")
+    calls: list[str] = []
+
+    def make() -> CutSearchClient:
+        client = CutSearchClient(food_delivery_marquez.url)
+        client.calls = calls
+        return client
+
+    async with engine_on(database_url) as engine:
+        index = await ready_index(database_url, engine)
+        plan = await planner(index, make).plan(request)
+        crawled = await crawl_plan(food_delivery_marquez, request)
+    assert "/api/v1/namespaces/food_delivery/jobs/example.etl_orders" in calls
+    assert [s["dag_id"] for s in plan.to_json()["steps"]] == [s["dag_id"] for s in crawled["steps"]]
 
 
 def planned(plan: Plan) -> dict[str, Any]:

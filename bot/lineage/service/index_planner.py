@@ -3,7 +3,8 @@
 `IndexPlanner` answers what `Planner` answers (resolve, plan, impact) from the in-memory index
 (`bot/lineage/service/index.py`), caught up with the database first, so an event ingested a
 moment ago already counts. A DAG the index has not seen yet is fetched from Marquez on demand
-with at most two requests (a job search, then the lineage graph around it), written to the
+with a few requests (the job by its exact name, a search for its tasks, then the lineage graph
+around one of them), written to the
 index like any reconcile, and then planned: the index never plans from less than Marquez knows.
 """
 
@@ -23,7 +24,7 @@ from bot.clients.marquez import MarquezClient, MarquezNotFound, job_node_id
 from bot.config import BotConfig
 from bot.core.model import DagRef, DatasetRef
 from bot.core.tables import utcnow
-from bot.lineage.rules.graph import affected_dags, dag_of, job_io
+from bot.lineage.rules.graph import affected_dags, dag_of, has_own_run, job_io
 from bot.lineage.rules.impact import Impact
 from bot.lineage.rules.planner import Plan, check_size, make_plan, resolve_exclusions
 from bot.lineage.rules.ranges import parse_range
@@ -35,6 +36,9 @@ from bot.lineage.store.index import JobFacts, RunFacts, apply_jobs, upsert_runs
 from bot.ownership.rules import owners, team_name
 
 SEARCH_LIMIT = 100
+EXACT_NAMESPACES = 4
+"""Namespaces a DAG named without one is looked up in exactly before any search (all of them
+if the search answer was cut and did not hold it)."""
 READY_TIMEOUT_S = 120.0
 MarquezFactory = Callable[[], AbstractAsyncContextManager[MarquezClient]]
 
@@ -76,6 +80,8 @@ def marquez_facts(job: dict[str, Any]) -> tuple[JobFacts, list[RunFacts]] | None
         marquez_updated_at=_time(job.get("updatedAt")),
     )
     runs: list[RunFacts] = []
+    # A lineage node's `latestRun` may be its parent's current run (Marquez 0.50+); `dag_of`
+    # then names that parent, so the run still counts in the history of the DAG it names.
     for run in [*(job.get("latestRuns") or ()), job.get("latestRun")]:
         if not isinstance(run, dict) or not isinstance(run.get("id"), str):
             continue
@@ -155,7 +161,8 @@ class IndexPlanner:
         return self.index.resolve(name, namespace, self.default_namespace)
 
     async def _fetch(self, name: str, namespace: str | None) -> bool:
-        """Bring a DAG Marquez knows and the index does not into the index (≤ 2 requests)."""
+        """Bring a DAG Marquez knows and the index does not into the index: an exact lookup
+        (≤ EXACT_NAMESPACES requests), a search for its tasks, one task's lineage graph."""
         if self.refresh is not None and self.index.freshness.full_reconcile_at is not None:
             # Marquez's newest jobs, each task with its own datasets: a DAG created since the
             # last reconcile arrives whole, which a search and one task's lineage cannot say.
@@ -167,37 +174,87 @@ class IndexPlanner:
             except UnknownDag:
                 pass  # its events were dated before the reconcile's mark: search for it
         async with self.marquez() as client:
+            # Exactly first: Marquez's search has no order under its limit (SearchDao binds
+            # `ORDER BY :sort` as a constant), so a DAG with many similarly named jobs can be
+            # cut from a search answer; a DAG is unknown only if no namespace has it.
+            spaces = [namespace] if namespace else await self._namespaces(client, everywhere=False)
+            known = await self._exact(client, name, spaces[:EXACT_NAMESPACES])
             self.requests += 1
             found = await client.search(name, filter="JOB", namespace=namespace, limit=SEARCH_LIMIT)
-            exact = [
-                r for r in found if r.get("name") == name and isinstance(r.get("namespace"), str)
-            ]
+            exact = {
+                str(r["namespace"]): dict(r)
+                for r in found
+                if r.get("name") == name and isinstance(r.get("namespace"), str)
+            }
+            if not known and not exact and namespace is None and len(found) >= SEARCH_LIMIT:
+                # the search was cut where the DAG may sit: ask every other namespace exactly
+                tried = set(spaces[:EXACT_NAMESPACES])
+                rest = [
+                    s for s in await self._namespaces(client, everywhere=True) if s not in tried
+                ]
+                known = await self._exact(client, name, rest)
+            exact.update(known)
             if not exact:
                 return False
-            spaces = {str(r["namespace"]) for r in exact}
+            homes = set(exact)
             tasks = sorted(
                 (str(r["namespace"]), str(r["name"]))
                 for r in found
-                if r.get("namespace") in spaces and str(r.get("name", "")).startswith(f"{name}.")
+                if r.get("namespace") in homes and str(r.get("name", "")).startswith(f"{name}.")
             )
-            ns, start = tasks[0] if tasks else (str(exact[0]["namespace"]), name)
+            ns, start = tasks[0] if tasks else (min(homes), name)
             self.requests += 1
             try:
                 nodes = await client.get_lineage(job_node_id(ns, start))
             except MarquezNotFound:
                 nodes = []
+        held = self.index.lineage.jobs
         jobs = [
-            n["data"] for n in nodes if n.get("type") == "JOB" and isinstance(n.get("data"), dict)
+            n["data"]
+            for n in nodes
+            if n.get("type") == "JOB"
+            and isinstance(n.get("data"), dict)
+            # a node showing its parent's run says less of a job than the index already holds
+            and (
+                has_own_run(n["data"])
+                or (n["data"].get("namespace"), n["data"].get("name")) not in held
+            )
         ]
         listed = {(j.get("namespace"), j.get("name")) for j in jobs}
-        for space in sorted(spaces):  # the DAG itself, when only its tasks have datasets
-            if (space, name) not in listed:
+        for space in sorted(homes):  # the DAG itself, when only its tasks have datasets
+            if space in known:
+                jobs.append(known[space])  # Marquez's own answer: its runs, its datasets
+            elif (space, name) not in listed:
                 jobs.append({"namespace": space, "name": name})
         for space, task in tasks:  # tasks outside that graph: Marquez names them `dag.task`
             if (space, task) not in listed:
                 jobs.append({"namespace": space, "name": task, "parentJobName": name})
         await write_marquez_jobs(self.index.sessions, jobs)
         return True
+
+    async def _exact(
+        self, client: MarquezClient, name: str, spaces: list[str]
+    ) -> dict[str, dict[str, Any]]:
+        """The job named exactly `name` in each of these namespaces that has one
+        (`GET /namespaces/{ns}/jobs/{name}`), by namespace."""
+        found: dict[str, dict[str, Any]] = {}
+        for space in spaces:
+            self.requests += 1
+            try:
+                found[space] = await client.get_job(space, name)
+            except MarquezNotFound:
+                continue
+        return found
+
+    async def _namespaces(self, client: MarquezClient, *, everywhere: bool) -> list[str]:
+        """Where to look a DAG up: the default namespace and those the index holds DAGs in;
+        Marquez's own list too when `everywhere` (or when the index is still empty)."""
+        held = sorted({dag.namespace for dag in self.index.graph})
+        if everywhere or (not held and self.default_namespace is None):
+            self.requests += 1
+            listed = await client.list_namespaces()
+            held += sorted(str(n["name"]) for n in listed if isinstance(n.get("name"), str))
+        return list(dict.fromkeys([*filter(None, [self.default_namespace]), *held]))
 
     def schedules(self, dags: tuple[DagRef, ...]) -> dict[DagRef, Schedule]:
         """Explicit cron rules first, else what each DAG's stored run history shows."""
