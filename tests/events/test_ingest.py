@@ -122,7 +122,7 @@ def test_event_times_are_utc_instants(raw: str, expected: datetime) -> None:
         ({"eventTime": "2021-11-03"}, "eventTime is not an ISO-8601 date-time"),
         ({"eventTime": "2021-02-30T00:00:00Z"}, "eventTime is not a valid date-time"),
         ({"eventTime": 1700000000}, "eventTime must be an ISO-8601 date-time string"),
-        ({"eventType": "fail"}, "eventType must be one of ABORT, COMPLETE, FAIL"),
+        ({"eventType": "failed"}, "eventType must be one of ABORT, COMPLETE, FAIL"),
         ({"eventType": "RESUME"}, "eventType must be one of"),
         ({"run": {"runId": "run-42"}}, "run.runId must be a UUID, got 'run-42'"),
         ({"run": {}}, "run.runId is required"),

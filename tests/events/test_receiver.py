@@ -35,6 +35,7 @@ from standins.seeds.food_delivery import food_delivery_events
 Sessions = async_sessionmaker[AsyncSession]
 KEY = "ol-secret-key"
 RUN = "5f2b8c1e-3d4a-4b6c-9e8f-0a1b2c3d4e5f"
+OTHER_RUN = "5f2b8c1e-3d4a-4b6c-9e8f-0a1b2c3d4e60"
 
 
 @dataclass
@@ -155,6 +156,29 @@ async def test_a_seed_failure_is_stored_once_and_wakes_the_processor(receiver: R
     assert row.event_time == datetime(2021, 6, 5, 0, 13, tzinfo=UTC)
     assert (row.source, row.processed_at) == ("receiver", None)
     assert receiver.woken == [1]  # a duplicate wakes nobody
+
+
+async def test_an_event_type_in_any_case_is_what_marquez_reads(receiver: Receiver) -> None:
+    # Marquez upper-cases it (OpenLineageDao.getRunState): `fail` is a failure there too, and
+    # its feed returns `fail` as sent, so the pushed and polled copies must be one event.
+    assert await receiver.post(event(eventType="fail")) == (201, None)
+    assert await receiver.post(event(eventType="FAIL")) == (201, None)
+    (row,) = await receiver.stored()
+    assert row.event_type == "FAIL"
+
+
+async def test_a_parent_run_facet_is_the_parent_as_marquez_takes_it(receiver: Receiver) -> None:
+    # Marquez binds `parentRun` (the old openlineage-airflow name) as `parent`
+    # (`@JsonAlias("parentRun")`, LineageEvent.java#L93-L94 at 0.51.1).
+    parent = {"run": {"runId": OTHER_RUN}, "job": {"namespace": "af", "name": "etl_dag"}}
+    body = event(
+        eventType="FAIL",
+        job={"namespace": "af", "name": "etl_dag.load"},
+        run={"runId": RUN, "facets": {"parentRun": parent}},
+    )
+    assert await receiver.post(body) == (201, None)
+    (row,) = await receiver.stored()
+    assert (row.dag_id, row.dag_run_id) == ("etl_dag", OTHER_RUN)
 
 
 async def test_a_task_failure_rolls_up_to_its_dag_with_interval(

@@ -8,7 +8,8 @@ twice across a poll overlap, or pushed to the bot and read back from Marquez, is
 Parsing follows what Marquez 0.51 accepts (NOTES.md §1.8) where refusing would lose a failure
 that Marquez keeps (an `eventTime` without a zone is UTC, a missing `eventType` is "OTHER"), and
 the OpenLineage spec where the bot needs a usable identity (`run.runId` is a UUID, `eventType`
-one of the spec's values). Every string stored is checked against the columns' limits here, so
+one of the spec's values, in any case as Marquez reads it; `parentRun` is the `parent` facet,
+as Marquez binds it). Every string stored is checked against the columns' limits here, so
 no malformed event can make the database fail.
 """
 
@@ -32,6 +33,7 @@ from bot.events.rules.producers import (
     failed_tasks_message,
     job_type_of,
     owner_of,
+    parent_facet,
 )
 
 __all__ = [
@@ -201,9 +203,11 @@ def _event_type(value: Any) -> str:
     # The spec makes eventType optional; an event without one carries no transition (OTHER).
     if value is None:
         return "OTHER"
-    if not isinstance(value, str) or value not in EVENT_TYPES:
+    # Marquez reads it in any case (OpenLineageDao.getRunState upper-cases it): `fail` is a
+    # failure there, so it is one here too, stored in the spec's spelling.
+    if not isinstance(value, str) or value.upper() not in EVENT_TYPES:
         raise InvalidEvent(f"eventType must be one of {', '.join(sorted(EVENT_TYPES))}")
-    return value
+    return value.upper()
 
 
 def _run_id(run: dict[str, Any]) -> str:
@@ -247,13 +251,15 @@ def _owner(
     The `parent` facet is checked as the spec requires it (its job and run are required); a
     malformed `root`, optional in the spec, is ignored rather than refused.
     """
-    parent = _link(facets.get("parent"), "run.facets.parent.", job_name, strict=True)
+    facet = parent_facet(facets)
+    where = "run.facets.parent." if facets.get("parent") is not None else "run.facets.parentRun."
+    parent = _link(facet, where, job_name, strict=True)
     if job is None or namespace is None or job_name is None or run_id is None:
         return None
     root = None
-    if isinstance(facets.get("parent"), dict):
+    if isinstance(facet, dict):
         try:
-            root = _link(facets["parent"].get("root"), "run.facets.parent.root.", None)
+            root = _link(facet.get("root"), f"{where}root.", None)
         except InvalidEvent:
             root = None
     return owner_of(

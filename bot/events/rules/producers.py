@@ -47,6 +47,7 @@ __all__ = [
     "failed_tasks_message",
     "job_type_of",
     "owner_of",
+    "parent_facet",
 ]
 
 DAG_FACET = "airflowDagRun"  # the Airflow provider puts it on DAG-run events only
@@ -171,16 +172,25 @@ def owner_of(
     )
 
 
+def parent_facet(run_facets: Mapping[str, Any]) -> Any:
+    """The run's parent facet: `parent`, else `parentRun`, the name the old openlineage-airflow
+    integration used, which Marquez takes as the same facet (`@JsonAlias("parentRun")`,
+    LineageEvent.java#L93-L94 at 0.51.1) and stores as `parent`."""
+    facet = run_facets.get("parent")
+    return facet if facet is not None else run_facets.get("parentRun")
+
+
 def dag_from_facets(
     namespace: str, name: str, job_facets: Mapping[str, Any], run_facets: Mapping[str, Any]
 ) -> tuple[str, str] | None:
     """The DAG of a job Marquez lists, from its latest run's facets (Marquez merges every
     event's run facets into the run), by the same rules as an event's; None when those facets
     say nothing about parents or Airflow (then Marquez's `parentJobName` is all there is)."""
-    if not any(key in run_facets for key in ("parent", DAG_FACET, "airflow")):
+    if not any(key in run_facets for key in ("parent", "parentRun", DAG_FACET, "airflow")):
         return None
-    parent = _loose_link(run_facets.get("parent"))
-    root = _loose_link(_get(run_facets, "parent", "root"))
+    facet = parent_facet(run_facets)
+    parent = _loose_link(facet)
+    root = _loose_link(facet.get("root") if isinstance(facet, Mapping) else None)
     owner = owner_of(
         namespace=namespace,
         name=name,
