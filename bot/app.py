@@ -51,9 +51,12 @@ from bot.incidents.service.alerts import AlertOutbox
 from bot.incidents.service.notify import IncidentHub
 from bot.incidents.service.watcher import IncidentService
 from bot.incidents.store.parent import Alerts
+from bot.lineage.rules.errors import PlanningError
+from bot.lineage.rules.planner import Plan
+from bot.lineage.service.catalog import UnknownDag
 from bot.lineage.service.index import LineageIndex
 from bot.lineage.service.index_planner import IndexPlanner
-from bot.lineage.service.planning import Planner, PlannerFactory, PlanSource
+from bot.lineage.service.planning import Planner, PlannerFactory, PlanRequest, PlanSource
 from bot.lineage.service.reconcile import Reconciler
 from bot.lineage.service.record import record_lineage
 from bot.settings import Settings, SetupError
@@ -90,6 +93,7 @@ def build_services(settings: Settings, config: BotConfig, given: AsyncWebClient)
         airflow_ui=airflow_ui(settings, config, backend),
         metrics=metrics,
         hub=IncidentHub(hub),
+        proposals=lineage.proposals,
     )
 
     async def ended(session: AsyncSession, request: BackfillRequest) -> None:
@@ -164,6 +168,8 @@ class Lineage:
     index: LineageIndex | None
     reconciler: Reconciler | None
     planners: PlannerFactory
+    proposals: Callable[[PlanRequest], Plan | None]
+    """The plan `planners` would make now, when it would come from the index, else None."""
 
 
 def build_lineage(
@@ -197,7 +203,20 @@ def build_lineage(
         async with marquez() as client:
             yield Planner(client, config, default_namespace=settings.marquez_namespace)
 
-    return Lineage(index, reconciler, planners)
+    def proposals(request: PlanRequest) -> Plan | None:
+        # What Approve backfill will run, from the same index and schedules as `planners`;
+        # None where the click would plan otherwise (a crawl) or could not plan from the index.
+        if reconciler is None or reconciler.index.freshness.full_reconcile_at is None:
+            return None
+        planner = IndexPlanner(
+            reconciler.index, config, marquez, default_namespace=settings.marquez_namespace
+        )
+        try:
+            return planner.plan_now(request)
+        except (PlanningError, UnknownDag):
+            return None
+
+    return Lineage(index, reconciler, planners, proposals)
 
 
 def build_hub(

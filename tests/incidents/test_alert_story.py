@@ -36,6 +36,7 @@ from tests.support.story import (
 )
 
 PLANNED_DAGS = 7  # example.etl_orders and everything downstream of it
+PLANNED_RUNS = 28
 
 
 def mrkdwn_lines(message: Any) -> list[str]:
@@ -61,7 +62,9 @@ async def test_three_failed_days_one_click_every_team_told_resolved(
         assert alert.edited is None, "days arriving together are one post, not a post and edits"
         text = shown(alert)
         assert "2021-06-04 to 2021-06-06" in text
-        assert f"*Proposed backfill:* {PLANNED_DAGS} DAGs · about 21 runs" in text
+        # the plan Approve backfill makes: each DAG's own schedule, weekly DAGs' weeks and the
+        # daily DAGs reading them over those weeks (not 7 DAGs × 3 days)
+        assert f"*Proposed backfill:* {PLANNED_DAGS} DAGs · {PLANNED_RUNS} runs ·" in text
         approve = buttons(alert)[ActionId.INCIDENT_APPROVE]
         assert "confirm" in approve  # one click, confirmed in Slack's own dialog
         assert "Open in Airflow" in text
@@ -77,6 +80,7 @@ async def test_three_failed_days_one_click_every_team_told_resolved(
             "2021-06-06",
         )
         assert len(request.steps) == PLANNED_DAGS
+        assert sum(len(step.intervals) for step in request.steps) == PLANNED_RUNS
         # the status message and the progress are in the alert's thread, not the channel
         thread = bot.slack.state.thread(ORDERS, alert.ts)
         assert any(m.ts == request.status_message_ts for m in thread)

@@ -101,7 +101,10 @@ PROPOSED = replace(
     proposal=Proposal(dags=3, runs=9, estimate=timedelta(minutes=25)),
 )
 RECOVERED = replace(
-    PROPOSED, open=False, recovered=True, proposal=Proposal(dags=2, runs=6, estimate=None)
+    PROPOSED,
+    open=False,
+    recovered=True,
+    proposal=Proposal(dags=2, runs=6, estimate=None, planned=False),
 )
 
 CASES: dict[str, Case] = {
@@ -246,7 +249,7 @@ def test_an_alert_proposes_its_backfill_with_a_confirm_dialog_and_links_to_airfl
     assert "Rerun `example.etl_orders` and 2 DAGs downstream" in confirm["text"]["text"]
     assert buttons[ActionId.INCIDENT_LOG]["url"] == PROPOSED.log_url
     text = json.dumps(payload, ensure_ascii=False)
-    assert "3 DAGs · about 9 runs · about 25m 00s, from run history" in text
+    assert "3 DAGs · 9 runs · about 25m 00s, from run history" in text
     assert "Last failed 2021-06-07 01:02 UTC · try 2" in text
     assert "<@U0ALICE0001> is on it" in text
     snoozed = watch.alert(replace(PROPOSED, snoozed_until=SNOOZED))

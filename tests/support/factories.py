@@ -97,6 +97,7 @@ def incident_service(
         clock=clock,
         metrics=metrics,
         hub=IncidentHub(Hub(config)),
+        proposals=lambda request: None,  # no index here: alerts estimate
     )
     return IncidentService(sessions, config, planners, alerts=alerts, metrics=metrics, clock=clock)
 

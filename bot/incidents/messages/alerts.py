@@ -180,7 +180,10 @@ def _facts(view: AlertView) -> str:
 
 def _proposal_words(proposal: Proposal) -> str:
     runs = plural(proposal.runs, "run")
-    head = f"{plural(proposal.dags, 'DAG')} · about {runs}"
+    if proposal.planned:
+        head = f"{plural(proposal.dags, 'DAG')} · {runs}"
+    else:  # the click plans with each DAG's own schedule: its counts may differ
+        head = f"{plural(proposal.dags, 'DAG')} · about {runs} (estimated: planned on click)"
     if proposal.estimate is None:
         return f"{head} · no run history to estimate the time from"
     took = duration_text(proposal.estimate)

@@ -285,6 +285,13 @@ def snoozed(snoozed_until: datetime | None, *, now: datetime) -> bool:
     return snoozed_until is not None and snoozed_until > now
 
 
+def outage_range(runs: tuple[FailedRun, ...]) -> str | None:
+    """The outage's days as `/backfill` takes them: what Approve backfill plans and what the
+    alert's proposal counts (None before any failed interval is known)."""
+    start, end = span(runs)
+    return backfill_range(start, end) if start is not None else None
+
+
 def backfill_range(start: datetime, end: datetime | None) -> str:
     """A failed interval's days as `/backfill` takes them (inclusive)."""
     first = start.date()

@@ -1,6 +1,6 @@
-"""The backfill an alert proposes, before anyone plans it: how many DAGs and runs it reruns and
-about how long that takes, from each DAG's run history. Pure functions of plain data; the
-figures are an estimate shown next to **Approve backfill**, the plan itself is made on click.
+"""The backfill an alert proposes: how many DAGs and runs it reruns (those of the plan Approve
+backfill makes, from the same index and schedules, when the alert can plan it) and about how
+long that takes, from each DAG's run history. Pure functions of plain data.
 
 Also: the plan of **Backfill downstream**, for a root that recovered on its own (someone reran
 it in Airflow): the same plan without the root, whose rerun already happened.
@@ -25,6 +25,10 @@ class Proposal:
     """About how long the backfill takes; None when no DAG of it has run history."""
     unknown: int = 0
     """DAGs without run history (the estimate leaves them out)."""
+    planned: bool = True
+    """The DAG and run counts are those of the plan Approve backfill runs (same index, same
+    schedules); False when the alert could only estimate them (each DAG once per failed
+    interval), and then it says so."""
 
 
 def propose(
@@ -32,6 +36,7 @@ def propose(
     history: Mapping[str, Sequence[timedelta]],
     *,
     parallel_runs: int,
+    planned: bool = True,
 ) -> Proposal:
     """The proposal for DAGs rerunning `runs_per_dag` runs each. The estimate is the sum over
     DAGs of their median run time times the batches of `parallel_runs` runs their runs need:
@@ -52,6 +57,7 @@ def propose(
         runs=sum(runs_per_dag.values()),
         estimate=total if known else None,
         unknown=unknown,
+        planned=planned,
     )
 
 

@@ -27,7 +27,7 @@ from bot.core.model import DagRef
 from bot.core.tables import utcnow
 from bot.incidents.messages import alerts as watch_messages
 from bot.incidents.messages import answers
-from bot.incidents.rules.lifecycle import IncidentState, backfill_range, span
+from bot.incidents.rules.lifecycle import IncidentState, outage_range
 from bot.incidents.rules.outcomes import (
     Acknowledged,
     AlreadyAcknowledged,
@@ -344,14 +344,10 @@ class IncidentActions:
         return BackfillUnderWay(request.id, request.state)
 
     def _command(self, incident: Incident) -> PlanCommand | NoInterval:
-        start, end = span(store.runs_of(incident))
-        if start is None:
+        days = outage_range(store.runs_of(incident))
+        if days is None:
             return NoInterval(incident.dag_id)
-        return PlanCommand(
-            dag=incident.dag_id,
-            range_text=backfill_range(start, end),
-            namespace=incident.namespace,
-        )
+        return PlanCommand(dag=incident.dag_id, range_text=days, namespace=incident.namespace)
 
 
 _RECOVERED_NOTE = "recovered on its own (rerun outside the bot): only what is downstream reruns"

@@ -18,14 +18,16 @@ from bot.config import BotConfig
 from bot.core.metrics import Metrics
 from bot.core.model import DagRef
 from bot.incidents.messages import alerts as watch_messages
-from bot.incidents.rules.lifecycle import IncidentState, snoozed
+from bot.incidents.rules.lifecycle import IncidentState, outage_range, snoozed
 from bot.incidents.rules.links import AirflowUi, Links
 from bot.incidents.rules.proposal import Proposal, propose
 from bot.incidents.service.notify import IncidentHub
 from bot.incidents.store import incidents as store
 from bot.incidents.store.models import Incident
 from bot.lineage.rules.impact import ImpactSnapshot
+from bot.lineage.rules.planner import Plan
 from bot.lineage.service.history import run_durations
+from bot.lineage.service.planning import PlanRequest
 from bot.ownership.rules import owners, owning_teams
 from bot.slack.store import outbox
 from bot.slack.store.models import OutboxRole
@@ -57,8 +59,11 @@ class AlertOutbox:
         airflow_ui: AirflowUi | None = None,
         metrics: Metrics,
         hub: IncidentHub,
+        proposals: Callable[[PlanRequest], Plan | None],
     ) -> None:
         self.config = config
+        # the plan Approve backfill would make now (same index, same schedules), if it can say
+        self.proposals = proposals
         self.clock = clock
         self.metrics = metrics
         self.links = Links(config, marquez_web_url=marquez_web_url, airflow_ui=airflow_ui)
@@ -199,20 +204,41 @@ class AlertOutbox:
     async def _proposal(
         self, session: AsyncSession, incident: Incident, impact: ImpactSnapshot
     ) -> Proposal | None:
-        """About what Approve backfill (or Backfill downstream) reruns and how long it takes:
-        each DAG once per failed interval (the plan made on click is exact), timed from run
+        """What Approve backfill (or Backfill downstream) reruns and about how long it takes:
+        the DAGs and runs of the plan the click makes, from the same index and schedules;
+        where that plan cannot be made here (the index still loading, a DAG it does not know
+        yet), each DAG once per failed interval, marked as an estimate. Timed from run
         history."""
         if incident.backfill_request_id is not None or impact.is_pending:
             return None
-        intervals = max(1, len(store.runs_of(incident)))
-        dags = [DagRef(d.namespace, d.dag_id) for d in impact.downstream[:_ESTIMATED_DAGS]]
-        if incident.state == IncidentState.OPEN:
-            dags.insert(0, _ref(incident))
-        if not dags:
+        days = outage_range(store.runs_of(incident))
+        plan = (
+            self.proposals(PlanRequest(incident.dag_id, days, incident.namespace))
+            if days is not None
+            else None
+        )
+        root = _ref(incident)
+        open_ = incident.state == IncidentState.OPEN
+        if plan is not None:
+            # Backfill downstream (a root that recovered) reruns the plan without its root.
+            runs = {
+                step.dag: len(step.intervals)
+                for step in plan.steps
+                if open_ or step.dag != plan.root
+            }
+        else:
+            intervals = max(1, len(store.runs_of(incident)))
+            dags = [DagRef(d.namespace, d.dag_id) for d in impact.downstream[:_ESTIMATED_DAGS]]
+            runs = dict.fromkeys(([root] if open_ else []) + dags, intervals)
+        if not runs:
             return None
-        history = await run_durations(session, dags)
-        runs = {dag.dag_id: intervals for dag in dags}
-        return propose(runs, history, parallel_runs=self.config.execution.airflow.max_active_runs)
+        history = await run_durations(session, list(runs)[:_ESTIMATED_DAGS])
+        return propose(
+            {dag.dag_id: count for dag, count in runs.items()},
+            history,
+            parallel_runs=self.config.execution.airflow.max_active_runs,
+            planned=plan is not None,
+        )
 
     def _airflow_run_link(self, incident: Incident) -> str | None:
         return self.links.airflow_run(

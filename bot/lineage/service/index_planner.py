@@ -273,8 +273,20 @@ class IndexPlanner:
 
     async def plan(self, request: PlanRequest) -> Plan:
         """Validate the range, resolve the DAG, and plan from the index."""
-        date_range = parse_range(request.range_text, max_days=self.config.limits.max_range_days)
+        parse_range(request.range_text, max_days=self.config.limits.max_range_days)
         root = await self.resolve(request.dag, request.namespace)
+        return self._plan(root, request)
+
+    def plan_now(self, request: PlanRequest) -> Plan:
+        """The plan `plan` makes, from the index as it stands: no wait, no Marquez request (an
+        alert's proposal is drawn inside a transaction). Raises UnknownDag for a DAG the
+        index does not know yet, PlanningError as `plan` does."""
+        parse_range(request.range_text, max_days=self.config.limits.max_range_days)
+        root = self.index.resolve(request.dag, request.namespace, self.default_namespace)
+        return self._plan(root, request)
+
+    def _plan(self, root: DagRef, request: PlanRequest) -> Plan:
+        date_range = parse_range(request.range_text, max_days=self.config.limits.max_range_days)
         graph = self.index.graph
         excluded = resolve_exclusions(graph, root, request.exclude)
         affected = affected_dags(graph, root, exclude=excluded, only=request.only)
