@@ -3,10 +3,11 @@
 The poller's main read takes `GET /api/v1/events/lineage?after=…` from just behind its cursor,
 and Marquez filters that on the event's own eventTime: an event whose eventTime is older (a
 producer's clock behind, a buffered transport, a retry an hour later) falls behind the read and
-would never be seen. Marquez keeps no receipt time, and jobs and runs carry the eventTime as
-`updatedAt`, so nothing in its API names late arrivals — except counts: every answer of the
-feed carries `totalCount`, the number of events of every kind (run, dataset, job) in the
-window, and `limit=0` (`@Min(0)`) asks for the count alone.
+would never be seen. Marquez exposes no receipt time of an event (runs carry the eventTime as
+`updatedAt`; a job's `updatedAt` is Marquez's clock until a terminal event sets that event's
+time again: FIDELITY.md row 2), so nothing in its API names late arrivals — except counts:
+every answer of the feed carries `totalCount`, the number of events of every kind (run,
+dataset, job) in the window, and `limit=0` (`@Min(0)`) asks for the count alone.
 
 So the axis behind the main read is cut into buckets of `watch.late_bucket_s`, aligned to the
 epoch, back to `watch.late_window_s` before now (bot/events/rules/late_window.py does the

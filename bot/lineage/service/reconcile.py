@@ -7,6 +7,14 @@ skipped by offset paging) and marked deleted when Marquez answers 404. Runs at s
 `index.full_reconcile_s`. Incremental: the listing is newest first, so pages are read until a
 job older than the high-water mark (less `index.overlap_s`) appears; every
 `index.reconcile_interval_s`. Deleted jobs only show up in a full reconcile.
+
+Marquez's `updatedAt` mixes two clocks (tests/fixtures/marquez/FIDELITY.md row 2): a repeated
+upsert sets the database's `now()`, a terminal event sets the producer's `eventTime` when it
+links the job's new version. So a job can move *down* the listing as it completes, below the
+stop, with the new datasets of that version; and a producer whose clock runs ahead can push the
+high-water mark into the future. Hence: jobs last seen with a run still going are fetched one
+by one by the next incremental reconcile wherever they sort now, and the high-water mark never
+passes the bot's own clock at the start of the read (reading more is only a cost).
 """
 
 from __future__ import annotations
@@ -31,6 +39,8 @@ from bot.lineage.store.models import LineageJob
 
 logger = logging.getLogger(__name__)
 CONFIRM_CONCURRENCY = 8
+GOING = frozenset({"NEW", "RUNNING"})
+"""Run states whose next event can be the terminal one that re-sorts the job."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +67,9 @@ class Reconciler:
         self.settings = settings
         self.clock = clock
         self._lock = asyncio.Lock()
+        self._unsettled: set[tuple[str, str]] = set()
+        """Jobs whose latest run was still going when last read: their terminal event may sort
+        them below the next incremental's stop (see the module's docstring)."""
 
     async def start(self) -> None:
         """Load the index; reconcile fully before it counts as ready if it never was."""
@@ -116,6 +129,7 @@ class Reconciler:
             seen: set[tuple[str, str]] = set()
             stop = high_water - timedelta(seconds=self.settings.overlap_s)
             pages, high = await self._read(client, stop, seen)
+            await self._settle(client, self._unsettled - seen, seen)
             async with self.sessions.begin() as session:
                 await set_reconciled(session, at=started, high_water=high, full=False)
         await self.index.catch_up()
@@ -127,6 +141,7 @@ class Reconciler:
         """Write listed jobs page by page until one is older than `stop` (all if None)."""
         pages = 0
         high: datetime | None = None
+        now = self.clock()
         async for page in client.job_pages():
             pages += 1
             keep: list[dict[str, Any]] = []
@@ -140,13 +155,46 @@ class Reconciler:
                     older = True
                     continue
                 if updated is not None and (high is None or updated > high):
-                    high = updated
-                seen.add((found[0].namespace, found[0].name))
+                    high = min(updated, now)  # a producer's clock ahead never moves it past now
+                key = (found[0].namespace, found[0].name)
+                seen.add(key)
+                self._note_run(key, job)
                 keep.append(job)
             await write_marquez_jobs(self.sessions, keep)
             if older:
                 break
         return pages, high
+
+    def _note_run(self, key: tuple[str, str], job: dict[str, Any]) -> None:
+        run = job.get("latestRun")
+        state = run.get("state") if isinstance(run, dict) else None
+        if state in GOING:
+            self._unsettled.add(key)
+        else:
+            self._unsettled.discard(key)
+
+    async def _settle(
+        self, client: MarquezClient, keys: set[tuple[str, str]], seen: set[tuple[str, str]]
+    ) -> None:
+        """Fetch the jobs that were going last time and the listing did not reach this time."""
+        gate = asyncio.Semaphore(CONFIRM_CONCURRENCY)
+
+        async def fetch(key: tuple[str, str]) -> dict[str, Any] | None:
+            async with gate:
+                try:
+                    return await client.get_job(*key)
+                except MarquezNotFound:  # deleted: the next full reconcile marks it
+                    self._unsettled.discard(key)
+                    return None
+
+        jobs = [job for job in await asyncio.gather(*map(fetch, sorted(keys))) if job is not None]
+        for job in jobs:
+            found = marquez_facts(job)
+            if found is not None:
+                key = (found[0].namespace, found[0].name)
+                seen.add(key)
+                self._note_run(key, job)
+        await write_marquez_jobs(self.sessions, jobs)
 
     async def _deletions(
         self, client: MarquezClient, seen: set[tuple[str, str]]
