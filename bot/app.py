@@ -155,6 +155,7 @@ def marquez_clients(settings: Settings, metrics: Metrics) -> MarquezClients:
             settings.marquez_url,
             api_key=key,
             timeout_s=timeout_s or settings.marquez_timeout_s,
+            lineage_timeout_s=settings.marquez_lineage_timeout_s,
             page_size=page_size,
             on_error=metrics.request_failed,
             retry=retry or DEFAULT_RETRY,

@@ -14,9 +14,9 @@ import signal
 import socket
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from importlib import metadata
-from typing import NoReturn
+from typing import NoReturn, TypeVar
 
 import bot.schema  # noqa: F401  (every table registered before a session is made)
 from bot import doctor
@@ -24,8 +24,9 @@ from bot.clients.marquez import MarquezClient, MarquezError, MarquezUnavailable
 from bot.config import BotConfig, load_config
 from bot.config.base import ConfigError
 from bot.core.logs import configure
+from bot.core.progress import with_notice
 from bot.events import cli as events_cli
-from bot.lineage.messages import render_impact_text, render_plan_text
+from bot.lineage.messages import render_impact_text, render_plan_text, still_asking_text
 from bot.lineage.rules.errors import PlanningError
 from bot.lineage.rules.planner import PlanError
 from bot.lineage.rules.ranges import RangeError
@@ -39,6 +40,7 @@ from bot.settings import (
     load_settings,
 )
 
+T = TypeVar("T")
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_MARQUEZ = 3
@@ -190,7 +192,12 @@ def _config(settings: Settings) -> BotConfig:
 
 def _client(settings: Settings) -> MarquezClient:
     key = settings.marquez_api_key.get_secret_value() if settings.marquez_api_key else None
-    return MarquezClient(settings.marquez_url, api_key=key, timeout_s=settings.marquez_timeout_s)
+    return MarquezClient(
+        settings.marquez_url,
+        api_key=key,
+        timeout_s=settings.marquez_timeout_s,
+        lineage_timeout_s=settings.marquez_lineage_timeout_s,
+    )
 
 
 async def _plan(args: argparse.Namespace, settings: Settings, config: BotConfig) -> str:
@@ -198,16 +205,23 @@ async def _plan(args: argparse.Namespace, settings: Settings, config: BotConfig)
     request = PlanRequest(args.dag, args.range, args.namespace, args.only, exclude)
     async with _client(settings) as client:
         planner = Planner(client, config, default_namespace=settings.marquez_namespace)
-        plan = await planner.plan(request)
+        plan = await _told_when_slow(planner.plan(request), args.dag, config)
     if args.json:
         return json.dumps(plan.to_json(), indent=2, ensure_ascii=False)
     return render_plan_text(plan)
 
 
+async def _told_when_slow(work: Awaitable[T], dag: str, config: BotConfig) -> T:
+    async def say() -> None:
+        print(still_asking_text(dag), file=sys.stderr, flush=True)
+
+    return await with_notice(work, after_s=config.limits.still_planning_s, notice=say)
+
+
 async def _impact(args: argparse.Namespace, settings: Settings, config: BotConfig) -> str:
     async with _client(settings) as client:
         planner = Planner(client, config, default_namespace=settings.marquez_namespace)
-        impact = await planner.impact(args.dag, args.namespace)
+        impact = await _told_when_slow(planner.impact(args.dag, args.namespace), args.dag, config)
     if args.json:
         from bot.lineage.messages import impact_view
 

@@ -42,6 +42,12 @@ class Settings(BaseSettings):
     marquez_timeout_s: float = Field(
         default=10.0, gt=0, le=300, description="seconds each Marquez request may take"
     )
+    marquez_lineage_timeout_s: float = Field(
+        default=60.0,
+        gt=0,
+        le=600,
+        description="seconds Marquez's heavy reads may take: /lineage and the jobs listing",
+    )
     database_url: str = Field(
         default=DEFAULT_DATABASE_URL,
         repr=False,  # may hold a password

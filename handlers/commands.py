@@ -10,6 +10,7 @@ from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
 from bot.app_services import Services
 from bot.backfill.messages import answers as backfill_answers
 from bot.backfill.messages.backfill import help_message
+from bot.core.progress import with_notice
 from bot.hub.messages import subscriptions as subscription_answers
 from bot.slack.messages.common import acknowledgement, refusal
 from bot.slack.rules.commands import (
@@ -47,7 +48,7 @@ def register(app: AsyncApp, services: Services) -> None:
         else:
             await ack()
         try:
-            payload = await _answered(services, parsed, user=user, channel=channel)
+            payload = await _answered(services, parsed, user=user, channel=channel, respond=respond)
         except Exception:
             logger.exception("/backfill %r failed", command.get("text"))
             reply_payload = refusal(
@@ -60,11 +61,17 @@ def register(app: AsyncApp, services: Services) -> None:
 
 
 async def _answered(
-    services: Services, parsed: Command, *, user: str, channel: str
+    services: Services, parsed: Command, *, user: str, channel: str, respond: AsyncRespond
 ) -> dict[str, Any]:
     """Call the service the command names, and its capability's words for the outcome."""
     if isinstance(parsed, PlanCommand):
-        preview = await services.backfills.preview(parsed, user=user, channel=channel)
+        preview = await with_notice(
+            services.backfills.preview(parsed, user=user, channel=channel),
+            after_s=services.config.limits.still_planning_s,
+            notice=lambda: respond(
+                response_type="ephemeral", **backfill_answers.still_planning(parsed.dag)
+            ),
+        )
         return backfill_answers.answer(preview)
     if isinstance(parsed, StatusCommand):
         status = await services.backfills.status(parsed.request_id, user=user, channel=channel)

@@ -176,6 +176,7 @@ class MarquezClient(SessionOwner):
         *,
         api_key: str | None = None,
         timeout_s: float = 10.0,
+        lineage_timeout_s: float = 60.0,
         retry: RetryPolicy = DEFAULT_RETRY,
         session: aiohttp.ClientSession | None = None,
         page_size: int = 100,
@@ -189,13 +190,16 @@ class MarquezClient(SessionOwner):
             raise ValueError(f"Marquez base URL must be an absolute http(s) URL, got {shown!r}")
         if parsed.query_string or parsed.fragment:
             raise ValueError(f"Marquez base URL must not have a query or fragment: {shown!r}")
-        if page_size < 1 or timeout_s <= 0:
-            raise ValueError("page_size must be >= 1 and timeout_s > 0")
+        if page_size < 1 or timeout_s <= 0 or lineage_timeout_s <= 0:
+            raise ValueError("page_size must be >= 1 and timeouts > 0")
         self._base = str(parsed).rstrip("/")
         # The base URL may carry basic-auth credentials (`http://bot:pw@marquez:5000`): requests
         # use `_base`, while every message, error and log line names Marquez by `_shown_base`.
         self._shown_base = display_url(self._base)
         self._timeout_s = timeout_s
+        # Marquez's heavy reads: `/lineage` runs a recursive query (10-15 s on big graphs,
+        # Marquez issue #3058) and a jobs page reads each job's latest runs (issue #2987).
+        self._slow_timeout_s = max(timeout_s, lineage_timeout_s)
         self._retry = retry
         self._page_size = page_size
         self._session = session
@@ -254,7 +258,8 @@ class MarquezClient(SessionOwner):
 
     async def get_lineage(self, node_id: str, *, depth: int = 20) -> list[dict[str, Any]]:
         """The (undirected) lineage graph around a `job:` or `dataset:` node."""
-        reply = await self._get("/api/v1/lineage", [("nodeId", node_id), ("depth", depth)])
+        query: list[tuple[str, _QueryValue]] = [("nodeId", node_id), ("depth", depth)]
+        reply = await self._get("/api/v1/lineage", query, slow=True)
         graph = reply.objects("graph")
         for node in graph:
             if not isinstance(node.get("id"), str) or not isinstance(node.get("type"), str):
@@ -310,8 +315,11 @@ class MarquezClient(SessionOwner):
         body = json.dumps(event).encode()
         await self._call("POST", "/api/v1/lineage", (), body)
 
-    async def _get(self, path: str, query: Sequence[tuple[str, _QueryValue]] = ()) -> _Reply:
-        url, status, raw = await self._call("GET", path, query)
+    async def _get(
+        self, path: str, query: Sequence[tuple[str, _QueryValue]] = (), *, slow: bool = False
+    ) -> _Reply:
+        """`slow`: one of Marquez's heavy reads, given `lineage_timeout_s`."""
+        url, status, raw = await self._call("GET", path, query, slow=slow)
         reply = _Reply(f"GET {path}", url, status, None, self._on_error)
         try:
             data = json.loads(raw)
@@ -338,8 +346,10 @@ class MarquezClient(SessionOwner):
         *,
         max_items: int | None = None,
     ) -> AsyncIterator[list[dict[str, Any]]]:
+        slow = path.endswith("/jobs")
+
         async def fetch(limit: int, offset: int) -> Page[dict[str, Any]]:
-            reply = await self._get(path, [*query, ("limit", limit), ("offset", offset)])
+            reply = await self._get(path, [*query, ("limit", limit), ("offset", offset)], slow=slow)
             # totalCount is unreliable (absent, or ignoring filters): only a short page ends it.
             return Page(reply.objects(key))
 
@@ -356,10 +366,12 @@ class MarquezClient(SessionOwner):
         path: str,
         query: Sequence[tuple[str, _QueryValue]] = (),
         body: bytes | None = None,
+        *,
+        slow: bool = False,
     ) -> tuple[str, int, bytes]:
         """Send one request with retries; return (url, status, body) of a 2xx answer."""
         try:
-            return await self._send(method, path, query, body)
+            return await self._send(method, path, query, body, slow=slow)
         except MarquezError as exc:
             self._on_error(exc)
             raise
@@ -370,6 +382,8 @@ class MarquezClient(SessionOwner):
         path: str,
         query: Sequence[tuple[str, _QueryValue]],
         body: bytes | None,
+        *,
+        slow: bool = False,
     ) -> tuple[str, int, bytes]:
         if self._closed:
             raise RuntimeError("MarquezClient is closed")
@@ -387,7 +401,7 @@ class MarquezClient(SessionOwner):
                 url,
                 headers=headers,
                 data=body,
-                timeout_s=self._timeout_s,
+                timeout_s=self._slow_timeout_s if slow else self._timeout_s,
                 policy=self._retry,
                 retryable=SAFE_TO_REPEAT if method == "GET" else _POST_RETRYABLE,
                 explain=lambda status, reason, raw: f"HTTP {status} {error_message(raw, reason)}",

@@ -110,6 +110,9 @@ class SlaRule(Strict):
 class Limits(Strict):
     max_range_days: int = Field(default=92, ge=1, le=3660)
     max_plan_dags: int = Field(default=500, ge=1)
+    still_planning_s: float = Field(default=5.0, gt=0, le=600)
+    """After this long without a plan, `/backfill` tells the person it is still asking Marquez
+    (a big Marquez takes 10-15 s for a deep lineage graph), so the wait is never silent."""
 
 
 class AirflowExecution(Strict):

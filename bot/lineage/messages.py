@@ -73,3 +73,9 @@ def render_plan_text(plan: Plan) -> str:
 
 def render_impact_text(impact: Impact) -> str:
     return environment().get_template("lineage/impact.txt.j2").render(impact_view(impact))
+
+
+def still_asking_text(dag: str) -> str:
+    """The CLI's word on stderr when Marquez is slow to answer (a deep `/lineage` on a big
+    deployment takes 10-15 s): the wait is never silent."""
+    return f"backfill-bot: still asking Marquez about {dag} and what runs downstream of it …"

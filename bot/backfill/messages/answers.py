@@ -36,7 +36,7 @@ from bot.backfill.rules.outcomes import (
 )
 from bot.backfill.rules.states import RequestState
 from bot.ownership.messages import denied
-from bot.slack.messages.common import action_result, refusal
+from bot.slack.messages.common import acknowledgement, action_result, refusal
 from bot.slack.messages.render import code, plural, sentence, user_mention
 
 STATE_WORDS = {
@@ -174,3 +174,14 @@ def approval_pointer(
 def check_failed(executor: str, error: str) -> str:
     """The preview's note on a plan the executor could not check (not a refusal)."""
     return f"could not check this DAG with {executor}: {error}"[:300]
+
+
+def still_planning(dag: str) -> dict[str, Any]:
+    """Told once when a plan is slow to come: Marquez takes its time on a big lineage graph."""
+    return acknowledgement(
+        sentence(
+            "Still asking Marquez about {} and what runs downstream of it: a big lineage graph "
+            "takes a while. The plan follows here.",
+            code(dag, 200),
+        )
+    )
