@@ -11,8 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import re
-import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from datetime import UTC, datetime
@@ -22,18 +20,21 @@ from typing import Any
 from aiohttp import web
 
 from standins.http_server import start_app
-from standins.marquez import views
+from standins.marquez import params, queries, views
+from standins.marquez.errors import ApiError, not_found, violation, web_error
 from standins.marquez.events import (
     EventFormatError,
-    EventRejectedError,
     EventValidationError,
     JsonDict,
-    parse_node_id,
+    ModelUpdateError,
 )
-from standins.marquez.state import Job, MarquezState, Run
+from standins.marquez.lineage import lineage_answer
+from standins.marquez.model import Job, Run
+from standins.marquez.state import MarquezState
 from standins.seeds.food_delivery import food_delivery_events
 
 __all__ = [
+    "LATENCY_ROUTES",
     "SEEDS",
     "EventValidationError",
     "MarquezState",
@@ -51,23 +52,28 @@ SEEDS: Mapping[str, Callable[[], list[dict[str, Any]]]] = MappingProxyType(
 STATE: web.AppKey[MarquezState] = web.AppKey("marquez_state", MarquezState)
 REQUESTS: web.AppKey[deque[str]] = web.AppKey("marquez_requests", deque)
 """The latest requests received, as `METHOD /path?query` (tests count what a client asked)."""
+LATENCY: web.AppKey[Mapping[str, float]] = web.AppKey("marquez_latency", Mapping)
 _REQUESTS_KEPT = 100_000
-_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 _RUN_STATES = ("NEW", "RUNNING", "COMPLETED", "ABORTED", "FAILED", "OTHER")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _DEFAULT_BEFORE = datetime(2030, 1, 1, tzinfo=UTC)  # events dated later are hidden by default
 
-
-class ApiError(Exception):
-    """An error answer in Dropwizard's shapes; `body=None` answers with an empty body."""
-
-    def __init__(self, status: int, body: JsonDict | None) -> None:
-        super().__init__(status)
-        self.status, self.body = status, body
-
-
-def _message(status: int, text: str) -> ApiError:
-    return ApiError(status, {"code": status, "message": text})
+LATENCY_ROUTES: Mapping[str, str] = MappingProxyType(
+    {
+        "post": "POST /api/v1/lineage",
+        "lineage": "GET /api/v1/lineage",
+        "namespaces": "GET /api/v1/namespaces[/{namespace}]",
+        "jobs": "GET /api/v1/jobs, GET /api/v1/namespaces/{namespace}/jobs",
+        "job": "GET /api/v1/namespaces/{namespace}/jobs/{job}",
+        "runs": "GET …/jobs/{job}/runs, GET /api/v1/jobs/runs/{id}[/facets]",
+        "datasets": "GET /api/v1/namespaces/{namespace}/datasets[/{dataset}]",
+        "events": "GET /api/v1/events/lineage",
+        "search": "GET /api/v1/search",
+    }
+)
+"""The names `latency` may delay (`"*"` delays every route). Real Marquez is slow where these
+are: the lineage CTE on big graphs (issue #3058), `GET /jobs` with one findByLatestJob per
+job (issue #2987) — FIDELITY.md row 13."""
 
 
 def _reply(body: JsonDict | None, status: int = 200) -> web.Response:
@@ -100,53 +106,16 @@ async def _errors(
         )
 
 
-# -- query parameters -------------------------------------------------------------------------
-
-
-def _int(request: web.Request, name: str, default: int, minimum: int | None = 0) -> int:
-    raw = request.query.get(name)
-    if raw is None:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise _message(400, f"query param {name} is not a number.") from None
-    if minimum is not None and value < minimum:
-        raise ApiError(
-            400, {"errors": [f"query param {name} must be greater than or equal to {minimum}"]}
-        )
-    return value
-
-
-def _choice(raw: str, name: str, allowed: tuple[str, ...]) -> str:
-    # Dropwizard's fuzzy enum conversion: case-insensitive, '-' and ' ' read as '_'.
-    value = raw.strip().upper().replace("-", "_").replace(" ", "_")
-    if value not in allowed:
-        raise _message(400, f"{name} must be one of [{', '.join(allowed)}]")
-    return value
-
-
-def _zoned(request: web.Request, name: str, default: datetime) -> datetime:
-    raw = request.query.get(name)
-    if raw is None:
-        return default
-    try:
-        value = datetime.fromisoformat(raw.replace("Z", "+00:00"))
-    except ValueError:
-        value = None
-    if value is None or value.tzinfo is None:
-        raise _message(400, f'query param {name} must be a date-time with a zone, got "{raw}"')
-    return value.astimezone(UTC)
-
-
-def _day(request: web.Request, name: str) -> datetime | None:
-    raw = request.query.get(name)
-    if raw is None:
-        return None
-    try:
-        return datetime.strptime(raw, "%Y-%m-%d").replace(tzinfo=UTC)
-    except ValueError:
-        raise _message(400, f"query param {name} must be YYYY-MM-DD") from None
+@web.middleware
+async def _latency(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    delays = request.app[LATENCY]
+    group = (request.match_info.route.name or "").partition(".")[0]
+    delay = delays.get(group, delays.get("*", 0.0))
+    if delay > 0:
+        await asyncio.sleep(delay)
+    return await handler(request)
 
 
 # -- handlers ---------------------------------------------------------------------------------
@@ -154,78 +123,75 @@ def _day(request: web.Request, name: str) -> datetime | None:
 
 async def _post_lineage(request: web.Request) -> web.Response:
     if request.content_type != "application/json":
-        raise _message(415, "HTTP 415 Unsupported Media Type")
+        raise web_error(415, "HTTP 415 Unsupported Media Type")
     raw = await request.read()
     try:
-        body = json.loads(raw) if raw.strip() else None
-    except ValueError:
-        raise _message(400, "Unable to process JSON") from None
+        body = json.loads(raw, parse_constant=_no_constant) if raw.strip() else None
+    except ValueError as exc:
+        # Jackson's JsonParseException: Marquez's JsonProcessingExceptionMapper, HTTP 500.
+        raise ApiError(500, {"code": 400, "message": f"Unexpected character: {exc}"}) from exc
     try:
         request.app[STATE].ingest(body)
     except EventValidationError as exc:
         raise ApiError(422, {"errors": exc.errors}) from exc
     except EventFormatError as exc:
-        raise _message(400, str(exc)) from exc
-    except EventRejectedError as exc:
-        raise ApiError(400, None) from exc
+        raise ApiError(500, {"code": 400, "message": str(exc)}) from exc
+    except ModelUpdateError as exc:  # the raw event is stored; the update failed part-way
+        raise ApiError(exc.status, None) from exc
     return _reply(None, 201)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(
+        f"Non-standard token '{name}': enable JsonReadFeature.ALLOW_NON_NUMERIC_NUMBERS"
+    )
 
 
 async def _get_lineage(request: web.Request) -> web.Response:
     node_id = request.query.get("nodeId")
+    depth = params.java_int(request, "depth", 20)  # no @Min: any int
     if node_id is None:
-        raise ApiError(400, {"errors": ["query param nodeId must not be null"]})
-    try:
-        kind, namespace, name = parse_node_id(node_id)
-    except ValueError as exc:
-        raise _message(400, str(exc)) from exc
-    if kind not in ("job", "dataset"):
-        raise _message(404, "Node must be a dataset node or job node")
-    graph = views.lineage_graph(
-        request.app[STATE], kind, (namespace, name), _int(request, "depth", 20, None)
-    )
-    if graph is None:
-        raise _message(404, "Could not find node")  # LineageService's NodeIdNotFoundException
-    return _reply({"graph": graph})
+        raise violation("query param nodeId must not be null")
+    return _reply(lineage_answer(request.app[STATE], node_id, depth))
 
 
 async def _namespaces(request: web.Request) -> web.Response:
-    limit, offset = _int(request, "limit", 100), _int(request, "offset", 0)
+    limit, offset = params.java_int(request, "limit", 100), params.java_int(request, "offset", 0)
+    params.require_min(("limit", limit), ("offset", offset))
     spaces = sorted(request.app[STATE].namespaces.values(), key=lambda n: n.name)
     return _reply({"namespaces": [views.namespace_json(n) for n in spaces[offset:][:limit]]})
 
 
-async def _namespace(request: web.Request) -> web.Response:
-    name = request.match_info["namespace"]
-    namespace = request.app[STATE].namespaces.get(name)
-    if namespace is None:
-        raise _message(404, f"Namespace '{name}' not found.")
-    return _reply(views.namespace_json(namespace))
-
-
 def _require_namespace(request: web.Request) -> str:
-    name = request.match_info["namespace"]
+    name = params.namespace_param(request)
     if name not in request.app[STATE].namespaces:
-        raise _message(404, f"Namespace '{name}' not found.")
+        raise not_found(f"Namespace '{name}' not found.")
     return name
+
+
+async def _namespace(request: web.Request) -> web.Response:
+    name = _require_namespace(request)
+    return _reply(views.namespace_json(request.app[STATE].namespaces[name]))
 
 
 def _jobs_reply(request: web.Request, namespace: str | None) -> web.Response:
     states = {
-        _choice(s, "lastRunStates", _RUN_STATES) for s in request.query.getall("lastRunStates", [])
+        state
+        for raw in request.query.getall("lastRunStates", [])
+        if (state := params.choice(raw, "lastRunStates", _RUN_STATES)) is not None
     }
+    limit, offset = params.java_int(request, "limit", 100), params.java_int(request, "offset", 0)
+    params.require_min(("limit", limit), ("offset", offset))
     jobs = [
         j for j in request.app[STATE].jobs.values() if namespace is None or j.namespace == namespace
     ]
-    page, total = views.jobs_page(
-        jobs, states or None, _int(request, "limit", 100), _int(request, "offset", 0)
-    )
+    page, total = queries.jobs_page(jobs, states or None, limit, offset)
     return _reply({"jobs": page, "totalCount": total})
 
 
 async def _namespace_jobs(request: web.Request) -> web.Response:
     # No namespace check here: an unknown namespace lists no jobs (0.51 behaviour).
-    return _jobs_reply(request, request.match_info["namespace"])
+    return _jobs_reply(request, params.namespace_param(request))
 
 
 async def _all_jobs(request: web.Request) -> web.Response:
@@ -237,7 +203,7 @@ def _require_job(request: web.Request) -> Job:
     name = request.match_info["job"]
     job = request.app[STATE].jobs.get((namespace, name))
     if job is None:
-        raise _message(404, f"Job '{name}' not found.")
+        raise not_found(f"Job '{name}' not found.")
     return job
 
 
@@ -246,19 +212,18 @@ async def _job(request: web.Request) -> web.Response:
 
 
 async def _job_runs(request: web.Request) -> web.Response:
+    limit, offset = params.java_int(request, "limit", 100), params.java_int(request, "offset", 0)
     job = _require_job(request)
-    page, total = views.runs_page(job, _int(request, "limit", 100), _int(request, "offset", 0))
+    params.require_min(("limit", limit), ("offset", offset))
+    page, total = queries.runs_page(job, limit, offset)
     return _reply({"runs": page, "totalCount": total})
 
 
 def _require_run(request: web.Request) -> Run:
-    raw = request.match_info["id"]
-    if not _UUID.match(raw):
-        raise _message(400, f"Invalid UUID string: {raw}")
-    run_uuid = uuid.UUID(raw)
+    run_uuid = params.run_id_param(request)
     run = request.app[STATE].runs.get(run_uuid)
     if run is None:
-        raise _message(404, f"Run '{run_uuid}' not found.")
+        raise not_found(f"Run '{run_uuid}' not found.")
     return run
 
 
@@ -267,54 +232,59 @@ async def _run(request: web.Request) -> web.Response:
 
 
 async def _run_facets(request: web.Request) -> web.Response:
+    run_uuid = params.run_id_param(request)
+    kind = params.choice(request.query.get("type"), "type", ("RUN", "JOB"))
+    if kind is None:
+        raise violation("query param type must not be null")
     run = _require_run(request)
-    kind = _choice(request.query.get("type", ""), "type", ("RUN", "JOB"))
+    assert run.uuid == run_uuid
     facets = views.run_json(run)["facets"] if kind == "RUN" else views.run_job_facets(run)
     return _reply({"runId": str(run.uuid), "facets": facets})
 
 
 async def _events(request: web.Request) -> web.Response:
-    direction = _choice(
+    after = params.zoned(request, "after", _EPOCH)
+    before = params.zoned(request, "before", _DEFAULT_BEFORE)
+    direction = params.choice(
         request.query.get("sortDirection", "desc"), "sortDirection", ("ASC", "DESC")
     )
-    events, total = views.events_page(
-        request.app[STATE],
-        after=_zoned(request, "after", _EPOCH),
-        before=_zoned(request, "before", _DEFAULT_BEFORE),
-        ascending=direction == "ASC",
-        limit=_int(request, "limit", 100),
-        offset=_int(request, "offset", 0),
+    limit, offset = params.java_int(request, "limit", 100), params.java_int(request, "offset", 0)
+    params.require_min(("limit", limit), ("offset", offset))
+    events, total = queries.events_page(
+        request.app[STATE], after, before, direction == "ASC", limit, offset
     )
     return _reply({"events": events, "totalCount": total})
 
 
 async def _search(request: web.Request) -> web.Response:
-    query = request.query.get("q", "")
-    if not query.strip():
-        raise ApiError(400, {"errors": ["query param q must not be blank"]})
-    raw_filter, raw_sort = request.query.get("filter"), request.query.get("sort", "name")
-    kind = None if raw_filter is None else _choice(raw_filter, "filter", ("DATASET", "JOB"))
-    _choice(raw_sort, "sort", ("NAME", "UPDATE_AT"))  # validated; ORDER BY :sort has no effect
-    results = views.search(
-        request.app[STATE],
-        query,
-        kind,
-        request.query.get("namespace"),
-        after=_day(request, "after"),
-        before=_day(request, "before"),
-        limit=_int(request, "limit", 10),
-    )
+    kind = params.choice(request.query.get("filter"), "filter", ("DATASET", "JOB"))
+    # Validated; `ORDER BY :sort` binds a constant, so it has no effect (SearchDao.java#L82).
+    params.choice(request.query.get("sort", "name"), "sort", ("NAME", "UPDATE_AT"))
+    limit = params.java_int(request, "limit", 10)
+    errors = []
+    if not request.query.get("q", "").strip():
+        errors.append("query param q must not be blank")
+    if limit < 0:
+        errors.append("query param limit must be greater than or equal to 0")
+    if errors:
+        raise ApiError(400, {"errors": errors})
+    before, after = params.day(request, "before"), params.day(request, "after")
+    results = queries.search(
+        request.app[STATE], request.query["q"], kind, request.query.get("namespace"),
+        after=after, before=before, limit=limit,
+    )  # fmt: skip
     return _reply({"totalCount": len(results), "results": results})
 
 
 async def _datasets(request: web.Request) -> web.Response:
+    limit, offset = params.java_int(request, "limit", 100), params.java_int(request, "offset", 0)
     namespace = _require_namespace(request)
-    limit, offset = _int(request, "limit", 100), _int(request, "offset", 0)
+    params.require_min(("limit", limit), ("offset", offset))
+    # datasets_view has a row per name, aliases included, ORDER BY name.
     found = sorted(
-        (d for d in request.app[STATE].datasets.values() if d.namespace == namespace),
-        key=lambda d: d.name,
+        (key, d) for key, d in request.app[STATE].datasets.items() if key[0] == namespace
     )
-    page = [views.dataset_json(d) for d in found[offset:][:limit]]
+    page = [views.dataset_json(d, key) for key, d in found[offset:][:limit]]
     return _reply({"datasets": page, "totalCount": len(found)})
 
 
@@ -323,30 +293,46 @@ async def _dataset(request: web.Request) -> web.Response:
     name = request.match_info["dataset"]
     dataset = request.app[STATE].datasets.get((namespace, name))
     if dataset is None:
-        raise _message(404, f"Dataset '{name}' not found.")
-    return _reply(views.dataset_json(dataset))
+        raise not_found(f"Dataset '{name}' not found.")
+    return _reply(views.dataset_json(dataset, (namespace, name)))
 
 
-def create_app(state: MarquezState | None = None) -> web.Application:
-    """The aiohttp application serving Marquez's `/api/v1` routes over `state`."""
-    app = web.Application(middlewares=[_log, _errors])
+def create_app(
+    state: MarquezState | None = None, latency: Mapping[str, float] | None = None
+) -> web.Application:
+    """The aiohttp application serving Marquez's `/api/v1` routes over `state`.
+
+    `latency` delays the named routes (LATENCY_ROUTES; `"*"` for all others) by that many
+    seconds per request, as a big real deployment would; none by default."""
+    unknown = set(latency or {}) - set(LATENCY_ROUTES) - {"*"}
+    if unknown:
+        raise ValueError(
+            f"unknown latency routes {sorted(unknown)}; known: {', '.join(LATENCY_ROUTES)}, *"
+        )
+    app = web.Application(middlewares=[_log, _errors, _latency])
     app[STATE] = state if state is not None else MarquezState()
     app[REQUESTS] = deque(maxlen=_REQUESTS_KEPT)
+    app[LATENCY] = MappingProxyType(dict(latency or {}))
     ns = "/api/v1/namespaces/{namespace}"
-    app.router.add_post("/api/v1/lineage", _post_lineage)
-    app.router.add_get("/api/v1/lineage", _get_lineage)
-    app.router.add_get("/api/v1/namespaces", _namespaces)
-    app.router.add_get(ns, _namespace)
-    app.router.add_get(f"{ns}/jobs", _namespace_jobs)
-    app.router.add_get(f"{ns}/jobs/{{job}}", _job)
-    app.router.add_get(f"{ns}/jobs/{{job}}/runs", _job_runs)
-    app.router.add_get(f"{ns}/datasets", _datasets)
-    app.router.add_get(f"{ns}/datasets/{{dataset}}", _dataset)
-    app.router.add_get("/api/v1/jobs", _all_jobs)
-    app.router.add_get("/api/v1/jobs/runs/{id}", _run)
-    app.router.add_get("/api/v1/jobs/runs/{id}/facets", _run_facets)
-    app.router.add_get("/api/v1/events/lineage", _events)
-    app.router.add_get("/api/v1/search", _search)
+    routes: list[tuple[str, str, Callable[[web.Request], Awaitable[web.Response]], str]] = [
+        ("POST", "/api/v1/lineage", _post_lineage, "post"),
+        ("GET", "/api/v1/lineage", _get_lineage, "lineage"),
+        ("GET", "/api/v1/namespaces", _namespaces, "namespaces"),
+        ("GET", ns, _namespace, "namespaces"),
+        ("GET", f"{ns}/jobs", _namespace_jobs, "jobs"),
+        ("GET", f"{ns}/jobs/{{job}}", _job, "job"),
+        ("GET", f"{ns}/jobs/{{job}}/runs", _job_runs, "runs"),
+        ("GET", f"{ns}/datasets", _datasets, "datasets"),
+        ("GET", f"{ns}/datasets/{{dataset}}", _dataset, "datasets"),
+        ("GET", "/api/v1/jobs", _all_jobs, "jobs"),
+        ("GET", "/api/v1/jobs/runs/{id}", _run, "runs"),
+        ("GET", "/api/v1/jobs/runs/{id}/facets", _run_facets, "runs"),
+        ("GET", "/api/v1/events/lineage", _events, "events"),
+        ("GET", "/api/v1/search", _search, "search"),
+    ]
+    for index, (method, path, handler, group) in enumerate(routes):
+        # aiohttp route names are unique: the group is the part before the dot.
+        app.router.add_route(method, path, handler, name=f"{group}.r{index}")
     return app
 
 
@@ -374,9 +360,9 @@ def _runner_app(runner: web.AppRunner) -> web.Application:
     return app
 
 
-def seeded_state(seed: str | None) -> MarquezState:
-    """A fresh state, with the named seed's events ingested directly (no HTTP)."""
-    state = MarquezState()
+def seeded_state(seed: str | None, state: MarquezState | None = None) -> MarquezState:
+    """A fresh state (or `state`), with the named seed's events ingested directly (no HTTP)."""
+    state = state if state is not None else MarquezState()
     if seed is not None:
         factory = SEEDS.get(seed)
         if factory is None:
@@ -387,28 +373,45 @@ def seeded_state(seed: str | None) -> MarquezState:
 
 
 async def start_standin(
-    *, host: str = "127.0.0.1", port: int = 0, seed: str | None = None
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    seed: str | None = None,
+    latency: Mapping[str, float] | None = None,
+    state: MarquezState | None = None,
 ) -> StandInServer:
-    """Start a stand-in on host:port (0 = an ephemeral port) and return it running."""
-    state = seeded_state(seed)
-    url, runner = await start_app(create_app(state), host, port)
+    """Start a stand-in on host:port (0 = an ephemeral port) and return it running.
+
+    `latency` is create_app's; `state` lets a caller choose the clock or server zone."""
+    state = seeded_state(seed, state)
+    url, runner = await start_app(create_app(state, latency), host, port)
     return StandInServer(url, state, runner)
 
 
 @contextlib.asynccontextmanager
 async def running_standin(
-    *, host: str = "127.0.0.1", port: int = 0, seed: str | None = None
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    seed: str | None = None,
+    latency: Mapping[str, float] | None = None,
+    state: MarquezState | None = None,
 ) -> AsyncIterator[StandInServer]:
     """Start a stand-in, yield it, and stop it on the way out."""
-    server = await start_standin(host=host, port=port, seed=seed)
+    server = await start_standin(host=host, port=port, seed=seed, latency=latency, state=state)
     try:
         yield server
     finally:
         await server.stop()
 
 
-async def serve_forever(host: str = "127.0.0.1", port: int = 0, seed: str | None = None) -> None:
+async def serve_forever(
+    host: str = "127.0.0.1",
+    port: int = 0,
+    seed: str | None = None,
+    latency: Mapping[str, float] | None = None,
+) -> None:
     """Run a stand-in until cancelled, announcing its URL on one stdout line."""
-    async with running_standin(host=host, port=port, seed=seed) as server:
+    async with running_standin(host=host, port=port, seed=seed, latency=latency) as server:
         print(f"Marquez stand-in listening on {server.url}", flush=True)
         await asyncio.Event().wait()

@@ -1,8 +1,8 @@
 """The in-memory model behind the Marquez stand-in, updated the way OpenLineageDao updates Postgres.
 
 Writes take the event's own `eventTime` as "now", and upserts are last-received-wins, as in
-Marquez 0.51.1 (see tests/fixtures/marquez/NOTES.md, section 1.4), with two exceptions that
-follow Marquez's source (tests/fixtures/marquez/FIDELITY.md rows 1 and 2):
+Marquez 0.51.1 (see tests/fixtures/marquez/NOTES.md, section 1.4), with the exceptions that
+follow Marquez's source (tests/fixtures/marquez/FIDELITY.md):
 
 - a job's `updated_at` is the event time when the job is first inserted, the *server's* clock
   on every later upsert (`R__Jobs_view_and_rewrite_function.sql`: `updated_at = now()` on
@@ -10,7 +10,10 @@ follow Marquez's source (tests/fixtures/marquez/FIDELITY.md rows 1 and 2):
   (`JobVersionDao.upsertJobVersionOnRunTransition` → `JobDao.updateVersionFor`);
 - a job that arrives with a `parent` facet gets its parent's current run as its own current
   run (`OpenLineageDao.upsertJob`, child branch: `parent.getCurrentRunUuid()`), so `/lineage`
-  shows an Airflow task's DAG run as the task's `latestRun`.
+  shows an Airflow task's DAG run as the task's `latestRun`;
+- the raw event is stored before the model is updated and stays when the update fails
+  (OpenLineageService.java#L122-L157: two independent futures, no transaction around the
+  update, each statement commits on its own), so the rows written before the failure stay too.
 
 Rendering lives in `views`; this module only records facts.
 """
@@ -20,15 +23,17 @@ from __future__ import annotations
 import bisect
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 from typing import Any
 from uuid import UUID
 
+from standins.marquez.binding import parse_event
+from standins.marquez.datasets import DatasetWriter
 from standins.marquez.events import (
     DATASET_EVENT,
     JOB_EVENT,
     DatasetRef,
+    EventFailedError,
     EventFormatError,
     EventRejectedError,
     EventValidationError,
@@ -37,136 +42,43 @@ from standins.marquez.events import (
     is_valid_namespace,
     name_based_uuid,
     parent_job_name,
-    parse_event,
+    parent_run_uuid,
     run_uuid_for,
     sanitize_job_namespace,
+    to_name_based_uuid,
+)
+from standins.marquez.model import (
+    TERMINAL,
+    Dataset,
+    FacetRow,
+    Job,
+    JobVersion,
+    Key,
+    Namespace,
+    Run,
+    StoredEvent,
+    run_state_for,
 )
 
 __all__ = ["EventValidationError", "MarquezState"]
 
-Key = tuple[str, str]  # (namespace, name)
-TERMINAL = {"COMPLETED", "FAILED", "ABORTED"}
-_STATES = {"COMPLETE": "COMPLETED", "FAIL": "FAILED", "ABORT": "ABORTED", "START": "RUNNING"}
+# RunFacetsDao.java#L100-L117: never stored, or stored from the first event only.
+_SPARK_UNKNOWN, _SPARK_LOGICAL_PLAN = "spark_unknown", "spark.logicalplan"
 
 
-def run_state_for(event_type: str) -> str:
-    """OpenLineageDao.getRunState: anything unknown (RUNNING, OTHER, typos) means RUNNING."""
-    return _STATES.get(event_type.upper(), "RUNNING")
-
-
-@dataclass
-class Namespace:
-    name: str
-    created_at: datetime
-    updated_at: datetime
-    owner_name: str = "anonymous"
-    description: str | None = None
-    is_hidden: bool = False
-
-
-@dataclass
-class DatasetVersion:
-    version: UUID
-    created_at: datetime
-    run_uuid: UUID | None
-    fields: list[JsonDict]
-    facets: JsonDict = field(default_factory=dict)
-    lifecycle_state: str | None = None
-
-
-@dataclass
-class Dataset:
-    namespace: str
-    name: str
-    created_at: datetime
-    updated_at: datetime
-    source_name: str = "default"
-    description: str | None = None
-    current_version: DatasetVersion | None = None
-    last_modified_at: datetime | None = None
-    versions: dict[UUID, DatasetVersion] = field(default_factory=dict)
-
-    @property
-    def key(self) -> Key:
-        return (self.namespace, self.name)
-
-
-@dataclass
-class JobVersion:
-    version: UUID
-    created_at: datetime
-    inputs: frozenset[Key]
-    outputs: frozenset[Key]
-    latest_run: Run | None = None
-
-
-@dataclass
-class Job:
-    namespace: str
-    simple_name: str
-    parent: Job | None
-    uuid: UUID
-    created_at: datetime
-    updated_at: datetime
-    type: str = "BATCH"
-    description: str | None = None
-    location: str | None = None
-    current_version: JobVersion | None = None
-    current_run: Run | None = None
-    # job_versions_io_mapping rows flagged is_current_job_version, per side.
-    current_inputs: frozenset[Key] = frozenset()
-    current_outputs: frozenset[Key] = frozenset()
-    versions: dict[UUID, JobVersion] = field(default_factory=dict)
-    runs: list[Run] = field(default_factory=list)
-
-    @property
-    def name(self) -> str:
-        return f"{self.parent.name}.{self.simple_name}" if self.parent else self.simple_name
-
-    @property
-    def key(self) -> Key:
-        return (self.namespace, self.name)
-
-
-@dataclass
-class StoredEvent:
-    seq: int
-    kind: str
-    event_time: datetime
-    body: JsonDict
-
-
-@dataclass
-class Run:
-    uuid: UUID
-    job: Job
-    created_at: datetime
-    updated_at: datetime
-    args: dict[str, str]
-    nominal_start: datetime | None = None
-    nominal_end: datetime | None = None
-    state: str | None = None  # None reads back as NEW
-    transitioned_at: datetime | None = None
-    started_at: datetime | None = None
-    ended_at: datetime | None = None
-    job_version: JobVersion | None = None
-    inputs: dict[Key, DatasetVersion] = field(default_factory=dict)
-    outputs: dict[Key, DatasetVersion] = field(default_factory=dict)
-    input_facets: dict[Key, JsonDict] = field(default_factory=dict)
-    output_facets: dict[Key, JsonDict] = field(default_factory=dict)
-    events: list[StoredEvent] = field(default_factory=list)
-
-
-class MarquezState:
+class MarquezState(DatasetWriter):
     """Namespaces, jobs, runs, datasets and raw events, fed by `ingest(event_dict)`."""
 
-    def __init__(self, clock: Callable[[], datetime] | None = None) -> None:
+    def __init__(self, clock: Callable[[], datetime] | None = None, zone: tzinfo = UTC) -> None:
         self.clock = clock or (lambda: datetime.now(UTC))
         """The database's `now()`: what a job's `updated_at` becomes on a repeated upsert."""
+        self.zone = zone
+        """The server JVM's zone, for event times without an offset (FIDELITY.md row 14)."""
         self.namespaces: dict[str, Namespace] = {}
         self.jobs: dict[Key, Job] = {}
         self.runs: dict[UUID, Run] = {}
         self.datasets: dict[Key, Dataset] = {}
+        """Every name a dataset answers to (its aliases too) → the dataset (`datasets_view`)."""
         self.events: list[StoredEvent] = []
         """In the order received; `events_between` reads them by eventTime."""
         self._by_time: list[tuple[datetime, int]] = []  # (eventTime, seq): lineage_events' index
@@ -180,13 +92,12 @@ class MarquezState:
     def ingest(self, body: Any) -> None:
         """Ingest one OpenLineage event (as POST /api/v1/lineage would).
 
-        Raises EventValidationError (422), EventFormatError (400 with a message) or
-        EventRejectedError (400, empty body); nothing is recorded when it raises.
+        Raises EventValidationError (422) or EventFormatError (Jackson, 500) with nothing
+        recorded; EventRejectedError (400) or EventFailedError (500) after the raw event — and
+        whatever the update wrote before it failed — were recorded.
         """
-        body = _detached(body)
-        event = parse_event(body)
-        self._check_namespaces(event)
-        stored = StoredEvent(len(self.events), event.kind, event.event_time.instant, body)
+        event = parse_event(_detached(body), self.zone)
+        stored = StoredEvent(len(self.events), event.kind, event.event_time.instant, event.feed)
         self.events.append(stored)
         bisect.insort(self._by_time, (stored.event_time, stored.seq))
         if event.kind == DATASET_EVENT:
@@ -194,57 +105,38 @@ class MarquezState:
         elif event.kind == JOB_EVENT:
             self._job_event(event)
         else:
-            self._run_event(event, stored)
+            self._run_event(event, stored.seq)
 
-    # -- ingestion ------------------------------------------------------------------------
-
-    def _check_namespaces(self, event: ParsedEvent) -> None:
-        # Validate up front so a rejected event changes nothing (Marquez runs one transaction).
-        names = [ds.namespace for ds in (*event.inputs, *event.outputs)]
-        if event.job_namespace is not None:
-            names.append(sanitize_job_namespace(event.job_namespace))
-        for name in names:
-            if not is_valid_namespace(name):
-                raise EventRejectedError(f"namespace '{name}' is invalid")
-
-    def _namespace(self, name: str, now: datetime) -> Namespace:
-        ns = self.namespaces.get(name)
-        if ns is None:
-            ns = self.namespaces[name] = Namespace(name, now, now)
-        ns.updated_at = now
-        return ns
+    # -- jobs and runs --------------------------------------------------------------------
 
     def _upsert_job(
-        self,
-        namespace: str,
-        simple_name: str,
-        parent: Job | None,
-        event: ParsedEvent,
-        *,
-        describe: bool = True,
-    ) -> Job:
+        self, namespace: str, simple_name: str, parent: Job | None, event: ParsedEvent, *,
+        description: str | None, location: str | None,
+    ) -> Job:  # fmt: skip
+        """JobDao.upsertJob through rewrite_jobs_fqn_table (R__Jobs_view…sql#L42-L78)."""
         now = event.event_time.instant
-        key = (namespace, f"{parent.name}.{simple_name}" if parent else simple_name)
-        job = self.jobs.get(key)
+        name = f"{parent.name}.{simple_name}" if parent else simple_name
+        job = self.jobs.get((namespace, name))
         if job is None:
-            job_uuid = name_based_uuid(f"job:{key[0]}:{key[1]}")
-            job = self.jobs[key] = Job(namespace, simple_name, parent, job_uuid, now, now)
+            job_uuid = name_based_uuid(f"job:{namespace}:{name}")
+            job = Job(namespace, name, simple_name, parent, job_uuid, now, now)
+            self.jobs[job.key] = job
         else:
             job.updated_at = self.clock()  # ON CONFLICT DO UPDATE SET updated_at = now()
-        job.parent = parent or job.parent
-        job.type = _job_type(event.job_facets)
-        location = event.job_facets.get("sourceCodeLocation") or {}
-        job.location = location.get("url", job.location)
-        if describe:  # a parent job created from a child's event gets no description
-            doc = event.job_facets.get("documentation") or {}
-            job.description = doc.get("description", job.description)
+            job.parent = job.parent or parent  # COALESCE(jobs.parent_job_uuid, EXCLUDED…)
+            # simple_name = CASE WHEN EXCLUDED.parent_job_uuid IS NOT NULL … ELSE jobs.name
+            job.simple_name = simple_name if parent is not None else job.name
+        job.type = "STREAM" if _is_streaming(event) else "BATCH"
+        job.description, job.location = description, location  # EXCLUDED.…, nulls included
         return job
 
-    def _upsert_run(self, run_uuid: UUID, job: Job, event: ParsedEvent) -> Run:
+    def _upsert_run(
+        self, run_uuid: UUID, job: Job, event: ParsedEvent, args: dict[str, str]
+    ) -> Run:
         now = event.event_time.instant
         run = self.runs.get(run_uuid)
         if run is None:
-            run = self.runs[run_uuid] = Run(run_uuid, job, now, now, _run_args(event))
+            run = self.runs[run_uuid] = Run(run_uuid, job, now, now, args)
             job.runs.append(run)
         run.updated_at = now
         # COALESCE: an event without the nominalTime facet keeps the earlier values.
@@ -252,89 +144,129 @@ class MarquezState:
             run.nominal_start = event.nominal_start.instant
         if event.nominal_end is not None:
             run.nominal_end = event.nominal_end.instant
-        if event.event_type is not None:
-            self._transition(run, run_state_for(event.event_type), now)
         return run
 
     @staticmethod
-    def _transition(run: Run, state: str, now: datetime) -> None:
+    def _transition(run: Run, state: str | None, now: datetime) -> None:
         run.state, run.transitioned_at = state, now
         if state in TERMINAL:
             run.ended_at = now
-        else:
+        elif state is not None:
             run.started_at = now  # every RUNNING-mapped event moves startedAt forward
 
     def _parent_job(self, event: ParsedEvent, namespace: str) -> Job | None:
-        """Find or create the parent job and run named by the `parent` run facet."""
+        """OpenLineageDao.findParentJobRow (#L596-L672): the job of the parent run when its name
+        matches, else (or when the run is new) createParentJobRunRecord."""
         parent = event.parent
         if parent is None:
             return None
-        assert event.job_name is not None
-        name = parent.job_name
-        if name == event.job_name:  # old Airflow integrations named the parent like the task
-            name = parent_job_name(name)
-        run_uuid = run_uuid_for(parent.run_id, parent_job_name(parent.job_name))
+        facet_name = parent.job_name
+        # Old Airflow integrations named the parent like the task: its name up to the last dot.
+        name = parent_job_name(facet_name) if facet_name == event.job_name else facet_name
+        run_uuid = parent_run_uuid(parent.job_namespace, facet_name, parent.run_id)
         existing = self.runs.get(run_uuid)
         if existing is not None:
             if existing.job.key == (parent.job_namespace, name):
                 return existing.job
-            # Marquez's workaround for Airflow DAGs of one name in two namespaces.
-            run_uuid = name_based_uuid(f"{parent.job_namespace}{name}{run_uuid}")
-        job = self._upsert_job(namespace, name, None, event, describe=False)
-        if run_uuid not in self.runs:
-            now = event.event_time.instant
-            run = self.runs[run_uuid] = Run(run_uuid, job, now, now, {})
-            run.nominal_start = event.nominal_start.instant if event.nominal_start else None
-            run.nominal_end = event.nominal_end.instant if event.nominal_end else None
-            job.runs.append(run)
-            if event.event_type is not None:
-                self._transition(run, run_state_for(event.event_type), now)
-        # createParentJobRunRecord upserts the parent job with this run as its current one.
-        job.current_run = self.runs[run_uuid]
+            # "Assuming Run UUID conflict": DAGs of one name in two namespaces (#L625-L651).
+            run_uuid = to_name_based_uuid(parent.job_namespace, name, str(run_uuid))
+        return self._parent_job_run_record(event, namespace, name, run_uuid)
+
+    def _parent_job_run_record(
+        self, event: ParsedEvent, namespace: str, name: str, run_uuid: UUID
+    ) -> Job:
+        """createParentJobRunRecord (#L674-L744): upserts the parent job in the *child's*
+        namespace with no description, the child's type and location, and this run as its
+        current one; upserts the run with the child's nominal times and state."""
+        job = self._upsert_job(
+            namespace, name, None, event, description=None, location=_location(event)
+        )
+        run = self._upsert_run(run_uuid, job, event, {})
+        now = event.event_time.instant
+        # The 14-argument RunDao.upsert: `current_run_state = EXCLUDED…` even when null.
+        state = None if event.event_type is None else run_state_for(event.event_type)
+        self._transition(run, state, now)
+        job.current_run = run
         return job
 
-    def _run_event(self, event: ParsedEvent, stored: StoredEvent) -> None:
+    def _run_event(self, event: ParsedEvent, seq: int) -> None:
+        """OpenLineageDao.updateMarquezModel → updateBaseMarquezModel (#L167-L404), in order."""
         assert event.job_namespace is not None
         assert event.job_name is not None
         assert event.run_id is not None
         now = event.event_time.instant
         namespace = self._namespace(sanitize_job_namespace(event.job_namespace), now).name
         parent = self._parent_job(event, namespace)
+        # buildJobFromEvent evaluates toDatasetId(inputs) before JobDao.upsertJob (#L578).
+        _dataset_ids(event.inputs)
         simple = event.job_name
         if parent is not None and simple.startswith(f"{parent.name}."):
             simple = simple[len(parent.name) + 1 :]
-        job = self._upsert_job(namespace, simple, parent, event)
-        run = self._upsert_run(run_uuid_for(event.run_id), job, event)
+        doc = (event.job_facets or {}).get("documentation") or {}
+        job = self._upsert_job(
+            namespace, simple, parent, event,
+            description=doc.get("description"), location=_location(event),
+        )  # fmt: skip
+        run = self._upsert_run(run_uuid_for(event.run_id), job, event, _run_args(event))
         # upsertJob: a child's current run is its parent's (since Marquez 0.50.0), a top-level
         # job's its own.
         job.current_run = parent.current_run if parent is not None else run
-        run.events.append(stored)
-        for ds in event.inputs:
-            dataset, version = self._upsert_dataset(ds, now, run, is_input=True)
-            run.inputs.setdefault(dataset.key, version)
-            run.input_facets.setdefault(dataset.key, {}).update(ds.io_facets)
-        for ds in event.outputs:
-            dataset, version = self._upsert_dataset(ds, now, run, is_input=False)
-            run.outputs.setdefault(dataset.key, version)
-            run.output_facets.setdefault(dataset.key, {}).update(ds.io_facets)
-        terminal = event.event_type is not None and run.state in TERMINAL
-        streaming = job.type == "STREAM"
-        quiet_end = streaming and terminal and not event.inputs and not event.outputs
-        # A side that an event does not report stops being "current" job-version IO, until a
-        # terminal event re-links the run's datasets (markInputOrOutputDatasetAsPreviousFor).
-        if not quiet_end:
-            if not event.inputs:
-                job.current_inputs = frozenset()
-            if not event.outputs:
-                job.current_outputs = frozenset()
-        if streaming and not quiet_end:
-            # Streaming jobs version as soon as their datasets change, not at the end.
-            self._link_version(job, run, now, only_if_new=True)
-        elif not streaming and terminal:
+        if event.run_facets is not None:
+            if event.event_type is None:  # RunFacetsDao.java#L94-L99: @NonNull lineageEventType
+                raise EventFailedError("lineageEventType is marked non-null but is null")
+            run.run_facets.append(FacetRow(now, seq, _kept_run_facets(run, event.run_facets)))
+        if event.event_type is not None:
+            self._transition(run, run_state_for(event.event_type), now)
+        if event.job_facets is not None:
+            run.job_facets.append(FacetRow(now, seq, event.job_facets))
+        self._run_datasets(event, job, run)
+        self._after_update(event, job, run)
+
+    def _run_datasets(self, event: ParsedEvent, job: Job, run: Run) -> None:
+        now = event.event_time.instant
+        quiet_end = _quiet_streaming_end(event)
+        for refs, is_input in ((event.inputs, True), (event.outputs, False)):
+            for ref in refs:
+                if ref is None:  # upsertLineageDataset(null): NPE
+                    raise EventFailedError("Cannot invoke Dataset.getNamespace() on null")
+                dataset, version = self._upsert_dataset(ref, now, run, is_input=is_input)
+                mapping = run.inputs if is_input else run.outputs
+                mapping.setdefault(dataset.key, version)
+                io_facets = run.input_facets if is_input else run.output_facets
+                io_facets.setdefault(dataset.key, {}).update(ref.io_facets or {})
+            # A side that an event does not report stops being "current" job-version IO, until
+            # a terminal event re-links the run's datasets (markInputOrOutputDatasetAsPreviousFor).
+            if not refs and not quiet_end:
+                if is_input:
+                    job.current_inputs = frozenset()
+                else:
+                    job.current_outputs = frozenset()
+
+    def _after_update(self, event: ParsedEvent, job: Job, run: Run) -> None:
+        """updateMarquezModel's job versions (#L167-L178), then OpenLineageService's listener
+        updates, whose `NamespaceName.of` throws for a namespace Marquez stored unchecked."""
+        now = event.event_time.instant
+        streaming = _is_streaming(event)
+        if streaming:
+            if not _quiet_streaming_end(event):
+                self._link_version(job, run, now, only_if_new=True)
+        elif event.event_type is not None and run.state in TERMINAL:
             self._link_version(job, run, now, only_if_new=False)
             if run.state == "COMPLETED":
                 for key in run.outputs:
                     self.datasets[key].last_modified_at = now
+        if event.event_type is None:
+            return
+        names = []
+        # buildJobOutputUpdate runs on COMPLETE (or streaming) over every version the run wrote;
+        # buildJobInputUpdate when the event had inputs (OpenLineageService.java#L139-L157).
+        if (event.event_type.upper() == "COMPLETE" or streaming) and (run.outputs or event.outputs):
+            names += [job.namespace, *(version.namespace for version in run.outputs.values())]
+        if event.inputs and run.inputs:
+            names += [job.namespace, *(version.namespace for version in run.inputs.values())]
+        for name in names:
+            if not is_valid_namespace(name):
+                raise EventRejectedError(f"namespace '{name}' must contain only letters …")
 
     def _link_version(self, job: Job, run: Run, now: datetime, *, only_if_new: bool) -> None:
         """A job version from the union of the run's datasets (upsertJobVersionOnRunTransition)."""
@@ -353,50 +285,38 @@ class MarquezState:
             job.current_outputs = outputs
         job.current_version, job.updated_at = version, now
 
-    def _upsert_dataset(
-        self, ref: DatasetRef, now: datetime, run: Run | None, *, is_input: bool
-    ) -> tuple[Dataset, DatasetVersion]:
-        self._namespace(ref.namespace, now)
-        dataset = self.datasets.get((ref.namespace, ref.name))
-        if dataset is None:
-            dataset = Dataset(ref.namespace, ref.name, now, now)
-            self.datasets[dataset.key] = dataset
-        dataset.updated_at = now
-        source = ref.facets.get("dataSource") or {}
-        dataset.source_name = source.get("name") or dataset.source_name
-        doc = ref.facets.get("documentation") or {}
-        dataset.description = doc.get("description", dataset.description)
-        version = dataset.current_version if is_input else None
-        if version is None:
-            # Inputs reuse the current version; outputs (and unseen inputs) get a new one.
-            fields = [_field(f) for f in (ref.facets.get("schema") or {}).get("fields") or []]
-            run_uuid = None if is_input or run is None else run.uuid
-            version_uuid = name_based_uuid(
-                f"{ref.namespace}:{dataset.source_name}:{ref.name}:{fields}:{run_uuid}"
-            )
-            version = dataset.versions.get(version_uuid)
-            if version is None:
-                version = DatasetVersion(version_uuid, now, run_uuid, fields)
-                dataset.versions[version_uuid] = version
-            dataset.current_version = version
-        version.facets.update(ref.facets)
-        lifecycle = ref.facets.get("lifecycleStateChange") or {}
-        version.lifecycle_state = lifecycle.get("lifecycleStateChange", version.lifecycle_state)
-        return dataset, version
+    # -- dataset and job events -----------------------------------------------------------
 
     def _dataset_event(self, event: ParsedEvent) -> None:
-        self._upsert_dataset(event.outputs[0], event.event_time.instant, None, is_input=False)
+        """updateMarquezModel(DatasetEvent) (#L180-L210); `dataset` may be null (no @NotNull)."""
+        ref = event.dataset
+        if ref is None:
+            raise EventFailedError("Cannot invoke Dataset.getNamespace() on null")
+        now = event.event_time.instant
+        self._namespace(sanitize_job_namespace(ref.namespace), now)
+        dataset, version = self._upsert_dataset(ref, now, None, is_input=False)
+        dataset.current_version, dataset.updated_at = version, self.clock()  # Instant.now()
 
     def _job_event(self, event: ParsedEvent) -> None:
+        """updateMarquezModel(JobEvent) (#L212-L285): no parent, no run (current run null)."""
         assert event.job_namespace is not None
         assert event.job_name is not None
         now = event.event_time.instant
         namespace = self._namespace(sanitize_job_namespace(event.job_namespace), now).name
-        job = self._upsert_job(namespace, event.job_name, None, event)
-        sides = [
-            frozenset(self._upsert_dataset(ds, now, None, is_input=io)[0].key for ds in refs)
-            for refs, io in ((event.inputs, True), (event.outputs, False))
-        ]
+        doc = (event.job_facets or {}).get("documentation") or {}
+        job = self._upsert_job(
+            namespace, event.job_name, None, event,
+            description=doc.get("description"), location=_location(event),
+        )  # fmt: skip
+        job.current_run = None
+        sides = []
+        for refs, is_input in ((event.inputs, True), (event.outputs, False)):
+            keys = set()
+            for ref in refs:
+                if ref is None:
+                    raise EventFailedError("Cannot invoke Dataset.getNamespace() on null")
+                keys.add(self._upsert_dataset(ref, now, None, is_input=is_input)[0].key)
+            sides.append(frozenset(keys))
         version_uuid = _job_version_uuid(job, sides[0], sides[1])
         version = job.versions.setdefault(
             version_uuid, JobVersion(version_uuid, job.created_at, sides[0], sides[1])
@@ -414,10 +334,48 @@ def _detached(body: Any) -> Any:
         raise EventFormatError(f"The event is not JSON: {exc}") from exc
 
 
-def _job_type(job_facets: JsonDict) -> str:
-    job_type = job_facets.get("jobType") or {}
-    processing = job_type.get("processingType") if isinstance(job_type, dict) else None
-    return "STREAM" if str(processing).upper() == "STREAMING" else "BATCH"
+def _dataset_ids(refs: tuple[DatasetRef | None, ...]) -> None:
+    """OpenLineageDao.toDatasetId (#L746-L757): NamespaceName.of / DatasetName.of throw
+    IllegalArgumentException (400) for a namespace outside NamespaceName's pattern or a blank
+    name; a null list item is an NPE (500)."""
+    for ref in refs:
+        if ref is None:
+            raise EventFailedError("Cannot invoke Dataset.getNamespace() on null")
+        if not is_valid_namespace(ref.namespace):
+            raise EventRejectedError(f"namespace '{ref.namespace}' must contain only letters …")
+        if not ref.name.strip():
+            raise EventRejectedError("value must not be blank")
+
+
+def _is_streaming(event: ParsedEvent) -> bool:
+    """LineageEvent.Job.isStreamingJob: the event's jobType facet says STREAMING (any case)."""
+    job_type = (event.job_facets or {}).get("jobType") or {}
+    return str(job_type.get("processingType")).upper() == "STREAMING"
+
+
+def _quiet_streaming_end(event: ParsedEvent) -> bool:
+    """isTerminalEventForStreamingJobWithNoDatasets: COMPLETE or FAIL (not ABORT), streaming,
+    no inputs, no outputs (LineageEvent.java#L55-L67)."""
+    terminal = (event.event_type or "").upper() in ("COMPLETE", "FAIL")
+    return terminal and _is_streaming(event) and not event.inputs and not event.outputs
+
+
+def _location(event: ParsedEvent) -> str | None:
+    source = (event.job_facets or {}).get("sourceCodeLocation") or {}
+    url = source.get("url")
+    return url if isinstance(url, str) else None
+
+
+def _kept_run_facets(run: Run, facets: JsonDict) -> JsonDict:
+    """RunFacetsDao.insertRunFacetsFor drops `spark_unknown` and keeps `spark.logicalPlan` only
+    from the first event that had it (case-insensitive names)."""
+    seen = {name.lower() for row in run.run_facets for name in row.facets}
+    return {
+        name: value
+        for name, value in facets.items()
+        if name.lower() != _SPARK_UNKNOWN
+        and not (name.lower() == _SPARK_LOGICAL_PLAN and _SPARK_LOGICAL_PLAN in seen)
+    }
 
 
 def _run_args(event: ParsedEvent) -> dict[str, str]:
@@ -432,16 +390,6 @@ def _run_args(event: ParsedEvent) -> dict[str, str]:
         args["name"] = event.parent.job_name
         args["namespace"] = event.parent.job_namespace
     return args
-
-
-def _field(raw: Any) -> JsonDict:
-    item = raw if isinstance(raw, dict) else {}
-    return {
-        "name": item.get("name"),
-        "type": item.get("type"),
-        "tags": [],
-        "description": item.get("description"),
-    }
 
 
 def _job_version_uuid(job: Job, inputs: frozenset[Key], outputs: frozenset[Key]) -> UUID:

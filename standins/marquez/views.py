@@ -5,22 +5,12 @@ Every key Marquez serializes is present, nulls included (NOTES.md sections 1.2-1
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from standins.marquez.events import RUN_EVENT, JsonDict, iso_z
-from standins.marquez.state import (
-    Dataset,
-    DatasetVersion,
-    Job,
-    Key,
-    MarquezState,
-    Namespace,
-    Run,
-    StoredEvent,
-)
+from standins.marquez.events import JsonDict, iso_z
+from standins.marquez.model import Dataset, DatasetVersion, FacetRow, Job, Key, Namespace, Run
 
 LATEST_RUNS = 10
 RUN_STATES = frozenset({"NEW", "RUNNING", "COMPLETED", "ABORTED", "FAILED", "OTHER"})
@@ -45,9 +35,9 @@ def _merged(facet_maps: Iterable[Any]) -> JsonDict:
     return merged
 
 
-def _by_event_time(events: list[StoredEvent]) -> list[StoredEvent]:
+def _by_event_time(rows: list[FacetRow]) -> list[JsonDict]:
     # Marquez aggregates facets ORDER BY lineage_event_time, so later eventTimes win.
-    return sorted(events, key=lambda e: (e.event_time, e.seq))
+    return [row.facets for row in sorted(rows, key=lambda r: (r.event_time, r.seq))]
 
 
 def _version_refs(versions: dict[Key, DatasetVersion], facets: dict[Key, JsonDict]) -> list[Any]:
@@ -85,13 +75,11 @@ def run_json(run: Run) -> JsonDict:
         },
         "inputDatasetVersions": _version_refs(run.inputs, run.input_facets),
         "outputDatasetVersions": _version_refs(run.outputs, run.output_facets),
-        "facets": _merged(
-            (e.body.get("run") or {}).get("facets") for e in _by_event_time(run.events)
-        ),
+        "facets": _merged(_by_event_time(run.run_facets)),
     }
 
 
-def _dataset_ids(keys: Iterable[Key]) -> list[JsonDict]:
+def dataset_ids(keys: Iterable[Key]) -> list[JsonDict]:
     return [{"namespace": ns, "name": name} for ns, name in sorted(set(keys))]
 
 
@@ -110,7 +98,7 @@ def latest_runs(job: Job) -> list[Run]:
 
 def run_job_facets(run: Run) -> JsonDict:
     """The job facets sent with a run's events, merged (GET /jobs/runs/{id}/facets?type=job)."""
-    return _merged((e.body.get("job") or {}).get("facets") for e in _by_event_time(run.events))
+    return _merged(_by_event_time(run.job_facets))
 
 
 def job_facets(job: Job) -> JsonDict:
@@ -121,7 +109,7 @@ def job_facets(job: Job) -> JsonDict:
     return run_job_facets(version.latest_run)
 
 
-def _job_base(job: Job) -> JsonDict:
+def job_base(job: Job) -> JsonDict:
     return {
         "id": {"namespace": job.namespace, "name": job.name},
         "type": job.type,
@@ -142,12 +130,12 @@ def job_json(job: Job) -> JsonDict:
     else:
         inputs, outputs = [], []
     return {
-        **_job_base(job),
+        **job_base(job),
         "createdAt": iso_z(job.created_at),
         "updatedAt": iso_z(job.updated_at),
         "namespace": job.namespace,
-        "inputs": _dataset_ids(inputs),
-        "outputs": _dataset_ids(outputs),
+        "inputs": dataset_ids(inputs),
+        "outputs": dataset_ids(outputs),
         "location": job.location,
         "description": job.description,
         "latestRun": run_json(latest) if latest else None,
@@ -159,16 +147,18 @@ def job_json(job: Job) -> JsonDict:
     }
 
 
-def _dataset_base(ds: Dataset) -> JsonDict:
+def dataset_base(ds: Dataset, key: Key | None = None) -> JsonDict:
+    """A `datasets_view` row: `key` is the name it is shown under (an alias's, or its own)."""
+    namespace, name = key or ds.key
     version = ds.current_version
     return {
-        "id": {"namespace": ds.namespace, "name": ds.name},
+        "id": {"namespace": namespace, "name": name},
         "type": "DB_TABLE",
-        "name": ds.name,
-        "physicalName": ds.name,
+        "name": name,
+        "physicalName": ds.physical_name or ds.name,
         "createdAt": iso_z(ds.created_at),
         "updatedAt": iso_z(ds.updated_at),
-        "namespace": ds.namespace,
+        "namespace": namespace,
         "sourceName": ds.source_name,
         "fields": [dict(f) for f in version.fields] if version else [],
         "tags": [],
@@ -178,11 +168,11 @@ def _dataset_base(ds: Dataset) -> JsonDict:
     }
 
 
-def dataset_json(ds: Dataset) -> JsonDict:
+def dataset_json(ds: Dataset, key: Key | None = None) -> JsonDict:
     version = ds.current_version
     facets = dict(version.facets) if version else {}
     return {
-        **_dataset_base(ds),
+        **dataset_base(ds, key),
         "currentVersion": str(version.version) if version else None,
         "columnLineage": _column_lineage(facets.get("columnLineage")),
         "facets": facets,
@@ -211,183 +201,3 @@ def _column_lineage(facet: Any) -> list[JsonDict] | None:
         for name, spec in fields.items()
         if isinstance(spec, dict)
     ]
-
-
-# -- lineage ----------------------------------------------------------------------------------
-
-
-def _start_job(state: MarquezState, kind: str, key: Key) -> tuple[Job | None, Dataset | None]:
-    """The job the graph grows from; for a dataset its newest producer, else newest consumer."""
-    if kind == "job":
-        return state.jobs.get(key), None
-    dataset = state.datasets.get(key)
-    if dataset is None:
-        return None, None
-    best: tuple[int, datetime, Job] | None = None
-    for job in state.jobs.values():
-        for version in job.versions.values():
-            rank = 1 if key in version.outputs else 0 if key in version.inputs else -1
-            if rank >= 0 and (best is None or (rank, version.created_at) > best[:2]):
-                best = (rank, version.created_at, job)
-    return (best[2] if best else None), dataset
-
-
-def lineage_graph(state: MarquezState, kind: str, key: Key, depth: int) -> list[JsonDict] | None:
-    """GET /lineage: undirected growth over current job-version IO; None for an unknown node."""
-    start, dataset = _start_job(state, kind, key)
-    if start is None:
-        if dataset is None:
-            return None
-        return [_node(f"dataset:{key[0]}:{key[1]}", "DATASET", _dataset_base(dataset), [], [])]
-    jobs = _expand(state, start, depth)
-    producers: dict[Key, set[str]] = {}
-    consumers: dict[Key, set[str]] = {}
-    nodes = []
-    for job in jobs:
-        node_id = f"job:{job.namespace}:{job.name}"
-        for ds in job.current_inputs:
-            consumers.setdefault(ds, set()).add(node_id)
-        for ds in job.current_outputs:
-            producers.setdefault(ds, set()).add(node_id)
-        ins = [(_dataset_id(ds), node_id) for ds in job.current_inputs]
-        outs = [(node_id, _dataset_id(ds)) for ds in job.current_outputs]
-        nodes.append(_node(node_id, "JOB", _lineage_job_data(job), ins, outs))
-    for ds_key in set(producers) | set(consumers):
-        ds_id = _dataset_id(ds_key)
-        ins = [(job_id, ds_id) for job_id in producers.get(ds_key, ())]
-        outs = [(ds_id, job_id) for job_id in consumers.get(ds_key, ())]
-        data = _dataset_base(state.datasets[ds_key])
-        nodes.append(_node(ds_id, "DATASET", data, ins, outs))
-    return sorted(nodes, key=lambda n: str(n["id"]))
-
-
-def _expand(state: MarquezState, start: Job, depth: int) -> list[Job]:
-    """Jobs whose datasets overlap a job already found, up to `depth` hops (LineageDao CTE)."""
-    found = {start.key: start}
-    frontier = [start]
-    for _ in range(max(depth, 0)):
-        touched = set().union(*(j.current_inputs | j.current_outputs for j in frontier))
-        frontier = [
-            job
-            for job in state.jobs.values()
-            if job.key not in found and touched & (job.current_inputs | job.current_outputs)
-        ]
-        if not frontier:
-            break
-        found.update((job.key, job) for job in frontier)
-    return list(found.values())
-
-
-def _dataset_id(key: Key) -> str:
-    return f"dataset:{key[0]}:{key[1]}"
-
-
-def _node(
-    node_id: str, kind: str, data: JsonDict, ins: list[tuple[str, str]], outs: list[tuple[str, str]]
-) -> JsonDict:
-    def edges(pairs: list[tuple[str, str]]) -> list[JsonDict]:
-        return [{"origin": a, "destination": b} for a, b in sorted(set(pairs))]
-
-    return {
-        "id": node_id,
-        "type": kind,
-        "data": data,
-        "inEdges": edges(ins),
-        "outEdges": edges(outs),
-    }
-
-
-def _lineage_job_data(job: Job) -> JsonDict:
-    run = job.current_run
-    return {
-        **_job_base(job),
-        "currentRunUuid": str(run.uuid) if run else None,
-        "createdAt": iso_z(job.created_at),
-        "updatedAt": iso_z(job.updated_at),
-        "namespace": job.namespace,
-        "inputs": _dataset_ids(job.current_inputs),
-        "outputs": _dataset_ids(job.current_outputs),
-        "location": job.location,
-        "description": job.description,
-        "latestRun": run_json(run) if run else None,
-    }
-
-
-# -- lists ------------------------------------------------------------------------------------
-
-
-def jobs_page(
-    jobs: Iterable[Job], states: set[str] | None, limit: int, offset: int
-) -> tuple[list[JsonDict], int]:
-    """Jobs by updatedAt DESC; `lastRunStates` filters on the current run, never the count."""
-    every = sorted(jobs, key=lambda j: j.name)
-    every.sort(key=lambda j: j.updated_at, reverse=True)
-    # SQL `current_run_state IN (...) OR r.uuid IS NULL`: a run without a state never matches.
-    allowed = RUN_STATES if states is None else states
-    kept = [j for j in every if j.current_run is None or j.current_run.state in allowed]
-    return [job_json(j) for j in kept[offset : offset + limit]], len(every)
-
-
-def runs_page(job: Job, limit: int, offset: int) -> tuple[list[JsonDict], int]:
-    """Runs by startedAt DESC NULLS LAST."""
-    runs = sorted(job.runs, key=lambda r: r.created_at, reverse=True)
-    runs.sort(key=lambda r: (r.started_at is None, -(r.started_at or r.created_at).timestamp()))
-    return [run_json(r) for r in runs[offset : offset + limit]], len(runs)
-
-
-def events_page(
-    state: MarquezState,
-    after: datetime,
-    before: datetime,
-    ascending: bool,
-    limit: int,
-    offset: int,
-) -> tuple[list[JsonDict], int]:
-    """Events with after <= eventTime < before; RUN events listed, every kind counted (also
-    with `limit=0`, which Marquez accepts: the count alone)."""
-    window = state.events_between(after, before)
-    if limit == 0:
-        return [], len(window)
-    listed = [e for e in window if e.kind == RUN_EVENT]
-    if not ascending:
-        listed.reverse()
-    return [e.body for e in listed[offset : offset + limit]], len(window)
-
-
-def _ilike(pattern: str) -> re.Pattern[str]:
-    # `name ILIKE '%' || q || '%'`: % and _ inside q keep their SQL wildcard meaning.
-    body = "".join(".*" if c == "%" else "." if c == "_" else re.escape(c) for c in pattern)
-    return re.compile(body, re.IGNORECASE | re.DOTALL)
-
-
-def search(
-    state: MarquezState,
-    query: str,
-    kind: str | None,
-    namespace: str | None,
-    after: datetime | None,
-    before: datetime | None,
-    limit: int,
-) -> list[JsonDict]:
-    """GET /search: substring match on dataset and job names; no offset, no real ordering."""
-    matcher = _ilike(query)
-    found: list[tuple[str, str, str, datetime]] = []
-    if kind in (None, "DATASET"):
-        found += [("DATASET", d.namespace, d.name, d.updated_at) for d in state.datasets.values()]
-    if kind in (None, "JOB"):
-        found += [("JOB", j.namespace, j.name, j.updated_at) for j in state.jobs.values()]
-    results = [
-        {
-            "type": typ,
-            "name": name,
-            "updatedAt": iso_z(updated),
-            "namespace": ns,
-            "nodeId": f"{typ.lower()}:{ns}:{name}",
-        }
-        for typ, ns, name, updated in sorted(found, key=lambda f: (f[2], f[0], f[1]))
-        if matcher.search(name)
-        and (namespace is None or ns == namespace)
-        and (after is None or updated >= after)
-        and (before is None or updated < before)
-    ]
-    return results[:limit]
