@@ -56,7 +56,7 @@ class DatasetWriter:
         self._symlinks(ref, dataset, now)
         # DatasetDao.upsert ON CONFLICT (uuid): updated_at, physical_name and description are
         # overwritten (a missing documentation facet clears it); source_name stays the first.
-        dataset.updated_at, dataset.physical_name = now, ref.name
+        dataset.updated_at, dataset.physical_name, dataset.is_hidden = now, ref.name, False
         dataset.description = (facets.get("documentation") or {}).get("description")
         version = dataset.current_version if is_input else None
         if version is None:

@@ -36,11 +36,11 @@ def lineage_answer(state: MarquezState, node_id: str, depth: int) -> JsonDict:
         _throw_if_not_exists(state, node_id)
     if node_id.startswith("job"):
         _, namespace, name = _parts(node_id, 3)
-        start = state.jobs.get((namespace, name))
+        start = state.visible_job((namespace, name))
         dataset_key: Key | None = None
     elif node_id.startswith("dataset:"):
         namespace, name = _dataset_id(node_id)
-        dataset = state.datasets.get((namespace, name))
+        dataset = state.visible_dataset((namespace, name))
         start = _start_job(state, dataset)
         dataset_key = dataset.key if dataset is not None else None
     else:
@@ -89,20 +89,20 @@ def _dataset_id(node_id: str) -> Key:
 def _throw_if_not_exists(state: MarquezState, node_id: str) -> None:
     if node_id.startswith("dataset:"):
         key = _dataset_id(node_id)
-        if key not in state.datasets:
+        if state.visible_dataset(key) is None:
             raise not_found(f"Dataset '{key[1]}' not found.")
     elif node_id.startswith("datasetField"):
         _, namespace, name, field = _parts(node_id, 4)
         _checked(namespace, name)
         if not field.strip():
             raise server_error()
-        dataset = state.datasets.get((namespace, name))
+        dataset = state.visible_dataset((namespace, name))
         version = dataset.current_version if dataset else None
         if field not in {f.get("name") for f in (version.fields if version else [])}:
             raise not_found(f"Field '{field}' not found for dataset '{name}'.")
     elif node_id.startswith("job"):
         key = _checked(*_parts(node_id, 3)[1:])
-        if key not in state.jobs:
+        if state.visible_job(key) is None:
             raise not_found(f"Job '{key[1]}' not found.")
     else:
         raw = _parts(node_id, 2)[1]
@@ -116,7 +116,8 @@ def _throw_if_not_exists(state: MarquezState, node_id: str) -> None:
 
 def _start_job(state: MarquezState, dataset: Dataset | None) -> Job | None:
     """LineageDao.getJobFromInputOrOutput (#L129-L138): over every version of every job,
-    `ORDER BY io_type DESC, jv.created_at DESC` — the newest producer, else the newest reader."""
+    `ORDER BY io_type DESC, jv.created_at DESC` — the newest producer, else the newest reader
+    (from `jobs`, so hidden ones too)."""
     if dataset is None:
         return None
     best: tuple[int, datetime, Job] | None = None
@@ -133,7 +134,7 @@ def _start_job(state: MarquezState, dataset: Dataset | None) -> Job | None:
 def _orphan(state: MarquezState, node_id: str) -> JsonDict:
     """The dataset alone, under its primary name (getDatasetData keeps `is_primary` rows);
     none at all is an NPE (a `#version` node of nothing)."""
-    dataset = state.datasets.get(_dataset_id(node_id))
+    dataset = state.visible_dataset(_dataset_id(node_id))
     if dataset is None:
         raise server_error()
     return _node(f"dataset:{dataset.namespace}:{dataset.name}", "DATASET", dataset_base(dataset),
@@ -142,25 +143,34 @@ def _orphan(state: MarquezState, node_id: str) -> JsonDict:
 
 def _graph(state: MarquezState, start: Job, depth: int) -> dict[str, JsonDict]:
     """Job nodes of the undirected growth over current job-version IO, their datasets, edges
-    clipped to the jobs returned."""
+    clipped to the jobs returned. The growth walks through hidden jobs and datasets
+    (`job_versions_io_mapping`), the answer leaves them out (jobs_view, datasets_view)."""
     producers: dict[Key, set[str]] = {}
     consumers: dict[Key, set[str]] = {}
     nodes: dict[str, JsonDict] = {}
     for job in _expand(state, start, depth):
+        if job.is_hidden:
+            continue
         node_id = f"job:{job.namespace}:{job.name}"
-        for ds in job.current_inputs:
+        inputs = _visible(state, job.current_inputs)
+        outputs = _visible(state, job.current_outputs)
+        for ds in inputs:
             consumers.setdefault(ds, set()).add(node_id)
-        for ds in job.current_outputs:
+        for ds in outputs:
             producers.setdefault(ds, set()).add(node_id)
-        ins = [(_dataset_node_id(ds), node_id) for ds in job.current_inputs]
-        outs = [(node_id, _dataset_node_id(ds)) for ds in job.current_outputs]
-        nodes[node_id] = _node(node_id, "JOB", _lineage_job_data(job), ins, outs)
+        ins = [(_dataset_node_id(ds), node_id) for ds in inputs]
+        outs = [(node_id, _dataset_node_id(ds)) for ds in outputs]
+        nodes[node_id] = _node(node_id, "JOB", _lineage_job_data(job, inputs, outputs), ins, outs)
     for ds_key in set(producers) | set(consumers):
         ds_id = _dataset_node_id(ds_key)
         ins = [(job_id, ds_id) for job_id in producers.get(ds_key, ())]
         outs = [(ds_id, job_id) for job_id in consumers.get(ds_key, ())]
         nodes[ds_id] = _node(ds_id, "DATASET", dataset_base(state.datasets[ds_key]), ins, outs)
     return nodes
+
+
+def _visible(state: MarquezState, keys: frozenset[Key]) -> frozenset[Key]:
+    return frozenset(key for key in keys if not state.datasets[key].is_hidden)
 
 
 def _expand(state: MarquezState, start: Job, depth: int) -> list[Job]:
@@ -194,7 +204,7 @@ def _node(
             "outEdges": edges(outs)}  # fmt: skip
 
 
-def _lineage_job_data(job: Job) -> JsonDict:
+def _lineage_job_data(job: Job, inputs: frozenset[Key], outputs: frozenset[Key]) -> JsonDict:
     run = job.current_run
     return {
         **job_base(job),
@@ -202,8 +212,8 @@ def _lineage_job_data(job: Job) -> JsonDict:
         "createdAt": iso_z(job.created_at),
         "updatedAt": iso_z(job.updated_at),
         "namespace": job.namespace,
-        "inputs": dataset_ids(job.current_inputs),
-        "outputs": dataset_ids(job.current_outputs),
+        "inputs": dataset_ids(inputs),
+        "outputs": dataset_ids(outputs),
         "location": job.location,
         "description": job.description,
         "latestRun": run_json(run) if run else None,

@@ -60,6 +60,7 @@ class Dataset:
     source_name: str = "default"
     description: str | None = None
     physical_name: str = ""  # the last name it was written under (`physical_name = EXCLUDED…`)
+    is_hidden: bool = False  # DELETE …/datasets/{name}; the next event's upsert un-hides it
     current_version: DatasetVersion | None = None
     last_modified_at: datetime | None = None
     versions: dict[UUID, DatasetVersion] = field(default_factory=dict)
@@ -100,6 +101,7 @@ class Job:
     current_outputs: frozenset[Key] = frozenset()
     versions: dict[UUID, JobVersion] = field(default_factory=dict)
     runs: list[Run] = field(default_factory=list)
+    is_hidden: bool = False  # DELETE …/jobs/{name}; jobs_view leaves it out until re-upserted
 
     @property
     def key(self) -> Key:

@@ -103,10 +103,16 @@ def search(
     found: set[tuple[str, str, str, datetime]] = set()  # UNION: duplicates collapse
     if kind in (None, "DATASET"):
         found.update(
-            ("DATASET", ns, name, d.updated_at) for (ns, name), d in state.datasets.items()
+            ("DATASET", ns, name, d.updated_at)
+            for (ns, name), d in state.datasets.items()
+            if not d.is_hidden
         )
     if kind in (None, "JOB"):
-        found.update(("JOB", j.namespace, j.name, j.updated_at) for j in state.jobs.values())
+        found.update(
+            ("JOB", j.namespace, j.name, j.updated_at)
+            for j in state.jobs.values()
+            if not j.is_hidden
+        )
     rows = sorted(found, key=lambda row: _scramble(*row[:3]))
     return [
         {

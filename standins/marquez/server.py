@@ -20,15 +20,15 @@ from typing import Any
 from aiohttp import web
 
 from standins.http_server import start_app
-from standins.marquez import params, queries, views
+from standins.marquez import middleware, params, queries, views
 from standins.marquez.errors import ApiError, not_found, violation, web_error
 from standins.marquez.events import (
     EventFormatError,
     EventValidationError,
-    JsonDict,
     ModelUpdateError,
 )
 from standins.marquez.lineage import lineage_answer
+from standins.marquez.middleware import LATENCY, LATENCY_ROUTES, REQUESTS, REQUESTS_KEPT, reply
 from standins.marquez.model import Job, Run
 from standins.marquez.state import MarquezState
 from standins.seeds.food_delivery import food_delivery_events
@@ -50,72 +50,9 @@ SEEDS: Mapping[str, Callable[[], list[dict[str, Any]]]] = MappingProxyType(
 )
 
 STATE: web.AppKey[MarquezState] = web.AppKey("marquez_state", MarquezState)
-REQUESTS: web.AppKey[deque[str]] = web.AppKey("marquez_requests", deque)
-"""The latest requests received, as `METHOD /path?query` (tests count what a client asked)."""
-LATENCY: web.AppKey[Mapping[str, float]] = web.AppKey("marquez_latency", Mapping)
-_REQUESTS_KEPT = 100_000
 _RUN_STATES = ("NEW", "RUNNING", "COMPLETED", "ABORTED", "FAILED", "OTHER")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _DEFAULT_BEFORE = datetime(2030, 1, 1, tzinfo=UTC)  # events dated later are hidden by default
-
-LATENCY_ROUTES: Mapping[str, str] = MappingProxyType(
-    {
-        "post": "POST /api/v1/lineage",
-        "lineage": "GET /api/v1/lineage",
-        "namespaces": "GET /api/v1/namespaces[/{namespace}]",
-        "jobs": "GET /api/v1/jobs, GET /api/v1/namespaces/{namespace}/jobs",
-        "job": "GET /api/v1/namespaces/{namespace}/jobs/{job}",
-        "runs": "GET …/jobs/{job}/runs, GET /api/v1/jobs/runs/{id}[/facets]",
-        "datasets": "GET /api/v1/namespaces/{namespace}/datasets[/{dataset}]",
-        "events": "GET /api/v1/events/lineage",
-        "search": "GET /api/v1/search",
-    }
-)
-"""The names `latency` may delay (`"*"` delays every route). Real Marquez is slow where these
-are: the lineage CTE on big graphs (issue #3058), `GET /jobs` with one findByLatestJob per
-job (issue #2987) — FIDELITY.md row 13."""
-
-
-def _reply(body: JsonDict | None, status: int = 200) -> web.Response:
-    if body is None:
-        return web.Response(status=status)
-    return web.json_response(body, status=status)
-
-
-@web.middleware
-async def _log(
-    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-) -> web.StreamResponse:
-    request.app[REQUESTS].append(f"{request.method} {request.path_qs}")
-    return await handler(request)
-
-
-@web.middleware
-async def _errors(
-    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-) -> web.StreamResponse:
-    try:
-        return await handler(request)
-    except ApiError as exc:
-        return _reply(exc.body, exc.status)
-    except web.HTTPException as exc:  # unknown route or method: Jersey's JSON, not aiohttp's text
-        if exc.status < 400:
-            raise
-        return _reply(
-            {"code": exc.status, "message": f"HTTP {exc.status} {exc.reason}"}, exc.status
-        )
-
-
-@web.middleware
-async def _latency(
-    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-) -> web.StreamResponse:
-    delays = request.app[LATENCY]
-    group = (request.match_info.route.name or "").partition(".")[0]
-    delay = delays.get(group, delays.get("*", 0.0))
-    if delay > 0:
-        await asyncio.sleep(delay)
-    return await handler(request)
 
 
 # -- handlers ---------------------------------------------------------------------------------
@@ -138,7 +75,7 @@ async def _post_lineage(request: web.Request) -> web.Response:
         raise ApiError(500, {"code": 400, "message": str(exc)}) from exc
     except ModelUpdateError as exc:  # the raw event is stored; the update failed part-way
         raise ApiError(exc.status, None) from exc
-    return _reply(None, 201)
+    return reply(None, 201)
 
 
 def _no_constant(name: str) -> Any:
@@ -152,14 +89,14 @@ async def _get_lineage(request: web.Request) -> web.Response:
     depth = params.java_int(request, "depth", 20)  # no @Min: any int
     if node_id is None:
         raise violation("query param nodeId must not be null")
-    return _reply(lineage_answer(request.app[STATE], node_id, depth))
+    return reply(lineage_answer(request.app[STATE], node_id, depth))
 
 
 async def _namespaces(request: web.Request) -> web.Response:
     limit, offset = params.java_int(request, "limit", 100), params.java_int(request, "offset", 0)
     params.require_min(("limit", limit), ("offset", offset))
     spaces = sorted(request.app[STATE].namespaces.values(), key=lambda n: n.name)
-    return _reply({"namespaces": [views.namespace_json(n) for n in spaces[offset:][:limit]]})
+    return reply({"namespaces": [views.namespace_json(n) for n in spaces[offset:][:limit]]})
 
 
 def _require_namespace(request: web.Request) -> str:
@@ -171,10 +108,10 @@ def _require_namespace(request: web.Request) -> str:
 
 async def _namespace(request: web.Request) -> web.Response:
     name = _require_namespace(request)
-    return _reply(views.namespace_json(request.app[STATE].namespaces[name]))
+    return reply(views.namespace_json(request.app[STATE].namespaces[name]))
 
 
-def _jobs_reply(request: web.Request, namespace: str | None) -> web.Response:
+def _jobsreply(request: web.Request, namespace: str | None) -> web.Response:
     states = {
         state
         for raw in request.query.getall("lastRunStates", [])
@@ -183,32 +120,34 @@ def _jobs_reply(request: web.Request, namespace: str | None) -> web.Response:
     limit, offset = params.java_int(request, "limit", 100), params.java_int(request, "offset", 0)
     params.require_min(("limit", limit), ("offset", offset))
     jobs = [
-        j for j in request.app[STATE].jobs.values() if namespace is None or j.namespace == namespace
+        j
+        for j in request.app[STATE].jobs.values()
+        if not j.is_hidden and (namespace is None or j.namespace == namespace)
     ]
     page, total = queries.jobs_page(jobs, states or None, limit, offset)
-    return _reply({"jobs": page, "totalCount": total})
+    return reply({"jobs": page, "totalCount": total})
 
 
 async def _namespace_jobs(request: web.Request) -> web.Response:
     # No namespace check here: an unknown namespace lists no jobs (0.51 behaviour).
-    return _jobs_reply(request, params.namespace_param(request))
+    return _jobsreply(request, params.namespace_param(request))
 
 
 async def _all_jobs(request: web.Request) -> web.Response:
-    return _jobs_reply(request, None)
+    return _jobsreply(request, None)
 
 
 def _require_job(request: web.Request) -> Job:
     namespace = _require_namespace(request)
     name = request.match_info["job"]
-    job = request.app[STATE].jobs.get((namespace, name))
+    job = request.app[STATE].visible_job((namespace, name))
     if job is None:
         raise not_found(f"Job '{name}' not found.")
     return job
 
 
 async def _job(request: web.Request) -> web.Response:
-    return _reply(views.job_json(_require_job(request)))
+    return reply(views.job_json(_require_job(request)))
 
 
 async def _job_runs(request: web.Request) -> web.Response:
@@ -216,7 +155,7 @@ async def _job_runs(request: web.Request) -> web.Response:
     job = _require_job(request)
     params.require_min(("limit", limit), ("offset", offset))
     page, total = queries.runs_page(job, limit, offset)
-    return _reply({"runs": page, "totalCount": total})
+    return reply({"runs": page, "totalCount": total})
 
 
 def _require_run(request: web.Request) -> Run:
@@ -228,7 +167,7 @@ def _require_run(request: web.Request) -> Run:
 
 
 async def _run(request: web.Request) -> web.Response:
-    return _reply(views.run_json(_require_run(request)))
+    return reply(views.run_json(_require_run(request)))
 
 
 async def _run_facets(request: web.Request) -> web.Response:
@@ -239,7 +178,7 @@ async def _run_facets(request: web.Request) -> web.Response:
     run = _require_run(request)
     assert run.uuid == run_uuid
     facets = views.run_json(run)["facets"] if kind == "RUN" else views.run_job_facets(run)
-    return _reply({"runId": str(run.uuid), "facets": facets})
+    return reply({"runId": str(run.uuid), "facets": facets})
 
 
 async def _events(request: web.Request) -> web.Response:
@@ -253,7 +192,7 @@ async def _events(request: web.Request) -> web.Response:
     events, total = queries.events_page(
         request.app[STATE], after, before, direction == "ASC", limit, offset
     )
-    return _reply({"events": events, "totalCount": total})
+    return reply({"events": events, "totalCount": total})
 
 
 async def _search(request: web.Request) -> web.Response:
@@ -273,7 +212,7 @@ async def _search(request: web.Request) -> web.Response:
         request.app[STATE], request.query["q"], kind, request.query.get("namespace"),
         after=after, before=before, limit=limit,
     )  # fmt: skip
-    return _reply({"totalCount": len(results), "results": results})
+    return reply({"totalCount": len(results), "results": results})
 
 
 async def _datasets(request: web.Request) -> web.Response:
@@ -282,19 +221,41 @@ async def _datasets(request: web.Request) -> web.Response:
     params.require_min(("limit", limit), ("offset", offset))
     # datasets_view has a row per name, aliases included, ORDER BY name.
     found = sorted(
-        (key, d) for key, d in request.app[STATE].datasets.items() if key[0] == namespace
+        (key, d)
+        for key, d in request.app[STATE].datasets.items()
+        if key[0] == namespace and not d.is_hidden
     )
     page = [views.dataset_json(d, key) for key, d in found[offset:][:limit]]
-    return _reply({"datasets": page, "totalCount": len(found)})
+    return reply({"datasets": page, "totalCount": len(found)})
 
 
 async def _dataset(request: web.Request) -> web.Response:
     namespace = _require_namespace(request)
     name = request.match_info["dataset"]
-    dataset = request.app[STATE].datasets.get((namespace, name))
+    dataset = request.app[STATE].visible_dataset((namespace, name))
     if dataset is None:
         raise not_found(f"Dataset '{name}' not found.")
-    return _reply(views.dataset_json(dataset, (namespace, name)))
+    return reply(views.dataset_json(dataset, (namespace, name)))
+
+
+async def _delete_dataset(request: web.Request) -> web.Response:
+    """DatasetResource.delete: the dataset as it was, then `is_hidden = true` on the row named
+    so in its own (primary) namespace — an alias name finds it but hides nothing: 404."""
+    answer = await _dataset(request)
+    namespace, name = request.match_info["namespace"], request.match_info["dataset"]
+    dataset = request.app[STATE].datasets[(namespace, name)]
+    if dataset.key != (namespace, name):
+        raise not_found(f"Dataset '{name}' not found.")
+    dataset.is_hidden = True
+    return answer
+
+
+async def _delete_job(request: web.Request) -> web.Response:
+    """JobResource.delete: the job as it was, then `is_hidden = true`."""
+    job = _require_job(request)
+    answer = reply(views.job_json(job))
+    job.is_hidden = True
+    return answer
 
 
 def create_app(
@@ -309,9 +270,9 @@ def create_app(
         raise ValueError(
             f"unknown latency routes {sorted(unknown)}; known: {', '.join(LATENCY_ROUTES)}, *"
         )
-    app = web.Application(middlewares=[_log, _errors, _latency])
+    app = web.Application(middlewares=[middleware.log, middleware.errors, middleware.latency])
     app[STATE] = state if state is not None else MarquezState()
-    app[REQUESTS] = deque(maxlen=_REQUESTS_KEPT)
+    app[REQUESTS] = deque(maxlen=REQUESTS_KEPT)
     app[LATENCY] = MappingProxyType(dict(latency or {}))
     ns = "/api/v1/namespaces/{namespace}"
     routes: list[tuple[str, str, Callable[[web.Request], Awaitable[web.Response]], str]] = [
@@ -324,6 +285,8 @@ def create_app(
         ("GET", f"{ns}/jobs/{{job}}/runs", _job_runs, "runs"),
         ("GET", f"{ns}/datasets", _datasets, "datasets"),
         ("GET", f"{ns}/datasets/{{dataset}}", _dataset, "datasets"),
+        ("DELETE", f"{ns}/jobs/{{job}}", _delete_job, "job"),
+        ("DELETE", f"{ns}/datasets/{{dataset}}", _delete_dataset, "datasets"),
         ("GET", "/api/v1/jobs", _all_jobs, "jobs"),
         ("GET", "/api/v1/jobs/runs/{id}", _run, "runs"),
         ("GET", "/api/v1/jobs/runs/{id}/facets", _run_facets, "runs"),

@@ -83,6 +83,16 @@ class MarquezState(DatasetWriter):
         """In the order received; `events_between` reads them by eventTime."""
         self._by_time: list[tuple[datetime, int]] = []  # (eventTime, seq): lineage_events' index
 
+    def visible_dataset(self, key: Key) -> Dataset | None:
+        """The dataset `datasets_view` shows under `key` (hidden ones are not in the view)."""
+        dataset = self.datasets.get(key)
+        return None if dataset is None or dataset.is_hidden else dataset
+
+    def visible_job(self, key: Key) -> Job | None:
+        """The job `jobs_view` shows under `key`."""
+        job = self.jobs.get(key)
+        return None if job is None or job.is_hidden else job
+
     def events_between(self, after: datetime, before: datetime) -> list[StoredEvent]:
         """Events with `after <= eventTime < before`, by eventTime (then as received)."""
         lo = bisect.bisect_left(self._by_time, (after, -1))
@@ -126,6 +136,7 @@ class MarquezState(DatasetWriter):
             job.parent = job.parent or parent  # COALESCE(jobs.parent_job_uuid, EXCLUDED…)
             # simple_name = CASE WHEN EXCLUDED.parent_job_uuid IS NOT NULL … ELSE jobs.name
             job.simple_name = simple_name if parent is not None else job.name
+        job.is_hidden = False  # `is_hidden = false` on conflict
         job.type = "STREAM" if _is_streaming(event) else "BATCH"
         job.description, job.location = description, location  # EXCLUDED.…, nulls included
         return job

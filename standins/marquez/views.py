@@ -120,7 +120,18 @@ def job_base(job: Job) -> JsonDict:
     }
 
 
+def _labels(facets: JsonDict) -> list[str]:
+    """JobMapper.getLabels (#L100-L114): the jobType facet's `jobType`, then `integration`."""
+    job_type = facets.get("jobType")
+    if not isinstance(job_type, dict):
+        return []
+    return [
+        str(job_type[key]) for key in ("jobType", "integration") if job_type.get(key) is not None
+    ]
+
+
 def job_json(job: Job) -> JsonDict:
+    facets = job_facets(job)
     runs = latest_runs(job)[:LATEST_RUNS]
     latest = runs[0] if runs else None
     if latest is not None:
@@ -140,9 +151,9 @@ def job_json(job: Job) -> JsonDict:
         "description": job.description,
         "latestRun": run_json(latest) if latest else None,
         "latestRuns": [run_json(r) for r in runs] if runs else None,
-        "facets": job_facets(job),
+        "facets": facets,
         "currentVersion": str(job.current_version.version) if job.current_version else None,
-        "labels": [],
+        "labels": _labels(facets),
         "tags": [],
     }
 
