@@ -91,6 +91,15 @@ def _parser() -> argparse.ArgumentParser:
     marquez.add_argument("--host", default="127.0.0.1")
     marquez.add_argument("--port", type=int, default=5000)
     marquez.add_argument("--seed", choices=["food_delivery"], help="load sample lineage")
+    marquez.add_argument(
+        "--latency",
+        action="append",
+        default=[],
+        type=_latency,
+        metavar="ROUTE=SECONDS",
+        help="answer ROUTE this much later, as a big Marquez does (lineage=15, jobs=2, *=1; "
+        "repeatable)",
+    )
 
     commands.add_parser(
         "serve",
@@ -190,6 +199,17 @@ def _config(settings: Settings) -> BotConfig:
         raise CliError(str(exc), EXIT_CONFIG) from None
 
 
+def _latency(text: str) -> tuple[str, float]:
+    route, sep, seconds = text.partition("=")
+    try:
+        value = float(seconds) if sep else -1.0
+    except ValueError:
+        value = -1.0
+    if not route or not 0 <= value <= 600:
+        raise argparse.ArgumentTypeError(f"expected ROUTE=SECONDS (0 to 600), got {text!r}")
+    return route, value
+
+
 def _client(settings: Settings) -> MarquezClient:
     key = settings.marquez_api_key.get_secret_value() if settings.marquez_api_key else None
     return MarquezClient(
@@ -252,9 +272,15 @@ def _run(args: argparse.Namespace) -> str | None:
         asyncio.run(airflow.serve_forever(args.host, args.port, args.api, args.run_seconds))
         return None
     if args.command == "standin":
-        from standins.marquez.server import serve_forever
+        from standins.marquez.server import LATENCY_ROUTES, serve_forever
 
-        asyncio.run(serve_forever(args.host, args.port, args.seed))
+        unknown = sorted({route for route, _ in args.latency} - {*LATENCY_ROUTES, "*"})
+        if unknown:
+            known = ", ".join([*LATENCY_ROUTES, "*"])
+            raise CliError(
+                f"--latency: unknown route {unknown[0]!r} (one of {known})", EXIT_BAD_INPUT
+            )
+        asyncio.run(serve_forever(args.host, args.port, args.seed, dict(args.latency)))
         return None
     settings = _settings(args)
     if args.command == "db":

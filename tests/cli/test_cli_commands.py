@@ -62,6 +62,46 @@ async def test_standin_command_serves_the_seed_until_stopped() -> None:
         await asyncio.wait_for(process.wait(), timeout=30)
 
 
+async def test_standin_latency_makes_marquez_as_slow_as_asked() -> None:
+    # A big Marquez takes seconds on /lineage (Marquez issue #3058): the stand-in can too.
+    port = free_port()
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot", "standin", "marquez", "--port", str(port),
+        "--seed", "food_delivery", "--latency", "lineage=1.5",
+        env=clean_env(), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert process.stdout is not None
+        await asyncio.wait_for(process.stdout.readline(), timeout=30)
+        base = f"http://127.0.0.1:{port}/api/v1"
+        node = {"nodeId": f"job:food_delivery:{DEMO_DAG}"}
+        async with aiohttp.ClientSession() as session:
+            started = asyncio.get_running_loop().time()
+            async with session.get(f"{base}/lineage", params=node) as reply:
+                assert reply.status == 200
+            slow = asyncio.get_running_loop().time() - started
+            started = asyncio.get_running_loop().time()
+            async with session.get(f"{base}/namespaces") as reply:
+                assert reply.status == 200
+            fast = asyncio.get_running_loop().time() - started
+        assert slow >= 1.5 > fast
+    finally:
+        process.terminate()
+        await asyncio.wait_for(process.wait(), timeout=30)
+
+
+async def test_standin_latency_of_an_unknown_route_is_one_clear_line() -> None:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot", "standin", "marquez", "--latency", "lineages=2",
+        env=clean_env(), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    _out, err = await asyncio.wait_for(process.communicate(), timeout=30)
+    assert process.returncode == 2
+    lines = err.decode().strip().splitlines()
+    assert len(lines) == 1, lines
+    assert "unknown route 'lineages'" in lines[0]
+
+
 async def test_demo_headless_prints_the_whole_story_once_in_its_final_form(
     tmp_path: Path,
 ) -> None:
