@@ -110,12 +110,15 @@ class Job:
 
 @dataclass
 class StoredEvent:
-    """A `lineage_events` row: `body` is the event as `GET /events/lineage` writes it."""
+    """A `lineage_events` row. `answer` is the event as Marquez stored and answers it (the bound
+    event re-serialised, `GET /events/lineage`); `body` is what the producer posted, kept so a
+    test can read what was sent."""
 
     seq: int
     kind: str
     event_time: datetime
     body: JsonDict
+    answer: JsonDict
 
 
 @dataclass(frozen=True)

@@ -69,7 +69,7 @@ def events_page(
     listed = [e for e in window if e.kind == RUN_EVENT]
     listed.sort(key=lambda e: _scramble(str(e.seq), offset, limit))
     listed.sort(key=lambda e: e.event_time, reverse=not ascending)
-    return [e.body for e in listed[offset : offset + limit]], len(window)
+    return [e.answer for e in listed[offset : offset + limit]], len(window)
 
 
 def ilike(query: str) -> re.Pattern[str]:

@@ -106,8 +106,11 @@ class MarquezState(DatasetWriter):
         recorded; EventRejectedError (400) or EventFailedError (500) after the raw event — and
         whatever the update wrote before it failed — were recorded.
         """
-        event = parse_event(_detached(body), self.zone)
-        stored = StoredEvent(len(self.events), event.kind, event.event_time.instant, event.feed)
+        posted = _detached(body)
+        event = parse_event(posted, self.zone)
+        stored = StoredEvent(
+            len(self.events), event.kind, event.event_time.instant, posted, event.feed
+        )
         self.events.append(stored)
         bisect.insort(self._by_time, (stored.event_time, stored.seq))
         if event.kind == DATASET_EVENT:
