@@ -5,10 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-__all__ = ["DatasetName", "ParsedEvent"]
+__all__ = ["DatasetName", "ParsedEvent", "Symlink"]
 
 DatasetName = tuple[str, str]
 """(namespace, name) of a dataset, as the producer named it."""
+Symlink = tuple[DatasetName, DatasetName]
+"""(alias, dataset): another name a dataset's `symlinks` facet gives it (a Hive table for a
+path), which names the same dataset in Marquez."""
 
 
 @dataclass(frozen=True)
@@ -43,8 +46,21 @@ class ParsedEvent:
     """The Airflow task of a task's event (or of the task a job under it ran in)."""
     try_number: int | None = None
     """That task's try, for a link to the log of the try that failed."""
+    symlinks: tuple[Symlink, ...] = ()
+    """(alias, dataset) of each identifier in the `symlinks` facets of `inputs` and `outputs`,
+    in the event's order. Like `inputs`, no run_events column: the lineage index keeps it."""
 
     @property
     def key(self) -> tuple[str, str, datetime]:
         """The event's identity: (run id, event type, event time)."""
         return (self.run_id, self.event_type, self.event_time)
+
+    def dataset_names(self) -> list[tuple[DatasetName, tuple[DatasetName, ...]]]:
+        """Each dataset named, with its aliases, in the order Marquez 0.51.1 registers them
+        (OpenLineageDao.java:373-396: inputs, then outputs; :873-903: a dataset's own name,
+        then its symlinks). The order decides which registration of a name wins."""
+        aliases: dict[DatasetName, list[DatasetName]] = {}
+        for alias, dataset in self.symlinks:
+            aliases.setdefault(dataset, []).append(alias)
+        names = dict.fromkeys(self.inputs + self.outputs)
+        return [(name, tuple(aliases.get(name, ()))) for name in names]

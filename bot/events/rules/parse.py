@@ -18,13 +18,14 @@ from __future__ import annotations
 import logging
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta, timezone
+from itertools import islice
 from typing import Any, NoReturn, TypeVar
 
 from bot.core import time_bounds
 from bot.core.model import RUN_EVENT_TYPES
-from bot.events.rules.event import DatasetName, ParsedEvent
+from bot.events.rules.event import DatasetName, ParsedEvent, Symlink
 from bot.events.rules.producers import (
     Owner,
     RunLink,
@@ -67,7 +68,7 @@ _NAMESPACE_SANITIZER = re.compile(r"[^a-z:/A-Z0-9\-_.@+]")
 
 
 _T = TypeVar("_T")
-_DATASETS_MAX = 1000  # inputs/outputs kept per event
+_DATASETS_MAX = 1000  # inputs/outputs (and their symlinks) kept per event
 
 
 class InvalidEvent(ValueError):
@@ -147,6 +148,8 @@ def parse_run_event(body: Any) -> ParsedEvent | None:
     ):
         raise InvalidEvent("; ".join(problems))
     assert job is not None  # a problem was reported otherwise
+    inputs, input_links = _datasets(body.get("inputs"))
+    outputs, output_links = _datasets(body.get("outputs"))
     if nominal[0] is None:
         nominal = airflow_interval(facets)
     airflow = airflow_ref(facets)
@@ -163,12 +166,13 @@ def parse_run_event(body: Any) -> ParsedEvent | None:
         error_message=error or failed_tasks_message(facets.get("airflowState")),
         dag_run_id=owner.run_id,
         job_type=job_type_of(job),
-        inputs=_datasets(body.get("inputs")),
-        outputs=_datasets(body.get("outputs")),
+        inputs=inputs,
+        outputs=outputs,
         parent_run_id=owner.parent_run_id,
         airflow_run_id=airflow.run_id,
         task_id=airflow.task_id,
         try_number=airflow.try_number,
+        symlinks=input_links + output_links,
     )
 
 
@@ -297,28 +301,49 @@ def _link(facet: Any, where: str, job_name: str | None, *, strict: bool = False)
     return RunLink(namespace, name, run_id)
 
 
-def _datasets(value: Any) -> tuple[DatasetName, ...]:
-    """(namespace, name) of each well-formed dataset in `inputs`/`outputs`; others are skipped
-    (the watcher needs runs; a malformed dataset costs only a lineage edge)."""
+def _datasets(value: Any) -> tuple[tuple[DatasetName, ...], tuple[Symlink, ...]]:
+    """(namespace, name) of each well-formed dataset in `inputs`/`outputs`, and (alias, dataset)
+    of each well-formed identifier in their `symlinks` facets; others are skipped (the watcher
+    needs runs; a malformed dataset or symlink costs only a lineage edge)."""
     if not isinstance(value, list):
-        return ()
+        return (), ()
     found: list[DatasetName] = []
+    links: list[Symlink] = []
     for item in value[:_DATASETS_MAX]:
-        if not isinstance(item, dict):
+        dataset = _dataset_name(item)
+        if dataset is None:
             continue
-        namespace, name = item.get("namespace"), item.get("name")
-        if (
-            isinstance(namespace, str)
-            and isinstance(name, str)
-            and namespace.strip()
-            and name.strip()
-            and len(namespace) <= NAME_MAX
-            and len(name) <= NAME_MAX
-            and _storable(namespace)
-            and _storable(name)
-        ):
-            found.append((namespace, name))
-    return tuple(dict.fromkeys(found))
+        found.append(dataset)
+        aliases = (alias for alias in _aliases(item) if alias != dataset)
+        links.extend(islice(((alias, dataset) for alias in aliases), _DATASETS_MAX - len(links)))
+    return tuple(dict.fromkeys(found)), tuple(dict.fromkeys(links))
+
+
+def _aliases(item: dict[str, Any]) -> Iterator[DatasetName]:
+    """The identifiers of a dataset's `symlinks` facet: other names of the same dataset in
+    Marquez 0.51.1 (OpenLineageDao.java:883-903). Marquez requires their namespace and name
+    and reads `type` as a string (LineageEvent.SymlinkIdentifier); an entry that is not so is
+    skipped here, not the event."""
+    facets = item.get("facets")
+    symlinks = facets.get("symlinks") if isinstance(facets, dict) else None
+    identifiers = symlinks.get("identifiers") if isinstance(symlinks, dict) else None
+    if not isinstance(identifiers, list):
+        return
+    for identifier in identifiers[:_DATASETS_MAX]:
+        alias = _dataset_name(identifier)
+        if alias is not None and isinstance(identifier.get("type", ""), str | None):
+            yield alias
+
+
+def _dataset_name(item: Any) -> DatasetName | None:
+    """(namespace, name) of a dataset or symlink identifier, if both fit the store."""
+    if not isinstance(item, dict):
+        return None
+    namespace, name = item.get("namespace"), item.get("name")
+    if not isinstance(namespace, str) or not isinstance(name, str):
+        return None
+    usable = (t.strip() and len(t) <= NAME_MAX and _storable(t) for t in (namespace, name))
+    return (namespace, name) if all(usable) else None
 
 
 def _nominal(facet: Any) -> tuple[datetime | None, datetime | None]:

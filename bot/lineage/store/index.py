@@ -5,9 +5,10 @@ Two feeds: every run event the bot ingests (`record_events`, called from ingest)
 what they say (a job, its DAG, datasets, a run's interval): one event shows one run's datasets,
 and a retry still running may show none. Marquez describes a job as it now is, so its datasets
 replace the stored ones (unless it shows none: a retry without datasets hides them, as in
-`bot/lineage/rules/graph.py`). Every write that changes something takes the next `seq` first: a row
-lock on `lineage_state` held to commit, so readers catching up with `seq > :last` never skip a
-change committed late.
+`bot/lineage/rules/graph.py`). A dataset may have other names (its `symlinks` facet, registered
+from events as Marquez does): job IO always references the dataset itself, never an alias.
+Every write that changes something takes the next `seq` first: a row lock on `lineage_state`
+held to commit, so readers catching up with `seq > :last` never skip a change committed late.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 CHUNK = 400  # keys per IN list (bind-parameter limits)
 SEEN_EVERY = timedelta(hours=1)  # seen_at is refreshed at most this often by events
 EVENT_STATES = {"COMPLETE": "COMPLETED", "FAIL": "FAILED", "ABORT": "ABORTED"}
+Naming = tuple[DatasetRef, tuple[DatasetRef, ...]]  # a dataset's name and its aliases
 
 
 @dataclass(frozen=True)
@@ -122,31 +124,61 @@ def facts_from_events(events: Sequence[ParsedEvent]) -> tuple[list[JobFacts], li
 
 
 async def record_events(session: AsyncSession, events: Sequence[ParsedEvent]) -> None:
-    """Index what these events say (jobs, DAG membership, datasets, DAG run intervals)."""
+    """Index what these events say (jobs, DAG membership, datasets, aliases, DAG run intervals)."""
+    # Dataset names in event order (the jobs' facts lose it): the first registration wins.
+    named = [(DatasetRef(*name), tuple(DatasetRef(*a) for a in aliases))
+             for event in events for name, aliases in event.dataset_names()]  # fmt: skip
     jobs, runs = facts_from_events(events)
-    seq = await apply_jobs(session, jobs, source="event")
+    seq = await apply_jobs(session, jobs, source="event", named=named)
     await upsert_runs(session, runs, seq=seq)
 
 
-async def _dataset_ids(session: AsyncSession, refs: set[DatasetRef]) -> dict[DatasetRef, int]:
-    wanted = sorted(refs)
-    found: dict[DatasetRef, int] = {}
+async def _stored(session: AsyncSession, names: Iterable[DatasetRef]) -> dict[DatasetRef, int]:
+    """The dataset each stored name refers to: its own row, or the dataset it is an alias of."""
     table = LineageDataset.__table__
-    for part in _chunks(wanted):
+    found: dict[DatasetRef, int] = {}
+    for part in _chunks(sorted(set(names))):
         keys = [(d.namespace, d.name) for d in part]
         rows = await session.execute(
-            select(table.c.id, table.c.namespace, table.c.name).where(
-                tuple_(table.c.namespace, table.c.name).in_(keys)
-            )
-        )
-        found.update({DatasetRef(ns, name): i for i, ns, name in rows})
-    missing = [d for d in wanted if d not in found]
-    if missing:
-        statement = _insert(session)(table).on_conflict_do_nothing()
-        await session.execute(
-            statement, [{"namespace": d.namespace, "name": d.name} for d in missing]
-        )
-        found.update(await _dataset_ids(session, set(missing)))
+            select(table.c.namespace, table.c.name, func.coalesce(table.c.alias_of, table.c.id))
+            .where(tuple_(table.c.namespace, table.c.name).in_(keys))
+        )  # fmt: skip
+        found.update({DatasetRef(ns, name): i for ns, name, i in rows})
+    return found
+
+
+async def _dataset_ids(
+    session: AsyncSession, refs: set[DatasetRef], named: Sequence[Naming] = ()
+) -> dict[DatasetRef, int]:
+    """The id of the dataset each name refers to (an alias: its dataset, whichever feed names
+    it). New names are registered as Marquez 0.51.1 does (OpenLineageDao.java:873-903): `named`
+    in order, each dataset's own name then its symlinks as aliases of the dataset that name
+    refers to, then the rest of `refs`; the first registration of a name wins (DatasetSymlinkDao
+    .java:48, `ON CONFLICT (name, namespace_uuid) DO NOTHING`)."""
+    names = [*named, *((d, ()) for d in sorted(refs))]
+    found = await _stored(session, {n for name, aliases in names for n in (name, *aliases)})
+    # What each new name will refer to, by name: itself for a new dataset; for an alias, a
+    # new dataset or a stored name, resolved to its dataset's id below (no alias chains).
+    target: dict[DatasetRef, DatasetRef] = {}
+    for name, aliases in names:
+        if name not in found:
+            target.setdefault(name, name)
+        dataset = target.get(name, name)
+        for alias in aliases:
+            if alias not in found and alias not in target:
+                target[alias] = dataset
+    # DO NOTHING: a name another writer registered meanwhile keeps what it refers to; sorted,
+    # so two writers inserting the same names lock them in one order.
+    insert = _insert(session)(LineageDataset.__table__).on_conflict_do_nothing()
+    new = sorted(name for name, dataset in target.items() if name == dataset)
+    if new:
+        await session.execute(insert, [{"namespace": d.namespace, "name": d.name} for d in new])
+        found.update(await _stored(session, new))
+    links = sorted((alias, dataset) for alias, dataset in target.items() if alias != dataset)
+    if links:
+        rows = [{"namespace": a.namespace, "name": a.name, "alias_of": found[d]} for a, d in links]
+        await session.execute(insert, rows)
+        found.update(await _stored(session, [alias for alias, _ in links]))
     return found
 
 
@@ -180,8 +212,10 @@ async def apply_jobs(
     *,
     source: str,
     seq: int | None = None,
+    named: Sequence[Naming] = (),
 ) -> int | None:
-    """Upsert jobs; `source="marquez"` replaces datasets and owners, events only add.
+    """Upsert jobs; `source="marquez"` replaces datasets and owners, events only add. `named`
+    is the events' dataset names with their aliases, in order (`_dataset_ids`).
 
     Returns the seq the changes were stamped with (None if nothing changed).
     """
@@ -189,7 +223,7 @@ async def apply_jobs(
         return seq
     from_marquez = source == "marquez"
     rows, io = await _existing(session, [(f.namespace, f.name) for f in facts])
-    datasets = await _dataset_ids(session, {d for f in facts for d in f.inputs | f.outputs})
+    datasets = await _dataset_ids(session, {d for f in facts for d in f.inputs | f.outputs}, named)
     inserts: list[dict[str, Any]] = []
     new_io: dict[tuple[str, str], set[tuple[int, str]]] = {}
     updates: list[tuple[int, dict[str, Any]]] = []

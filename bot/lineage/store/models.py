@@ -72,11 +72,19 @@ class LineageJob(Base):
 
 
 class LineageDataset(Base):
+    """A dataset's name. Most rows are datasets; a row with `alias_of` is another name of one
+    (an OpenLineage `symlinks` identifier, as in Marquez's `dataset_symlinks`)."""
+
     __tablename__ = "lineage_datasets"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     namespace: Mapped[str] = mapped_column(String(1024))
     name: Mapped[str] = mapped_column(String(1024))
+    alias_of: Mapped[int | None] = mapped_column(
+        Integer, ForeignKey("lineage_datasets.id", ondelete="CASCADE")
+    )
+    """The dataset this name is an alias of, always a row without `alias_of` (never a chain):
+    job IO references that row, never an alias."""
 
     __table_args__ = (UniqueConstraint("namespace", "name"),)
 
