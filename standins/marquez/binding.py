@@ -141,6 +141,18 @@ _COLUMN_LINEAGE_OUTPUT = Bean(
     ),
     frozenset({"inputFields"}),
 )
+_SCHEMA_FIELD = Bean(
+    "SchemaField", (("name", STR), ("type", STR), ("description", STR)), frozenset({"name"})
+)
+_SYMLINK_IDENTIFIER = Bean(
+    "SymlinkIdentifier",
+    (("namespace", STR), ("name", STR), ("type", STR)),
+    frozenset({"namespace", "name"}),
+)
+# The output columns sit in an any-setter map without @Valid: bound, never validated.
+_COLUMN_LINEAGE_FIELDS = Bean(
+    "ColumnLineageDatasetFacetFields", (), extra="kept", extra_kind=_COLUMN_LINEAGE_OUTPUT
+)
 _DATASET_FACETS = Bean(
     "DatasetFacets",  # @JsonPropertyOrder, LineageEvent.java#L402-L410
     (
@@ -148,61 +160,15 @@ _DATASET_FACETS = Bean(
             "documentation",
             _facet("DocumentationDatasetFacet", ("description", STR), required=("description",)),
         ),
-        (
-            "schema",
-            _facet(
-                "SchemaDatasetFacet",
-                (
-                    "fields",
-                    ListOf(
-                        Bean(
-                            "SchemaField",
-                            (("name", STR), ("type", STR), ("description", STR)),
-                            frozenset({"name"}),
-                        )
-                    ),
-                ),
-            ),
-        ),
+        ("schema", _facet("SchemaDatasetFacet", ("fields", ListOf(_SCHEMA_FIELD)))),
         ("dataSource", _facet("DatasourceDatasetFacet", ("name", STR), ("uri", STR))),
         ("description", STR),
         (
             "lifecycleStateChange",
             _facet("LifecycleStateChangeFacet", ("lifecycleStateChange", STR)),
         ),
-        # The output columns sit in an any-setter map without @Valid: bound, never validated.
-        (
-            "columnLineage",
-            _facet(
-                "ColumnLineageDatasetFacet",
-                (
-                    "fields",
-                    Bean(
-                        "ColumnLineageDatasetFacetFields",
-                        (),
-                        extra="kept",
-                        extra_kind=_COLUMN_LINEAGE_OUTPUT,
-                        validate_extra=False,
-                    ),
-                ),
-            ),
-        ),
-        (
-            "symlinks",
-            _facet(
-                "DatasetSymlinkFacet",
-                (
-                    "identifiers",
-                    ListOf(
-                        Bean(
-                            "SymlinkIdentifier",
-                            (("namespace", STR), ("name", STR), ("type", STR)),
-                            frozenset({"namespace", "name"}),
-                        )
-                    ),
-                ),
-            ),
-        ),
+        ("columnLineage", _facet("ColumnLineageDatasetFacet", ("fields", _COLUMN_LINEAGE_FIELDS))),
+        ("symlinks", _facet("DatasetSymlinkFacet", ("identifiers", ListOf(_SYMLINK_IDENTIFIER)))),
     ),
     extra="kept",
 )

@@ -29,15 +29,22 @@ from uuid import UUID
 
 from standins.marquez.binding import parse_event
 from standins.marquez.datasets import DatasetWriter
+from standins.marquez.decisions import (
+    dataset_ids,
+    is_streaming,
+    job_version_uuid,
+    kept_run_facets,
+    quiet_streaming_end,
+    run_args,
+    source_location,
+)
 from standins.marquez.events import (
     DATASET_EVENT,
     JOB_EVENT,
-    DatasetRef,
     EventFailedError,
     EventFormatError,
     EventRejectedError,
     EventValidationError,
-    JsonDict,
     ParsedEvent,
     is_valid_namespace,
     name_based_uuid,
@@ -61,9 +68,6 @@ from standins.marquez.model import (
 )
 
 __all__ = ["EventValidationError", "MarquezState"]
-
-# RunFacetsDao.java#L100-L117: never stored, or stored from the first event only.
-_SPARK_UNKNOWN, _SPARK_LOGICAL_PLAN = "spark_unknown", "spark.logicalplan"
 
 
 class MarquezState(DatasetWriter):
@@ -140,7 +144,7 @@ class MarquezState(DatasetWriter):
             # simple_name = CASE WHEN EXCLUDED.parent_job_uuid IS NOT NULL … ELSE jobs.name
             job.simple_name = simple_name if parent is not None else job.name
         job.is_hidden = False  # `is_hidden = false` on conflict
-        job.type = "STREAM" if _is_streaming(event) else "BATCH"
+        job.type = "STREAM" if is_streaming(event) else "BATCH"
         job.description, job.location = description, location  # EXCLUDED.…, nulls included
         return job
 
@@ -193,7 +197,7 @@ class MarquezState(DatasetWriter):
         namespace with no description, the child's type and location, and this run as its
         current one; upserts the run with the child's nominal times and state."""
         job = self._upsert_job(
-            namespace, name, None, event, description=None, location=_location(event)
+            namespace, name, None, event, description=None, location=source_location(event)
         )
         run = self._upsert_run(run_uuid, job, event, {})
         now = event.event_time.instant
@@ -212,23 +216,23 @@ class MarquezState(DatasetWriter):
         namespace = self._namespace(sanitize_job_namespace(event.job_namespace), now).name
         parent = self._parent_job(event, namespace)
         # buildJobFromEvent evaluates toDatasetId(inputs) before JobDao.upsertJob (#L578).
-        _dataset_ids(event.inputs)
+        dataset_ids(event.inputs)
         simple = event.job_name
         if parent is not None and simple.startswith(f"{parent.name}."):
             simple = simple[len(parent.name) + 1 :]
         doc = (event.job_facets or {}).get("documentation") or {}
         job = self._upsert_job(
             namespace, simple, parent, event,
-            description=doc.get("description"), location=_location(event),
+            description=doc.get("description"), location=source_location(event),
         )  # fmt: skip
-        run = self._upsert_run(run_uuid_for(event.run_id), job, event, _run_args(event))
+        run = self._upsert_run(run_uuid_for(event.run_id), job, event, run_args(event))
         # upsertJob: a child's current run is its parent's (since Marquez 0.50.0), a top-level
         # job's its own.
         job.current_run = parent.current_run if parent is not None else run
         if event.run_facets is not None:
             if event.event_type is None:  # RunFacetsDao.java#L94-L99: @NonNull lineageEventType
                 raise EventFailedError("lineageEventType is marked non-null but is null")
-            run.run_facets.append(FacetRow(now, seq, _kept_run_facets(run, event.run_facets)))
+            run.run_facets.append(FacetRow(now, seq, kept_run_facets(run, event.run_facets)))
         if event.event_type is not None:
             self._transition(run, run_state_for(event.event_type), now)
         if event.job_facets is not None:
@@ -238,7 +242,7 @@ class MarquezState(DatasetWriter):
 
     def _run_datasets(self, event: ParsedEvent, job: Job, run: Run) -> None:
         now = event.event_time.instant
-        quiet_end = _quiet_streaming_end(event)
+        quiet_end = quiet_streaming_end(event)
         for refs, is_input in ((event.inputs, True), (event.outputs, False)):
             for ref in refs:
                 if ref is None:  # upsertLineageDataset(null): NPE
@@ -260,9 +264,9 @@ class MarquezState(DatasetWriter):
         """updateMarquezModel's job versions (#L167-L178), then OpenLineageService's listener
         updates, whose `NamespaceName.of` throws for a namespace Marquez stored unchecked."""
         now = event.event_time.instant
-        streaming = _is_streaming(event)
+        streaming = is_streaming(event)
         if streaming:
-            if not _quiet_streaming_end(event):
+            if not quiet_streaming_end(event):
                 self._link_version(job, run, now, only_if_new=True)
         elif event.event_type is not None and run.state in TERMINAL:
             self._link_version(job, run, now, only_if_new=False)
@@ -285,7 +289,7 @@ class MarquezState(DatasetWriter):
     def _link_version(self, job: Job, run: Run, now: datetime, *, only_if_new: bool) -> None:
         """A job version from the union of the run's datasets (upsertJobVersionOnRunTransition)."""
         inputs, outputs = frozenset(run.inputs), frozenset(run.outputs)
-        version_uuid = _job_version_uuid(job, inputs, outputs)
+        version_uuid = job_version_uuid(job, inputs, outputs)
         if only_if_new and version_uuid in job.versions:
             return
         version = job.versions.get(version_uuid)
@@ -320,7 +324,7 @@ class MarquezState(DatasetWriter):
         doc = (event.job_facets or {}).get("documentation") or {}
         job = self._upsert_job(
             namespace, event.job_name, None, event,
-            description=doc.get("description"), location=_location(event),
+            description=doc.get("description"), location=source_location(event),
         )  # fmt: skip
         job.current_run = None
         sides = []
@@ -331,7 +335,7 @@ class MarquezState(DatasetWriter):
                     raise EventFailedError("Cannot invoke Dataset.getNamespace() on null")
                 keys.add(self._upsert_dataset(ref, now, None, is_input=is_input)[0].key)
             sides.append(frozenset(keys))
-        version_uuid = _job_version_uuid(job, sides[0], sides[1])
+        version_uuid = job_version_uuid(job, sides[0], sides[1])
         version = job.versions.setdefault(
             version_uuid, JobVersion(version_uuid, job.created_at, sides[0], sides[1])
         )
@@ -346,68 +350,3 @@ def _detached(body: Any) -> Any:
         return json.loads(json.dumps(body))
     except (TypeError, ValueError) as exc:
         raise EventFormatError(f"The event is not JSON: {exc}") from exc
-
-
-def _dataset_ids(refs: tuple[DatasetRef | None, ...]) -> None:
-    """OpenLineageDao.toDatasetId (#L746-L757): NamespaceName.of / DatasetName.of throw
-    IllegalArgumentException (400) for a namespace outside NamespaceName's pattern or a blank
-    name; a null list item is an NPE (500)."""
-    for ref in refs:
-        if ref is None:
-            raise EventFailedError("Cannot invoke Dataset.getNamespace() on null")
-        if not is_valid_namespace(ref.namespace):
-            raise EventRejectedError(f"namespace '{ref.namespace}' must contain only letters …")
-        if not ref.name.strip():
-            raise EventRejectedError("value must not be blank")
-
-
-def _is_streaming(event: ParsedEvent) -> bool:
-    """LineageEvent.Job.isStreamingJob: the event's jobType facet says STREAMING (any case)."""
-    job_type = (event.job_facets or {}).get("jobType") or {}
-    return str(job_type.get("processingType")).upper() == "STREAMING"
-
-
-def _quiet_streaming_end(event: ParsedEvent) -> bool:
-    """isTerminalEventForStreamingJobWithNoDatasets: COMPLETE or FAIL (not ABORT), streaming,
-    no inputs, no outputs (LineageEvent.java#L55-L67)."""
-    terminal = (event.event_type or "").upper() in ("COMPLETE", "FAIL")
-    return terminal and _is_streaming(event) and not event.inputs and not event.outputs
-
-
-def _location(event: ParsedEvent) -> str | None:
-    source = (event.job_facets or {}).get("sourceCodeLocation") or {}
-    url = source.get("url")
-    return url if isinstance(url, str) else None
-
-
-def _kept_run_facets(run: Run, facets: JsonDict) -> JsonDict:
-    """RunFacetsDao.insertRunFacetsFor drops `spark_unknown` and keeps `spark.logicalPlan` only
-    from the first event that had it (case-insensitive names)."""
-    seen = {name.lower() for row in run.run_facets for name in row.facets}
-    return {
-        name: value
-        for name, value in facets.items()
-        if name.lower() != _SPARK_UNKNOWN
-        and not (name.lower() == _SPARK_LOGICAL_PLAN and _SPARK_LOGICAL_PLAN in seen)
-    }
-
-
-def _run_args(event: ParsedEvent) -> dict[str, str]:
-    """OpenLineageDao.createRunArgs, stored once per run (the first event's)."""
-    args: dict[str, str] = {}
-    if event.nominal_start is not None:
-        args["nominal_start_time"] = event.nominal_start.java
-    if event.nominal_end is not None:
-        args["nominal_end_time"] = event.nominal_end.java
-    if event.parent is not None:
-        args["run_id"] = event.parent.run_id
-        args["name"] = event.parent.job_name
-        args["namespace"] = event.parent.job_namespace
-    return args
-
-
-def _job_version_uuid(job: Job, inputs: frozenset[Key], outputs: frozenset[Key]) -> UUID:
-    """Utils.newJobVersionFor: a name-based UUID of the job and its sorted datasets."""
-    return name_based_uuid(
-        f"{job.namespace}:{job.name}:{sorted(inputs)}:{sorted(outputs)}:{job.location}"
-    )
