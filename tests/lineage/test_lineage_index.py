@@ -59,9 +59,9 @@ class CountingClient(MarquezClient):
 
     calls: list[str]
 
-    async def _get(self, path: str, query: Any = ()) -> Any:
+    async def _get(self, path: str, query: Any = (), *, slow: bool = False) -> Any:
         self.calls.append(path)
-        return await super()._get(path, query)
+        return await super()._get(path, query, slow=slow)
 
 
 def counting(server: StandInServer) -> tuple[list[str], Callable[[], CountingClient]]:

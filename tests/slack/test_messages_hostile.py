@@ -337,6 +337,10 @@ KINDS: dict[str, tuple[Callable[..., Any], Build]] = {
         backfill_answers.answer,
         lambda v: answered(backfill_answers.answer, backfill_outcomes(v)),
     ),
+    "still_planning": (
+        backfill_answers.still_planning,
+        lambda v: backfill_answers.still_planning(v.dag),
+    ),
     "approval_pointer": (
         backfill_answers.approval_pointer,
         lambda v: backfill_answers.approval_pointer(v.ident, v.dag, v.error, v.error, v.user),

@@ -30,7 +30,7 @@ from bot.events.store.models import EventSource, RunEvent
 __all__ = ["dag_events_since", "keys_between", "store_events"]
 
 # ParsedEvent fields that run_events does not hold
-_NOT_COLUMNS = ("inputs", "outputs", "parent_run_id")
+_NOT_COLUMNS = ("inputs", "outputs", "parent_run_id", "symlinks")
 _TABLE = RunEvent.__table__
 _LOOKUP = 500  # run ids per lookup of stored rows
 _CHAIN_MAX = 8  # parent levels resolved within one batch
