@@ -17,7 +17,9 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from bot.config import parse_config
+from bot.clients.marquez import MarquezClient
+from bot.config import BotConfig, parse_config
+from bot.lineage.service.planning import Planner
 from standins.marquez.server import StandInServer, running_standin
 from tests.cli.test_cli import cli
 from tests.support.airflow_events import dag_run_events
@@ -33,6 +35,7 @@ DAGS = {
     "core.weekly": {"aggregate": (("warehouse.sessions",), ("marts.weekly",))},
     "core.report": {"build": (("marts.daily", "marts.weekly"), ("reports.sessions",))},
 }
+RECORDED = Path(__file__).resolve().parents[1] / "fixtures/openlineage/airflow-3.3.2"
 PLANNED = ["core.raw", "core.sessions", "core.daily", "core.weekly", "core.report"]
 
 
@@ -91,3 +94,22 @@ async def test_the_backfill_preview_from_serves_index_lists_only_dag_ids(
         assert dag in text
     for task in ("core.sessions.extract", "core.sessions.load", "core.raw.ingest"):
         assert task not in text
+
+
+async def test_a_triggered_dag_is_its_own_dag_not_the_name_marquez_files_it_under() -> None:
+    # Airflow 3.3.2's own events (tests/fixtures/openlineage/airflow-3.3.2/trigger.json): the
+    # triggered DAG run carries a `parent` facet naming the triggering task, so Marquez files
+    # it as `ol_test.parent.trigger_child.ol_test.child`; its `airflowDagRun` facet names the DAG.
+    async with running_standin() as marquez, aiohttp.ClientSession() as http:
+        for name in ("trigger", "success", "failure"):
+            for body in json.loads((RECORDED / f"{name}.json").read_text()):
+                async with http.post(f"{marquez.url}/api/v1/lineage", json=body) as reply:
+                    assert reply.status == 201, await reply.text()
+        async with MarquezClient(marquez.url) as client:
+            catalog = await Planner(client, BotConfig()).catalog()
+    assert [dag.dag_id for dag in catalog.dags] == [
+        "ol_test.child",
+        "ol_test.failing",
+        "ol_test.parent",
+        "ol_test.success",
+    ]

@@ -152,7 +152,10 @@ def owner_of(
 ) -> Owner:
     """The DAG (and DAG run) the event of job `namespace/name`, run `run_id`, belongs to."""
     if job_type == "DAG" or isinstance(facets.get(DAG_FACET), Mapping):
-        return Owner(namespace, name, run_id, "self")
+        # The DAG-run facet names its DAG: Marquez files a DAG run that another DAG triggered
+        # under the triggering task (`parent.trigger_task.child_dag`), a name Airflow lacks.
+        dag_id = _get(facets, DAG_FACET, "dag", "dag_id")
+        return Owner(namespace, dag_id if _usable_name(dag_id) else name, run_id, "self")
     dag_id = _get(facets, "airflow", "dag", "dag_id")
     if _usable_name(dag_id) and dag_id != name:
         run = next(
