@@ -18,7 +18,6 @@ import aiohttp
 import pytest
 
 from standins.http_server import start_app
-from standins.marquez.__main__ import parse_args
 from standins.marquez.events import to_name_based_uuid
 from standins.marquez.server import MarquezState, StandInServer, create_app
 from tests.standins.test_standin_marquez import RUN_A, RUN_B, Api, event, facet
@@ -145,10 +144,7 @@ async def test_latency_delays_the_routes_asked_and_only_those() -> None:
             assert time.monotonic() - started >= 0.3 > fast
     finally:
         await runner.cleanup()
-    assert parse_args(["--latency", "lineage=15", "--latency", "jobs=2"]).latency == [
-        ("lineage", 15.0),
-        ("jobs", 2.0),
-    ]
+    # the command line's `--latency ROUTE=SECONDS`: tests/cli/test_cli_commands.py
 
 
 # -- row 16: job JSON details -------------------------------------------------------------------
