@@ -16,7 +16,7 @@ from bot.config import parse_config
 from standins.http_server import start_app
 from standins.marquez.server import StandInServer, create_app, seeded_state
 from tests.cli.test_cli import cli
-from tests.support.e2e import CHANNEL, REQUESTER, eventually, running_bot
+from tests.support.e2e import CHANNEL, REQUESTER, SLACK_ACK_S, eventually, running_bot
 
 LINEAGE_S = 3.0  # longer than the ordinary timeout the tests set (MARQUEZ_TIMEOUT_S=1)
 
@@ -72,8 +72,9 @@ async def test_a_slash_command_on_a_slow_marquez_says_it_is_still_asking(
         }
     )
     env = {"BOT_EXECUTOR": "manual", "MARQUEZ_TIMEOUT_S": "1"}
+    # Slack's own deadline: the command is acked before the plan, which takes LINEAGE_S.
     async with running_bot(
-        f"sqlite:///{tmp_path / 'bot.db'}", slow_lineage, config, env=env
+        f"sqlite:///{tmp_path / 'bot.db'}", slow_lineage, config, env=env, ack_timeout=SLACK_ACK_S
     ) as bot:
         reply = await bot.slack.slash_command(
             "example.etl_orders 2021-06-04", user_id=REQUESTER, channel_id=CHANNEL
