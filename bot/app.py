@@ -78,7 +78,7 @@ def build_services(settings: Settings, config: BotConfig, given: AsyncWebClient)
     sessions = session_factory(engine)
     metrics = Metrics(sink_names=[sink.name for sink in config.sinks])
     slack = counted(given, metrics.slack_call)  # bolt's clients are copied from this one
-    sender = build_slack_sender(sessions, slack, metrics)
+    sender = build_slack_sender(sessions, slack, metrics, ops_channel=config.watch.ops_channel)
     marquez = marquez_clients(settings, metrics)
     lineage = build_lineage(settings, config, sessions, marquez)
     hub, sinks = build_hub(config, sessions, metrics, lineage)
@@ -131,14 +131,29 @@ def build_services(settings: Settings, config: BotConfig, given: AsyncWebClient)
 
 
 def build_slack_sender(
-    sessions: async_sessionmaker[AsyncSession], slack: AsyncWebClient, metrics: Metrics
+    sessions: async_sessionmaker[AsyncSession],
+    slack: AsyncWebClient,
+    metrics: Metrics,
+    *,
+    ops_channel: str | None,
 ) -> OutboxSender:
-    """The one place that posts to Slack. It rides out 429s itself (Retry-After, per row,
-    within its lease): its client must not also wait them out inside one call."""
-    client = AsyncWebClient(token=slack.token, base_url=slack.base_url, timeout=20)
+    """The one place that posts to Slack. It rides out 429s itself (Retry-After, per row):
+    its client must not also wait them out inside one call, which would outlast the lease.
+    A call that hangs past SEND_TIMEOUT_S is tried again (looked for in Slack first), so the
+    lease can stay short: a sender that dies holds its channel only that long."""
+    client = AsyncWebClient(token=slack.token, base_url=slack.base_url, timeout=SEND_TIMEOUT_S)
     return OutboxSender(
-        sessions, counted(client, metrics.slack_call), parents=SLACK_PARENTS, metrics=metrics
+        sessions,
+        counted(client, metrics.slack_call),
+        parents=SLACK_PARENTS,
+        metrics=metrics,
+        lease_s=SEND_LEASE_S,
+        ops_channel=ops_channel,
     )
+
+
+SEND_TIMEOUT_S = 10
+SEND_LEASE_S = 15.0  # one call, plus its pace, plus the database round trips around it
 
 
 MarquezClients = Callable[..., MarquezClient]

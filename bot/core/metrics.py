@@ -155,7 +155,14 @@ class Metrics:
         )
         self.outbox_failed = Counter(
             "backfill_bot_outbox_failed",
-            "Slack messages the sender gave up on (a permanent error, or every attempt failed).",
+            "Slack messages the sender gave up on (Slack refused one for good, or it kept "
+            "failing for a day); each is also told in watch.ops_channel.",
+            registry=r,
+        )
+        self.outbox_adopted = Counter(
+            "backfill_bot_outbox_adopted",
+            "Slack messages found already posted (by an attempt whose answer was lost, or a "
+            "sender that stopped before recording it) and adopted instead of posted again.",
             registry=r,
         )
         self.polls = Counter(

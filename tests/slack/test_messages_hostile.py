@@ -358,6 +358,10 @@ KINDS: dict[str, tuple[Callable[..., Any], Build]] = {
         ops_notices.ops_notice,
         lambda v: ops_notices.ops_notice(":warning:", v.dag, v.error, [v.error] * v.rows),
     ),
+    "ops_undeliverable": (
+        ops_notices.undeliverable,
+        lambda v: ops_notices.undeliverable(v.user, "incident_alert", v.error, T0),
+    ),
     "plan_preview": (
         backfill.plan_preview,
         lambda v: backfill.plan_preview(

@@ -280,14 +280,8 @@ class Runner:
                 step = await self._move(
                     session, by_id[step_id], StepState.SUBMITTED, executor=self.name
                 )
-                if step is not None:
+                if step is not None:  # told as started once the backend accepts it
                     starts.append(step.id)
-                    work = self._work(request, step, cancelling=False)
-                    seen.events.append(
-                        progress_messages.Started(
-                            step.dag_id, len(step.intervals), self.backend.link(work)
-                        )
-                    )
             request = await repository.get_request(session, request_id)
             await self._finish_if_done(session, request, seen, now)
             request = await repository.get_request(session, request_id)
@@ -459,10 +453,18 @@ class Runner:
         for key in ("retry_at", *_FAILURE_KEYS):
             merged.pop(key, None)
         handle = str(merged.get("handle", "")) or None
+        started = progress_messages.Started(
+            step.dag_id, len(step.intervals), self.backend.link(replace(work, state=merged))
+        )
         async with self.sessions.begin() as session:
             await execution.note_step(
                 session, step_id, executor_state=merged, handle=handle, clear_message=True
             )
+            # "Started" only now that the backend took it (a 409, a paused DAG or an outage
+            # before this would have made it untrue); the next report carries the line.
+            reported = await execution.lock_reported(session, request_id)
+            lines = progress_messages.event_lines(request, [started])
+            await execution.keep_lines(session, request_id, [*reported.lines, *lines])
         logger.info(
             "submitted step %s (%s) of backfill %s to %s%s",
             step_id, step.dag_id, request_id, self.name, f" as {handle}" if handle else "",

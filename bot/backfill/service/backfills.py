@@ -8,7 +8,7 @@ their audit row and the Slack messages they owe in one transaction, before anyth
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import Any, Literal, TypeVar
 
@@ -59,6 +59,9 @@ from bot.slack.store.models import OutboxRole
 logger = logging.getLogger(__name__)
 
 PlanChange = Callable[[Plan], Plan]
+Linked = Callable[[AsyncSession, str], Awaitable[None]]
+"""Records a new request where it was asked from (an incident's link to it), given the
+transaction that records the request and the request's id."""
 Refusal = TypeVar("Refusal", bound=Outcome)
 
 
@@ -124,10 +127,12 @@ class BackfillService:
         thread_ts: str | None = None,
         incident_id: str | None = None,
         change: PlanChange | None = None,
+        linked: Linked | None = None,
     ) -> Previewed | DryRun | Unplannable | Busy:
         """Plan the backfill; post the preview with Approve/Cancel (or show a dry run). From an
         alert, the request lives in the alert's thread (`thread_ts`) and names its incident;
-        `change` adjusts the plan (Backfill downstream drops the root)."""
+        `change` adjusts the plan (Backfill downstream drops the root); `linked` records the
+        request where it was asked from, in the transaction that records the request."""
         plan = await self._planned(command, user=user, change=change)
         if not isinstance(plan, Plan):
             return plan
@@ -155,6 +160,8 @@ class BackfillService:
                 role=OutboxRole.STATUS,
                 request_id=row.id,
             )
+            if linked is not None:
+                await linked(session, row.id)
         return Previewed(row.id)
 
     async def _planned(
@@ -188,12 +195,15 @@ class BackfillService:
         thread_ts: str | None,
         incident_id: str | None,
         change: PlanChange | None = None,
+        linked: Linked | None = None,
     ) -> Outcome:
         """**Approve backfill** in an alert. When the clicker's approval is all the plan needs,
         the request is recorded approved at once (no preview to click again), its status
         message goes to the alert's thread and it starts. When it needs more (a second person,
         other owners), the preview goes to the thread with this approval recorded. Someone not
-        allowed to approve is refused before anything is planned or posted."""
+        allowed to approve is refused before anything is planned or posted. What the click
+        decides (the request, its approval, the messages owed, and `linked`: the alert's link
+        to it) commits in one transaction, so a crash leaves all of it or none."""
         root = await self.checks.root_of(command)
         also = await self.checks.downstream_owners(command, root)
         denial = await may_approve(
@@ -216,6 +226,7 @@ class BackfillService:
                 change=change,
                 thread_ts=thread_ts,
                 incident_id=incident_id,
+                linked=linked,
             )
             if not isinstance(previewed, Previewed) or plan.blocked:
                 return previewed
@@ -244,6 +255,8 @@ class BackfillService:
                 )
                 await self._owe_approval_messages(session, approved)
                 await self.notices.approved(session, approved)
+                if linked is not None:
+                    await linked(session, row.id)
         except _Busy as exc:
             return await self._refuse(user, APPROVE_REFUSED, exc.busy, text=command.dag)
         try:

@@ -212,17 +212,15 @@ class IncidentActions:
         if not isinstance(command, PlanCommand):
             return command
         change = partial(without_root, why=_RECOVERED_NOTE) if downstream else None
-        started = await self.backfills.start_now(
+        return await self.backfills.start_now(
             command,
             user=user,
             channel=incident.channel or user,
             thread_ts=incident.alert_ts,
             incident_id=incident.id,
             change=change,
+            linked=partial(self._link, incident_id, user=user, announce=False),
         )
-        if started.request_id is not None:
-            await self.link_backfill(incident_id, started.request_id, user=user, announce=False)
-        return started
 
     async def review(
         self, incident_id: str, *, user: str, channel: str | None = None
@@ -255,32 +253,37 @@ class IncidentActions:
         command = self._command(incident)
         if not isinstance(command, PlanCommand):
             return command
-        previewed = await self.backfills.preview(
+        return await self.backfills.preview(
             command,
             user=user,
             channel=incident.channel or user,
             thread_ts=incident.alert_ts,
             incident_id=incident.id,
+            linked=partial(self._link, incident_id, user=user, announce=True),
         )
-        if previewed.request_id is not None:
-            await self.link_backfill(incident_id, previewed.request_id, user=user)
-        return previewed
 
-    async def link_backfill(
-        self, incident_id: str, request_id: str, *, user: str, announce: bool = True
+    async def _link(
+        self,
+        incident_id: str,
+        session: AsyncSession,
+        request_id: str,
+        *,
+        user: str,
+        announce: bool,
     ) -> None:
-        async with self.sessions.begin() as session:
-            incident = await store.get(session, incident_id, lock=True)
-            if incident is None:
-                return
-            incident.backfill_request_id = request_id
-            incident.updated_at = self.clock()
-            await session.flush()
-            await self.alerts.alert(session, incident)
-            if announce:
-                await self.alerts.reply(
-                    session, incident, watch_messages.backfill_asked(user, request_id)
-                )
+        """The alert follows its backfill from now on: its buttons, its state, its thread (in
+        the caller's transaction, the one that records the request)."""
+        incident = await store.get(session, incident_id, lock=True)
+        if incident is None:
+            return
+        incident.backfill_request_id = request_id
+        incident.updated_at = self.clock()
+        await session.flush()
+        await self.alerts.alert(session, incident)
+        if announce:
+            await self.alerts.reply(
+                session, incident, watch_messages.backfill_asked(user, request_id)
+            )
 
     async def _load(
         self, incident_id: str, *, user: str, channel: str | None, verb: Verb

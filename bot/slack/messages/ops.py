@@ -43,3 +43,24 @@ def ops_notice(icon: str, title: str, text: str, facts: Sequence[str]) -> dict[s
 def moment(value: datetime) -> str:
     """A time as ops notices show it: the date, the time to the second, and UTC."""
     return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+_KIND_WORDS = {
+    "incident_alert": "an incident's alert",
+    "incident_reply": "a reply in an incident's thread",
+    "backfill": "a backfill's status message or progress reply",
+    "team_notice": "a team's notice of a backfill",
+    "notice": "a notice",
+}
+
+
+def undeliverable(channel: str, kind: str, error: str, owed_at: datetime) -> dict[str, Any]:
+    """The ops notice for a Slack message the sender gave up on: which, where, and why."""
+    return ops_notice(
+        ":no_entry:",
+        "A Slack message was not delivered",
+        f"The bot gave up on {_KIND_WORDS.get(kind, 'a message')} for {channel}: Slack "
+        "refused it for good, or it kept failing for a day. The row stays in the outbox table "
+        "with the answer.",
+        [f"Error: {error}", f"Owed since {moment(owed_at)}"],
+    )

@@ -1,18 +1,19 @@
-"""Delivers the outbox to Slack: in order per channel, pacing on Retry-After, threading replies
-under a request's status message once its ts is known (or in the thread the request lives in),
-and editing in place the one message that rows sharing an edit key make.
+"""Delivers the outbox to Slack: in order within a channel, channels independently of each other
+(a lane each, a bounded number at once, so one slow or hung call delays only its own channel),
+pacing on Retry-After, threading replies under their parent once its ts is known, and editing in
+place the one message that rows sharing an edit key make.
 
-Each message is claimed (a lease on `next_attempt_at`) before it is sent, so two senders on one
-database never both send it. Delivery is at-least-once: Slack has no idempotency key, so a crash
-between a successful post and recording it would repost that one message when its lease ends.
+Nothing lost: only Slack's own final errors end a message (`bot.slack.rules.delivery`); every
+other failure is tried again until it lands, and one given up on is counted and told to the ops
+channel. Nothing doubled: a row is claimed for a short lease that covers its send; every post
+names its rows in Slack message metadata, and a row that may have reached Slack already (its
+sender died, or the answer was lost) is first looked for in the channel and adopted if found.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import random
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -26,47 +27,19 @@ from bot.core.metrics import Metrics, PostedKind
 from bot.core.tables import utcnow
 from bot.core.worker import Worker
 from bot.slack.messages.common import not_a_member
+from bot.slack.messages.ops import undeliverable
+from bot.slack.rules.delivery import CHANNEL_ERRORS, Attempt, Verdict, VerdictKind, judge
+from bot.slack.service.posting import POST_PACE, UPDATE_PACE, Posted, Poster, Sent, Wait
 from bot.slack.store import outbox
-from bot.slack.store.models import OutboxMessage, OutboxRole, OutboxState
+from bot.slack.store.models import OutboxMessage, OutboxRole
 from bot.slack.store.parents import Parents
+
+__all__ = ["MERGED_BLOCKS", "POST_PACE", "UPDATE_PACE", "OutboxSender", "merged", "posted_kind"]
 
 logger = logging.getLogger(__name__)
 
-CHANNEL_ERRORS = frozenset({"channel_not_found", "not_in_channel", "is_archived"})
-TRANSIENT_ERRORS = frozenset(
-    {"ratelimited", "internal_error", "fatal_error", "service_unavailable", "request_timeout"}
-)
-
-
-class Pace:
-    """A token bucket kept on our side, so the bot stays under Slack's limits instead of
-    bouncing off them: `burst` calls at once, then `per_second`."""
-
-    def __init__(self, burst: float, per_second: float) -> None:
-        self.burst, self.per_second = burst, per_second
-        self._tokens: dict[str, float] = {}
-        self._at: dict[str, float] = {}
-
-    async def take(self, key: str) -> None:
-        loop = asyncio.get_running_loop()
-        now = loop.time()
-        tokens = min(
-            self.burst,
-            self._tokens.get(key, self.burst) + (now - self._at.get(key, now)) * self.per_second,
-        )
-        if tokens < 1:
-            await asyncio.sleep((1 - tokens) / self.per_second)
-            now, tokens = loop.time(), 1.0
-        self._tokens[key], self._at[key] = tokens - 1, now
-
-
-# chat.postMessage: "1 per second per channel, short bursts allowed"; chat.update is Tier 3
-# ("50+ per minute"). A little under both, so clock drift never tips us over.
-POST_PACE = (3.0, 0.9)
-UPDATE_PACE = (20.0, 45 / 60)
-
-
 MERGED_BLOCKS = 50  # Slack's limit of blocks per message
+LANES = 8  # channels delivered at once
 
 
 def merged(batch: list[OutboxMessage]) -> dict[str, Any]:
@@ -75,22 +48,6 @@ def merged(batch: list[OutboxMessage]) -> dict[str, Any]:
         return dict(batch[0].payload)
     blocks = [b for row in batch for b in row.payload.get("blocks") or []]
     return {**batch[0].payload, "blocks": blocks}
-
-
-# Arguments that place a new message; an edit of a posted one takes only its content.
-_PLACEMENT = frozenset({"channel", "ts", "thread_ts", "reply_broadcast"})
-
-
-@dataclass(frozen=True)
-class _Outcome:
-    kind: str  # "sent" | "retry" | "wait" (for another row, not an attempt) | "failed"
-    ts: str | None = None
-    delay_s: float = 0.0
-    error: str = ""
-    new_post: bool = False  # sent as a new message (chat.postMessage), not an edit
-    channel: str | None = None
-    """Where Slack says it posted: a DM posted to by user id (U…) is its D… conversation,
-    which is what edits and the clicks on it name."""
 
 
 class OutboxSender:
@@ -103,32 +60,39 @@ class OutboxSender:
         client: AsyncWebClient,
         *,
         parents: Parents,
-        max_attempts: int = 12,
+        metrics: Metrics,
         poll_s: float = 1.0,
-        lease_s: float = 45.0,
+        lease_s: float = 15.0,
+        lanes: int = LANES,
         post_pace: tuple[float, float] | None = POST_PACE,
         update_pace: tuple[float, float] | None = UPDATE_PACE,
-        metrics: Metrics,
+        ops_channel: str | None = None,
     ) -> None:
+        """`lease_s` must outlast one call (the client's timeout) plus its pacing: a sender
+        that dies holding a row keeps its channel waiting that long."""
         self.sessions = sessions
         self.parents = parents
         self.metrics = metrics
         self.client = client
-        self.max_attempts = max_attempts
         self.poll_s = poll_s
         self.lease_s = lease_s
-        self._worker = Worker("outbox", self.deliver_due, every_s=poll_s)
+        self.ops_channel = ops_channel
+        self.poster = Poster(
+            sessions, client, parents, post_pace=post_pace, update_pace=update_pace
+        )
+        self._worker = Worker("outbox", self._dispatch, every_s=poll_s)
         wake_on_commit(sessions, outbox.OWED, self.wake)  # a row written wakes the sender
-        self._pass = asyncio.Lock()  # one delivery pass at a time, or a message could go twice
-        self._post_pace = Pace(*post_pace) if post_pace else None
-        self._update_pace = Pace(*update_pace) if update_pace else None
+        self._dispatching = asyncio.Lock()  # one look at the due rows at a time
+        self._lanes: dict[str, asyncio.Task[int]] = {}
+        self._lane_slots = asyncio.Semaphore(lanes)
 
     def wake(self) -> None:
         self._worker.wake()
 
     async def run_forever(self) -> None:
-        """Deliver until `stop()`: the pass under way finishes first."""
+        """Deliver until `stop()`: the sends under way finish first."""
         await self._worker.run_forever()
+        await self._join()
 
     def stop(self) -> None:
         self._worker.stop()
@@ -144,24 +108,60 @@ class OutboxSender:
                 await asyncio.sleep(0.05)
 
     async def deliver_due(self) -> int:
-        """One pass over due messages; returns how many were delivered."""
-        async with self._pass:
-            return await self._deliver_due()
+        """One pass over due messages, waiting for every lane; returns how many rows the
+        lanes it started delivered."""
+        started = await self._start_lanes()
+        await self._join()
+        return sum(task.result() for task in started if not task.cancelled())
 
-    async def _deliver_due(self) -> int:
-        async with self.sessions() as session:
-            rows = await outbox.due(session, now=utcnow())
-        held: set[str] = set()  # channels whose earlier message must go first
+    async def _dispatch(self) -> None:
+        """The background loop's pass: start a lane for each channel with due rows that has
+        none yet, without waiting for any (a hung call must not keep other channels waiting)."""
+        await self._start_lanes()
+
+    async def _join(self) -> None:
+        while self._lanes:
+            await asyncio.wait(list(self._lanes.values()))
+
+    async def _start_lanes(self) -> list[asyncio.Task[int]]:
+        async with self._dispatching:
+            async with self.sessions() as session:
+                rows = await outbox.due(session, now=utcnow())
+            by_channel: dict[str, list[OutboxMessage]] = {}
+            for row in rows:
+                if row.channel not in self._lanes:
+                    by_channel.setdefault(row.channel, []).append(row)
+            started = []
+            for channel, queued in by_channel.items():
+                task = asyncio.create_task(self._lane(channel, queued), name=f"outbox {channel}")
+                self._lanes[channel] = task
+                started.append(task)
+            return started
+
+    async def _lane(self, channel: str, rows: list[OutboxMessage]) -> int:
+        try:
+            async with self._lane_slots:
+                return await self._deliver_channel(rows)
+        except Exception:  # a lane that raises must not lose the others: its rows stay due
+            logger.exception("delivering to %s failed; tried again on the next pass", channel)
+            return 0
+        finally:
+            del self._lanes[channel]
+            self.wake()  # the channel may have more due now
+
+    async def _deliver_channel(self, rows: list[OutboxMessage]) -> int:
+        """Deliver one channel's due rows in order; stop at one that must be tried again
+        later (the rest of the channel waits for it)."""
         taken: set[int] = set()  # merged into an earlier post, or superseded
         delivered = 0
         for index, row in enumerate(rows):
-            if row.channel in held or row.id in taken:
+            if row.id in taken:
                 continue
+            doubt = row.in_doubt  # as read: the claim below marks it in doubt until recorded
             async with self.sessions.begin() as session:
                 # Another sender (another process on this database) may have taken it.
                 if not await outbox.claim(session, row, lease_s=self.lease_s):
-                    held.add(row.channel)
-                    continue
+                    return delivered
                 batch = [row, *await self._followers(session, rows[index + 1 :], row)]
             taken.update(r.id for r in batch)
             if row.role == OutboxRole.STATUS_UPDATE or row.edit_key is not None:
@@ -170,17 +170,12 @@ class OutboxSender:
                         # Only the newest content of a message matters; a later row sends it.
                         await outbox.mark_sent(session, row, ts=None)
                         continue
-            outcome = await self._send(row, merged(batch))
+            doubt = doubt or any(r.in_doubt for r in batch[1:])
+            sent, verdict = await self._send(batch, doubt)
             async with self.sessions.begin() as session:
-                for item in batch:
-                    await self._record(session, item, outcome)
-                if outcome.new_post:  # one Slack message, however many rows it carried
-                    self.metrics.notice_posted(session, posted_kind(row))
-            if outcome.kind == "sent":
-                delivered += len(batch)
-                _log_posted(row, outcome.ts)
-            elif outcome.kind == "retry":
-                held.add(row.channel)
+                delivered += await self._record(session, batch, sent, verdict, doubt)
+            if verdict is not None and verdict.kind == VerdictKind.RETRY:
+                return delivered
         return delivered
 
     async def _followers(
@@ -195,8 +190,6 @@ class OutboxSender:
         found: list[OutboxMessage] = []
         blocks = len(first.payload.get("blocks") or [])
         for row in later:
-            if row.channel != first.channel:
-                continue
             same_request = (row.request_id, row.incident_id) == (
                 first.request_id,
                 first.incident_id,
@@ -213,31 +206,84 @@ class OutboxSender:
             found.append(row)
         return found
 
-    async def _pace_update(self) -> None:
-        if self._update_pace:
-            await self._update_pace.take("chat.update")
+    async def _send(
+        self, batch: list[OutboxMessage], in_doubt: bool
+    ) -> tuple[Sent | None, Verdict | None]:
+        """What became of the batch: where it went (or why it waits), or the verdict on a
+        failure."""
+        row = batch[0]
+        age = utcnow() - row.created_at
+        try:
+            return await self.poster.send(batch, merged(batch), in_doubt=in_doubt), None
+        except SlackApiError as exc:
+            attempt = _attempt(exc)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            attempt = Attempt(None, detail=f"{type(exc).__name__}: {exc}"[:400])
+        except Exception as exc:  # counted like any failure, so it cannot hold the channel
+            logger.exception("sending outbox message %s failed", row.id)
+            attempt = Attempt(None, detail=f"{type(exc).__name__}: {exc}"[:400])
+        return None, judge(attempt, attempts=row.attempts, age=age)
 
-    async def _pace_post(self, channel: str) -> None:
-        if self._post_pace:
-            await self._post_pace.take(channel)
+    async def _record(
+        self,
+        session: AsyncSession,
+        batch: list[OutboxMessage],
+        sent: Sent | None,
+        verdict: Verdict | None,
+        doubt: bool,
+    ) -> int:
+        """Record what became of each row of the batch; returns how many were delivered."""
+        if isinstance(sent, Posted):
+            carried = sent.adopted if sent.adopted is not None else {r.id for r in batch}
+            for item in batch:
+                if item.id in carried:
+                    await outbox.mark_sent(session, item, ts=sent.ts, channel=sent.channel)
+                    await self.parents.record(session, item, ts=sent.ts, at=utcnow())
+                else:  # not in the message found: still owed, and known not to be posted
+                    await outbox.release(session, item)
+            if sent.new_post:  # one Slack message, however many rows it carried
+                self.metrics.notice_posted(session, posted_kind(batch[0]))
+            if sent.adopted is not None:
+                after_commit(session, self.metrics.outbox_adopted.inc)
+                logger.info("outbox message %s was already in Slack (ts %s)", batch[0].id, sent.ts)
+            else:
+                _log_posted(batch[0], sent.ts)
+            return sum(1 for item in batch if item.id in carried)
+        if isinstance(sent, Wait):
+            at = utcnow() + timedelta(seconds=1.0)
+            for item in batch:
+                await outbox.wait(session, item, at=at, reason=sent.reason, in_doubt=doubt)
+            return 0
+        if sent is not None:  # Unpostable
+            verdict = Verdict(VerdictKind.FAILED, sent.reason)
+        assert verdict is not None
+        for item in batch:
+            if verdict.kind == VerdictKind.RETRY:
+                at = utcnow() + timedelta(seconds=verdict.delay_s)
+                await outbox.retry_later(
+                    session, item, at=at, error=verdict.error, in_doubt=doubt or verdict.in_doubt
+                )
+            else:
+                await self._give_up(session, item, verdict.error)
+        if verdict.kind == VerdictKind.RETRY:
+            logger.warning(
+                "Slack did not take outbox message %s (%s); trying again in %.0f s",
+                batch[0].id, verdict.error, verdict.delay_s,
+            )  # fmt: skip
+        return 0
 
-    async def _record(self, session: AsyncSession, row: OutboxMessage, outcome: _Outcome) -> None:
-        if outcome.kind == "sent":
-            await outbox.mark_sent(session, row, ts=outcome.ts, channel=outcome.channel)
-            await self.parents.record(session, row, ts=outcome.ts, at=utcnow())
-        elif outcome.kind == "wait":
-            at = utcnow() + timedelta(seconds=outcome.delay_s)
-            await outbox.wait(session, row, at=at, reason=outcome.error)
-        elif outcome.kind == "retry" and row.attempts + 1 < self.max_attempts:
-            at = utcnow() + timedelta(seconds=outcome.delay_s)
-            await outbox.retry_later(session, row, at=at, error=outcome.error)
-        else:
-            logger.error("giving up on outbox message %s: %s", row.id, outcome.error)
-            await outbox.mark_failed(session, row, error=outcome.error)
-            after_commit(session, self.metrics.outbox_failed.inc)
-            closed = outcome.error.split(" ")[0] in CHANNEL_ERRORS
-            if row.role == OutboxRole.STATUS and row.request_id and closed:
-                await self._tell_requester(session, row)
+    async def _give_up(self, session: AsyncSession, row: OutboxMessage, error: str) -> None:
+        """Never silently: logged, counted, and told in the ops channel (unless that is where
+        it could not go), and a requester whose channel is closed to the bot is told in a DM."""
+        logger.error("giving up on outbox message %s to %s: %s", row.id, row.channel, error)
+        await outbox.mark_failed(session, row, error=error)
+        after_commit(session, self.metrics.outbox_failed.inc)
+        if self.ops_channel and row.channel != self.ops_channel:
+            payload = undeliverable(row.channel, posted_kind(row), error, row.created_at)
+            await outbox.enqueue(session, channel=self.ops_channel, payload=payload)
+        closed = error.split(" ")[0] in CHANNEL_ERRORS
+        if row.role == OutboxRole.STATUS and row.request_id and closed:
+            await self._tell_requester(session, row)
 
     async def _tell_requester(self, session: AsyncSession, row: OutboxMessage) -> None:
         """The bot cannot post where the request was made: say so in the requester's DM."""
@@ -249,107 +295,30 @@ class OutboxSender:
         payload = not_a_member(row.request_id, root_dag, row.channel)
         await outbox.enqueue(session, channel=requester, payload=payload)
 
-    async def _thread_parent(self, row: OutboxMessage) -> tuple[str | None, bool]:
-        """(ts, ready): the status message's ts, or whether to wait for it to be posted."""
-        async with self.sessions() as session:
-            ts = await self.parents.parent_ts(session, row)
-            state = await outbox.parent_post_state(session, row)
-        if state == OutboxState.PENDING:
-            return None, False  # a (new) status message is on its way: it is the parent
-        # Without any status message, a reply stands on its own.
-        return ts, True
 
-    async def _send(self, row: OutboxMessage, payload: dict[str, Any]) -> _Outcome:
-        try:
-            if row.edit_key is not None:
-                return await self._send_keyed(row, payload)
-            return await self._deliver(row, payload)
-        except SlackApiError as exc:
-            return self._classify(exc, row)
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            return _Outcome(
-                "retry", delay_s=self._backoff(row), error=f"{type(exc).__name__}: {exc}"
-            )
-        except Exception as exc:  # counted like any failure, so it cannot hold the channel
-            logger.exception("sending outbox message %s failed", row.id)
-            return _Outcome(
-                "retry", delay_s=self._backoff(row), error=f"{type(exc).__name__}: {exc}"[:400]
-            )
-
-    async def _send_keyed(self, row: OutboxMessage, payload: dict[str, Any]) -> _Outcome:
-        """A row of an edit key: the first posts the key's message, later ones edit it (once
-        it is posted: while an earlier row of the key is pending, this one waits)."""
-        async with self.sessions() as session:
-            posted = await outbox.key_message(session, row)
-            waiting = posted is None and await outbox.first_post_pending(session, row)
-        if waiting:
-            return _Outcome("wait", delay_s=1.0, error=outbox.WAITING_FOR_FIRST_POST)
-        if posted is None:  # this row is the first (or every earlier one gave up)
-            return await self._deliver(row, payload)
-        channel, ts = posted
-        content = {k: v for k, v in payload.items() if k not in _PLACEMENT}
-        await self._pace_update()
-        await self.client.chat_update(channel=channel, ts=ts, **content)
-        return _Outcome("sent", ts=ts)
-
-    async def _deliver(self, row: OutboxMessage, payload: dict[str, Any]) -> _Outcome:
-        """Send one row as its role and method say (SlackApiError and network errors pass up)."""
-        args: dict[str, Any] = dict(payload)
-        thread = None
-        if row.role in (OutboxRole.STATUS, OutboxRole.THREAD):
-            async with self.sessions() as session:
-                # A request that lives in a thread posts its status message there, and its
-                # replies too: Slack threads are one level deep, so not under that reply.
-                thread = await self.parents.request_thread(session, row)
-        if row.role == OutboxRole.STATUS and thread:
-            args["thread_ts"] = thread
-        if row.role in (OutboxRole.THREAD, OutboxRole.STATUS_UPDATE):
-            ts, ready = await self._thread_parent(row)
-            if not ready:
-                return _Outcome("wait", delay_s=1.0, error=outbox.WAITING_FOR_PARENT)
-            if row.role == OutboxRole.STATUS_UPDATE:
-                if ts is None:
-                    return _Outcome("failed", error="the status message was never posted")
-                await self._pace_update()
-                await self.client.chat_update(channel=row.channel, ts=ts, **args)
-                return _Outcome("sent", ts=ts)
-            if thread or ts:
-                args["thread_ts"] = thread or ts
-        if row.method == "chat.update":  # a plain update names its ts in the payload
-            await self._pace_update()
-            await self.client.chat_update(channel=row.channel, **args)
-            return _Outcome("sent", ts=args.get("ts"))
-        if row.method == "chat.postEphemeral":
-            reply = await self.client.chat_postEphemeral(
-                channel=row.channel, user=row.user or "", **args
-            )
-            return _Outcome("sent", ts=reply.get("message_ts"))
-        await self._pace_post(row.channel)
-        reply = await self.client.chat_postMessage(channel=row.channel, **args)
-        channel = reply.get("channel")
-        return _Outcome(
-            "sent",
-            ts=reply.get("ts"),
-            new_post=True,
-            channel=channel if isinstance(channel, str) and channel else None,
-        )
-
-    def _classify(self, exc: SlackApiError, row: OutboxMessage) -> _Outcome:
-        response = exc.response
-        error = str(response.get("error", "")) if response is not None else str(exc)
-        if response is not None and response.status_code == 429:
-            retry_after = float(
-                response.headers.get("Retry-After", response.headers.get("retry-after", 1))
-            )
-            return _Outcome("retry", delay_s=max(retry_after, 1.0), error="ratelimited")
-        if error in TRANSIENT_ERRORS:
-            return _Outcome("retry", delay_s=self._backoff(row), error=error)
-        detail = response.get("response_metadata") if response is not None else None
-        return _Outcome("failed", error=f"{error} {detail or ''}".strip())
-
-    @staticmethod
-    def _backoff(row: OutboxMessage) -> float:
-        return float(min(60.0, 2**row.attempts) * (0.5 + random.random() / 2))
+def _attempt(exc: SlackApiError) -> Attempt:
+    """What a SlackApiError says, whatever answered: Slack's JSON, an edge's HTML page (no
+    body the SDK can read), or a body the SDK could not parse (then `response` is aiohttp's)."""
+    response = getattr(exc, "response", None)
+    status = getattr(response, "status_code", None) or getattr(response, "status", None)
+    data = getattr(response, "data", None)
+    error = str(data.get("error") or "") if isinstance(data, dict) else ""
+    headers = getattr(response, "headers", None) or {}
+    retry_after: float | None = None
+    try:
+        raw = headers.get("Retry-After") or headers.get("retry-after")
+        retry_after = float(raw) if raw is not None else None
+    except (TypeError, ValueError):
+        retry_after = None
+    detail = error or f"HTTP {status}"
+    if error and isinstance(data, dict) and data.get("response_metadata"):
+        detail = f"{error} {data['response_metadata']}"
+    return Attempt(
+        int(status) if isinstance(status, int) else None,
+        error=error,
+        retry_after_s=retry_after,
+        detail=detail[:400],
+    )
 
 
 def _log_posted(row: OutboxMessage, ts: str | None) -> None:

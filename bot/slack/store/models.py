@@ -7,7 +7,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import JSON, CheckConstraint, ForeignKey, Index, Integer, String
+from sqlalchemy import JSON, Boolean, CheckConstraint, ForeignKey, Index, Integer, String, false
 from sqlalchemy.orm import Mapped, mapped_column
 
 from bot.core.tables import Base, UTCDateTime, one_of, utcnow
@@ -57,6 +57,10 @@ class OutboxMessage(Base):
     """Rows of one parent with the same key are one message: the first posts it, later ones
     edit it in place (e.g. the single "N failures downstream joined" reply)."""
     error: Mapped[str | None] = mapped_column(String(500))
+    in_doubt: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    """Whether Slack may already have this message although no success was recorded: its
+    sender died holding it, or an attempt got no answer (or an edge's). Looked for in Slack
+    (by its metadata) before it is posted again."""
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 

@@ -261,7 +261,14 @@ async def claim(session: AsyncSession, message: OutboxMessage, *, lease_s: float
         )
         # The error of a claimed row is stale; "waiting for the parent" must not let later
         # messages overtake it while it is being sent.
-        .values(next_attempt_at=now + timedelta(seconds=lease_s), updated_at=now, error=None)
+        # Until the send is recorded, the row may be in Slack: a sender that finds it again
+        # (this one died, its lease ended) looks for it there before posting it.
+        .values(
+            next_attempt_at=now + timedelta(seconds=lease_s),
+            updated_at=now,
+            error=None,
+            in_doubt=True,
+        )
         .execution_options(synchronize_session=False)
     )
     assert isinstance(result, CursorResult)
@@ -278,6 +285,7 @@ async def mark_sent(
     now = utcnow()
     values: dict[str, Any] = {
         "state": OutboxState.SENT.value, "posted_ts": ts, "updated_at": now, "error": None,
+        "in_doubt": False,
     }  # fmt: skip
     if channel and channel != message.channel:
         values["channel"] = channel
@@ -287,19 +295,44 @@ async def mark_sent(
     )
 
 
-async def wait(session: AsyncSession, message: OutboxMessage, *, at: datetime, reason: str) -> None:
+async def wait(
+    session: AsyncSession,
+    message: OutboxMessage,
+    *,
+    at: datetime,
+    reason: str,
+    in_doubt: bool = False,
+) -> None:
     """Put the row back until `at` without counting an attempt: it waits for another row (its
-    thread's parent, its key's first post), which will be sent or give up on its own."""
+    thread's parent, its key's first post), which will be sent or give up on its own.
+    `in_doubt`: whether an earlier attempt may have posted it (nothing was sent this time)."""
     await session.execute(
         update(OutboxMessage)
         .where(OutboxMessage.id == message.id)
-        .values(next_attempt_at=at, error=reason, updated_at=utcnow())
+        .values(next_attempt_at=at, error=reason, updated_at=utcnow(), in_doubt=in_doubt)
+    )
+
+
+async def release(session: AsyncSession, message: OutboxMessage) -> None:
+    """Give a claimed row back, due at once and known not to be in Slack: the message an
+    earlier attempt posted, found and adopted, did not carry it."""
+    await session.execute(
+        update(OutboxMessage)
+        .where(OutboxMessage.id == message.id)
+        .values(next_attempt_at=utcnow(), error=None, updated_at=utcnow(), in_doubt=False)
     )
 
 
 async def retry_later(
-    session: AsyncSession, message: OutboxMessage, *, at: datetime, error: str
+    session: AsyncSession,
+    message: OutboxMessage,
+    *,
+    at: datetime,
+    error: str,
+    in_doubt: bool = False,
 ) -> None:
+    """Count a failed attempt and try again at `at`. `in_doubt`: whether Slack may have
+    posted it anyway (no answer, or an edge's), so the next attempt looks for it first."""
     await session.execute(
         update(OutboxMessage)
         .where(OutboxMessage.id == message.id)
@@ -308,6 +341,7 @@ async def retry_later(
             next_attempt_at=at,
             error=error[:500],
             updated_at=utcnow(),
+            in_doubt=in_doubt,
         )
     )
 
