@@ -260,7 +260,8 @@ class Runner:
             cancelled = request.state == RequestState.CANCELLED
             by_id = {s.id: s for s in request.steps}
             for step_id, state in seen.cancel_states.items():
-                await execution.note_step(session, step_id, executor_state=state)
+                if by_id[step_id].state in STEP_ACTIVE:  # else another replica moved it on
+                    await execution.note_step(session, step_id, executor_state=state)
             for step_id, result in seen.polled.items():
                 await self._apply(session, request, by_id[step_id], result, seen)
             request = await repository.get_request(session, request_id)
@@ -322,6 +323,10 @@ class Runner:
         result: Progress,
         seen: _Pass,
     ) -> None:
+        if step.state not in STEP_ACTIVE:
+            # Another replica recorded this step's end since this pass asked the backend: what
+            # was seen is stale, and it reported the end already.
+            return
         await execution.note_step(
             session,
             step.id,
