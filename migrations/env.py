@@ -3,6 +3,10 @@
 `bot.core.db.upgrade(url)` passes the URL in the Config. Only the `alembic` command line (which
 sets `cmd_opts`) falls back to the DATABASE_URL environment variable, so the app never migrates a
 database other than the one it was given.
+
+A run is one transaction on SQLite as on PostgreSQL, holding a lock on the database from its
+first statement (issue 24): a process killed at any moment leaves the database as it was before
+the run, and processes migrating together queue up, the later ones finding the database at head.
 """
 
 from __future__ import annotations
@@ -13,9 +17,14 @@ from typing import Any, Literal
 
 from alembic import context
 from alembic.autogenerate.api import AutogenContext
-from sqlalchemy import create_engine, pool
 
-from bot.core.db import ensure_sqlite_directory, reported, sync_url
+from bot.core.db import (
+    ensure_sqlite_directory,
+    migration_engine,
+    migration_lock_statement,
+    reported,
+    sync_url,
+)
 from bot.core.tables import UTCDateTime
 from bot.schema import metadata
 
@@ -48,8 +57,28 @@ def database_url() -> str:
     return sync_url(url)
 
 
+def run_in_one_locked_transaction() -> None:
+    """Run the migrations in one transaction that first takes the database's migration lock.
+
+    Alembic's `configure(transactional_ddl=…)` "Force[s] the usage of 'transactional' DDL on or
+    off; this otherwise defaults to whether or not the dialect in use supports it", and with
+    `transaction_per_migration` off `begin_transaction()` is then one real transaction around
+    "the full series of migrations to run" (EnvironmentContext.configure's docs). Its SQLite
+    impl says no transactional DDL, because of sqlite3's legacy autocommit, and so used to run
+    each revision's statements as they came; `bot.core.db.migration_engine` takes that autocommit
+    away, so `transactional_ddl=True` holds for SQLite as it does for PostgreSQL. One transaction
+    for the run rather than one per revision keeps the lock from before alembic_version is read
+    until the last revision commits; a failed revision rolls back the run (nothing half-done)."""
+    with context.begin_transaction():
+        lock = migration_lock_statement(context.get_context().dialect.name)
+        if lock is not None:
+            context.execute(lock)
+        context.run_migrations()
+
+
 def run_migrations_offline() -> None:
-    """Emit the SQL for the migrations without connecting (`alembic upgrade head --sql`)."""
+    """Emit the SQL for the migrations without connecting (`alembic upgrade head --sql`): one
+    BEGIN … COMMIT around them, after the lock, as the app runs them."""
     url = database_url()
     context.configure(
         url=url,
@@ -58,16 +87,17 @@ def run_migrations_offline() -> None:
         dialect_opts={"paramstyle": "named"},
         render_as_batch=url.startswith("sqlite"),
         render_item=render_item,
+        transactional_ddl=True,
+        transaction_per_migration=False,
     )
-    with context.begin_transaction():
-        context.run_migrations()
+    run_in_one_locked_transaction()
 
 
 def run_migrations_online() -> None:
     """Run the migrations on a connection of a short-lived engine."""
     url = database_url()
     ensure_sqlite_directory(url)
-    engine = create_engine(url, poolclass=pool.NullPool)
+    engine = migration_engine(url)
     try:
         # A refused or failed connection is one line naming the database without its password
         # (also for the alembic CLI, which would print SQLAlchemy's text as it is).
@@ -80,9 +110,10 @@ def run_migrations_online() -> None:
                 # SQLite cannot ALTER most things in place; batch mode copies the table instead.
                 render_as_batch=connection.dialect.name == "sqlite",
                 render_item=render_item,
+                transactional_ddl=True,
+                transaction_per_migration=False,
             )
-            with context.begin_transaction():
-                context.run_migrations()
+            run_in_one_locked_transaction()
     finally:
         engine.dispose()
 

@@ -11,7 +11,7 @@ from urllib.parse import quote, quote_plus
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import event
+from sqlalchemy import Connection, Engine, create_engine, event, pool
 from sqlalchemy.engine import make_url
 from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
@@ -35,6 +35,12 @@ _SUPPORTED = (
     "or postgresql+psycopg://…"
 )
 _SQLITE_BUSY_TIMEOUT_S = 15.0
+# A SQLite migration waits this long for another process's whole upgrade (the write lock) before
+# failing with "database is locked"; longer than the app's wait, as table copies take a while.
+_MIGRATION_BUSY_TIMEOUT_S = 120.0
+# The key of the PostgreSQL advisory lock every process migrating a database takes: "bfb-migr"
+# in ASCII. Advisory locks belong to one database, so other databases on the server never wait.
+MIGRATION_LOCK_KEY = 0x6266_622D_6D69_6772
 
 
 class DatabaseError(RuntimeError):
@@ -182,6 +188,64 @@ def upgrade(url: str, revision: str = "head") -> None:
     config = _alembic_config(url)
     with reported(url, "migrate the database"):
         command.upgrade(config, revision)
+
+
+def migration_engine(url: str) -> Engine:
+    """The sync engine Alembic migrates `url` with (migrations/env.py), one connection at a time.
+
+    Its transactions are real on SQLite too, and hold the database's write lock from their
+    first statement. Python's sqlite3 (before 3.16, in its default legacy transaction control)
+    emits no BEGIN before DDL, so each CREATE or ALTER used to commit on its own: a process
+    killed mid-revision left it half-applied, with alembic_version not advanced (issue 24).
+    SQLAlchemy's SQLite dialect docs ("Transactions with SQLite and the sqlite3 driver",
+    formerly pysqlite's "Serializable isolation / Savepoints / Transactional DDL") give the fix
+    used here, the one for every Python the bot runs on (3.11 has no `autocommit` attribute):
+    `isolation_level = None` on each DBAPI connection so sqlite3 never begins a transaction by
+    itself, and a `begin` listener that emits BEGIN (sqlite3 still commits). SQLite's DDL is
+    transactional, so a revision, batch-mode table copies included, then commits or rolls back
+    with its alembic_version update. BEGIN IMMEDIATE takes the write lock at once: a second
+    process migrating the same file waits (busy timeout) before it reads alembic_version, and
+    then finds the first one's work committed. PostgreSQL needs none of this (its DDL is
+    transactional and psycopg begins before any statement); its lock is
+    `migration_lock_statement`."""
+    target = sync_url(url)
+    if not target.startswith("sqlite"):
+        return create_engine(target, poolclass=pool.NullPool)
+    engine = create_engine(
+        target,
+        poolclass=pool.NullPool,
+        connect_args={"timeout": _MIGRATION_BUSY_TIMEOUT_S},
+    )
+    event.listen(engine, "connect", _sqlite_manual_transactions)
+    event.listen(engine, "begin", _sqlite_begin_immediate)
+    return engine
+
+
+def _sqlite_manual_transactions(
+    dbapi_connection: DBAPIConnection, connection_record: ConnectionPoolEntry
+) -> None:
+    # sqlite3 stops beginning transactions (and skipping DDL); SQLAlchemy's BEGIN takes over.
+    dbapi_connection.isolation_level = None
+
+
+def _sqlite_begin_immediate(connection: Connection) -> None:
+    # IMMEDIATE: the write lock now, not at the first write, so migrations queue up here.
+    connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def migration_lock_statement(dialect: str) -> str | None:
+    """The statement that, first in a migration's transaction, makes every other migration of
+    the same database wait until that transaction ends, or None when the transaction's BEGIN
+    already does (SQLite: see `migration_engine`).
+
+    On PostgreSQL, a transaction-level advisory lock: the whole upgrade is one transaction
+    (migrations/env.py), so the lock is held until it commits or rolls back, also when the
+    process is killed and the server ends its session. Replicas starting together thus migrate
+    one after the other: the second reads alembic_version after the first committed, finds the
+    database at head and has nothing to do, where both used to create alembic_version."""
+    if dialect == "postgresql":
+        return f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK_KEY})"
+    return None
 
 
 def downgrade(url: str, revision: str = "base") -> None:
