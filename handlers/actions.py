@@ -3,17 +3,16 @@ Approve backfill, Review plan, Backfill downstream, Acknowledge, Snooze, Unsnooz
 Backfill, and its links (an incident id each). Services reload what the id names on every
 click, and act only if it belongs to the channel the click came from (passed as `channel`);
 each answers with an outcome, which this module turns into the ephemeral reply through the
-capability's `answers`."""
+capability's `answers`, sent back by handlers/_replies.py (by the click's response_url, or
+through the Web API when the click came without one)."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from functools import partial
 from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
-from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.app_services import Services
 from bot.backfill.messages import answers as backfill_answers
@@ -21,48 +20,32 @@ from bot.backfill.messages.backfill import plan_modal
 from bot.incidents.messages import answers as incident_answers
 from bot.lineage.rules.planner import Plan
 from bot.sla import messages as sla_messages
-from bot.slack.messages.common import refusal
+from bot.slack.messages.clicks import plan_not_opened
 from bot.slack.rules.ids import ActionId
+from handlers._replies import Click, Replies
 
-logger = logging.getLogger(__name__)
 Listener = Callable[[AsyncAck, dict[str, Any], AsyncRespond], Coroutine[Any, Any, None]]
 Answer = Callable[[Any], dict[str, Any]]
 
 
-def _clicked(body: dict[str, Any]) -> tuple[str, str, str]:
-    """(the button's value, who clicked, the channel of the message clicked; "" if none)."""
-    actions = body.get("actions") or [{}]
-    value = str(actions[0].get("value") or "")
-    user = str((body.get("user") or {}).get("id") or "")
-    container = body.get("container") or {}
-    channel = str((body.get("channel") or {}).get("id") or container.get("channel_id") or "")
-    return value, user, channel
-
-
-async def _say_failed(respond: AsyncRespond) -> None:
-    logger.exception("a button click failed")
-    payload = refusal(
-        "Something went wrong on our side; nothing was changed that you were not told about.",
-        hint="Try again in a minute; the error is in the bot's log.",
-    )
-    await respond(response_type="ephemeral", replace_original=False, **payload)
-
-
 def register(app: AsyncApp, services: Services) -> None:
+    def replies(body: dict[str, Any], respond: AsyncRespond) -> Replies:
+        return Replies(services.slack, Click.of(body), respond)
+
     async def decide(
         decision: Callable[..., Awaitable[Any]],
         answer: Answer,
         body: dict[str, Any],
         respond: AsyncRespond,
     ) -> None:
-        value, user, channel = _clicked(body)
+        reply = replies(body, respond)
+        click = reply.click
         try:
-            outcome = await decision(value, user=user, channel=channel)
-            payload = answer(outcome)
+            payload = answer(await decision(click.value, user=click.user, channel=click.channel))
         except Exception:
-            await _say_failed(respond)
+            await reply.failed()
             return
-        await respond(response_type="ephemeral", replace_original=False, **payload)
+        await reply.send(payload)
 
     def on_click(decision: Callable[..., Awaitable[Any]], answer: Answer) -> Listener:
         """A listener for a button whose whole answer is the service's ephemeral reply."""
@@ -91,31 +74,30 @@ def register(app: AsyncApp, services: Services) -> None:
         app.action(action_id)(on_click(decision, answer))
 
     async def open_plan(
-        found: Plan | Any,
+        find: Callable[..., Awaitable[Plan | Any]],
         answer: Answer,
         request_id: str,
         body: dict[str, Any],
-        client: AsyncWebClient,
         respond: AsyncRespond,
     ) -> None:
-        """The plan in a modal, or the reply saying why there is none."""
-        if not isinstance(found, Plan):
-            await respond(response_type="ephemeral", replace_original=False, **answer(found))
-            return
-        view = plan_modal(found, request_id=request_id)
-        await client.views_open(trigger_id=body["trigger_id"], view=view)
+        """The plan in a modal (summed up in an ephemeral message when no modal can open), or
+        the reply saying why there is none."""
+        reply = replies(body, respond)
+        click = reply.click
+        try:
+            found = await find(click.value, user=click.user, channel=click.channel)
+            if not isinstance(found, Plan):
+                await reply.send(answer(found))
+                return
+            view = plan_modal(found, request_id=request_id)
+            await reply.open_view(view, partial(plan_not_opened, request_id=request_id))
+        except Exception:
+            await reply.failed()
 
     @app.action(ActionId.INCIDENT_REVIEW)
-    async def review_plan(
-        ack: AsyncAck, body: dict[str, Any], client: AsyncWebClient, respond: AsyncRespond
-    ) -> None:
+    async def review_plan(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
         await ack()
-        incident_id, user, channel = _clicked(body)
-        try:
-            found = await alerts.review(incident_id, user=user, channel=channel)
-            await open_plan(found, incident_answers.answer, "", body, client, respond)
-        except Exception:
-            await _say_failed(respond)
+        await open_plan(alerts.review, incident_answers.answer, "", body, respond)
 
     @app.action(ActionId.SLA_ACK)
     async def acknowledge_sla(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
@@ -135,13 +117,7 @@ def register(app: AsyncApp, services: Services) -> None:
         await ack()  # a link button: Slack opens the URL, the bot only acknowledges
 
     @app.action(ActionId.SHOW_PLAN)
-    async def show_plan(
-        ack: AsyncAck, body: dict[str, Any], client: AsyncWebClient, respond: AsyncRespond
-    ) -> None:
+    async def show_plan(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
         await ack()
-        request_id, user, channel = _clicked(body)
-        try:
-            found = await backfills.show_plan(request_id, user=user, channel=channel)
-            await open_plan(found, backfill_answers.answer, request_id, body, client, respond)
-        except Exception:
-            await _say_failed(respond)
+        request_id = Click.of(body).value
+        await open_plan(backfills.show_plan, backfill_answers.answer, request_id, body, respond)

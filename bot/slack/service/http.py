@@ -17,8 +17,8 @@ import logging
 import re
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import Any
-from urllib.parse import parse_qsl
+from typing import Any, TypeGuard
+from urllib.parse import parse_qsl, urlsplit
 
 from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response
@@ -29,7 +29,9 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.request.internals import build_normalized_headers, extract_content_type
 from slack_sdk.signature import SignatureVerifier
 
-__all__ = ["WINDOW_S", "ReplayCache", "SlackEvents", "parse_body", "problem"]
+from bot.slack.rules.ids import ActionId
+
+__all__ = ["WINDOW_S", "ReplayCache", "SlackEvents", "ignored", "parse_body", "problem"]
 
 logger = logging.getLogger(__name__)
 WINDOW_S = 5 * 60  # Slack's: a request signed longer ago (or further ahead) than this is refused
@@ -41,10 +43,31 @@ REPLAY_CACHE_SIZE = 10_000  # ~33 requests a second for 5 minutes; far above thi
 _TIMESTAMP = re.compile(r"[0-9]{1,12}")
 _SIGNATURE = re.compile(r"v0=[0-9a-f]{64}")
 SLASH_FIELDS = ("command", "user_id", "channel_id", "response_url", "trigger_id")
-# Interactions answered through a response_url or a view opened with the trigger_id.
-NEEDS_REPLY_PATH = frozenset({"block_actions", "interactive_message", "message_action", "shortcut"})
 # Read with .get() by bolt (IgnoringSelfEvents, matchers) or handlers/ when present.
 OBJECTS = ("event", "view", "message", "container", "channel", "user")
+# What the listeners in handlers/ answer: every ActionId (handlers/actions.py registers each)
+# and the Home tab (handlers/home.py). Bolt would answer anything else 404, and for some shapes
+# raise while composing its "unhandled request" hint.
+ANSWERED_ACTIONS = frozenset(ActionId)
+ANSWERED_EVENTS = frozenset({"app_home_opened"})
+# Slack's kinds of payloads look like this; a reason names no other `type` (nor a long one).
+_KIND = re.compile(r"[a-z_]{1,40}")
+# Ids bolt copies into its context, and from there into its per-request Web API client's
+# default parameters (team_id): strings, or null where Slack sends null.
+CONTEXT_IDS = (
+    ("team", "id"), ("enterprise", "id"), ("user", "team_id"), ("view", "team_id"),
+    ("view", "app_installed_team_id"), ("team_id",), ("enterprise_id",), ("api_app_id",),
+    ("authorizations", 0, "team_id"), ("authorizations", 0, "enterprise_id"),
+    ("authorizations", 0, "user_id"),
+)  # fmt: skip
+# Where handlers/actions.py finds the channel, message and thread of a click.
+CLICK_IDS = (
+    ("channel", "id"), ("container", "channel_id"), ("container", "message_ts"),
+    ("container", "thread_ts"), ("message", "ts"),
+)  # fmt: skip
+_ABSENT = object()
+# A user id as Slack writes one: what views.publish takes for the Home tab.
+_USER_ID = re.compile(r"[UW][A-Z0-9]{1,63}")
 
 
 def _text(value: object) -> bool:
@@ -53,6 +76,25 @@ def _text(value: object) -> bool:
 
 def _user(value: object) -> bool:
     return isinstance(value, dict) and _text(value.get("id"))
+
+
+def _at(body: Any, path: tuple[str | int, ...]) -> Any:
+    """The value at `path` (keys of objects, indexes of lists); _ABSENT if there is none."""
+    for key in path:
+        listed = isinstance(body, list) and isinstance(key, int) and key < len(body)
+        if not (listed or (isinstance(body, dict) and key in body)):
+            return _ABSENT
+        body = body[key]
+    return body
+
+
+def _not_strings(body: dict[str, Any], paths: tuple[tuple[str | int, ...], ...]) -> str | None:
+    """The first of `paths` holding something other than a string or null, named."""
+    for path in paths:
+        value = _at(body, path)
+        if value is not _ABSENT and value is not None and not isinstance(value, str):
+            return f"{'.'.join(map(str, path))} is not a string"
+    return None
 
 
 # The database keeps user and channel ids in 64 characters; Slack's are a dozen or two.
@@ -70,26 +112,57 @@ def _long_id(body: dict[str, Any]) -> str | None:
     return None
 
 
+def _listed(value: object) -> TypeGuard[list[dict[str, Any]]]:
+    return isinstance(value, list) and bool(value) and all(isinstance(v, dict) for v in value)
+
+
 def _actions(value: object) -> bool:
     # Bolt matches on actions[0]["action_id"]; handlers read actions[0].get("value").
-    return (
-        isinstance(value, list)
-        and bool(value)
-        and all(isinstance(a, dict) and _text(a.get("action_id")) for a in value)
-    )
+    return _listed(value) and all(_text(a.get("action_id")) for a in value)
 
 
 def _event(value: object) -> bool:
     return isinstance(value, dict) and _text(value.get("type"))
 
 
-# What each kind of payload must carry (Slack's payload references; bolt's listener matchers).
+def _view(value: object) -> bool:
+    # Bolt reads view["callback_id"] to match and view["type"] to tell a workflow step's.
+    return isinstance(value, dict) and _text(value.get("callback_id")) and _text(value.get("type"))
+
+
+def _url(value: object) -> bool:
+    # What bolt's respond() can post to; aiohttp raises on spaces and control characters.
+    if not (isinstance(value, str) and value.isprintable() and " " not in value):
+        return False
+    try:
+        parts = urlsplit(value)
+    except ValueError:  # "http://[…": an IPv6 address left open
+        return False
+    return parts.scheme in ("https", "http") and bool(parts.hostname)
+
+
+def _blocks(value: object) -> bool:
+    # SLA Acknowledge edits the clicked message's blocks, reading blocks and elements with .get().
+    if not isinstance(value, list):
+        return False
+    for block in value:
+        elements = (block.get("elements") or []) if isinstance(block, dict) else None
+        if not (isinstance(elements, list) and all(isinstance(e, dict) for e in elements)):
+            return False
+    return True
+
+
+# What each kind of payload must carry (Slack's payload references; what bolt's listener
+# matchers and its listener arguments read: to_action, to_view, to_options). Kinds no listener
+# answers are refused anyway; these name what is missing first.
 REQUIRED: dict[str, tuple[tuple[str, Callable[[object], bool]], ...]] = {
     "block_actions": (("user", _user), ("actions", _actions)),
-    "view_submission": (("user", _user), ("view", lambda v: isinstance(v, dict))),
-    "view_closed": (("user", _user), ("view", lambda v: isinstance(v, dict))),
+    "view_submission": (("user", _user), ("view", _view)),
+    "view_closed": (("user", _user), ("view", _view)),
     "shortcut": (("user", _user), ("callback_id", _text), ("trigger_id", _text)),
     "message_action": (("user", _user), ("callback_id", _text), ("trigger_id", _text)),
+    "block_suggestion": (("user", _user), ("action_id", _text)),
+    "interactive_message": (("user", _user), ("callback_id", _text), ("actions", _listed)),
     "event_callback": (("event", _event),),
     "url_verification": (("challenge", _text),),
 }
@@ -118,21 +191,90 @@ def problem(body: Any) -> str | None:
         return None  # Slack checking the certificate of the Request URL; bolt answers it
     if not isinstance(kind, str) or not kind:
         return "payload without type"
-    for name in OBJECTS:
-        if body.get(name) is not None and not isinstance(body[name], dict):
-            return f"{kind}: {name} is not an object"
-    for name in ("response_url", "trigger_id"):  # bolt's respond() and views.open take strings
-        if name in body and not _text(body[name]):
-            return f"{kind}: {name} is not a string"
-    urls = body.get("response_urls")  # bolt reads response_urls[0].get("response_url")
-    if urls is not None and not (isinstance(urls, list) and all(isinstance(u, dict) for u in urls)):
-        return f"{kind}: response_urls is not a list of objects"
+    if not _KIND.fullmatch(kind):
+        return "a payload of a type Slack does not send"
+    reason = _shape(body)
+    if reason is not None:
+        return f"{kind}: {reason}"
     for name, valid in REQUIRED.get(kind, ()):
         if not valid(body.get(name)):
             return f"{kind} without {name}"
-    if kind in NEEDS_REPLY_PATH and "response_url" not in body and "trigger_id" not in body:
-        return f"{kind} without response_url or trigger_id"
-    return _long_id(body)
+    reason = _click_shape(body) if kind == "block_actions" else None
+    if kind == "event_callback" and body["event"]["type"] == "app_home_opened":
+        user = body["event"].get("user")  # handlers/home.py publishes the tab to this id
+        if not (isinstance(user, str) and _USER_ID.fullmatch(user)):
+            reason = "app_home_opened without a user id"
+    if reason is not None:
+        return f"{kind}: {reason}"
+    return _unanswered(body, kind) or _long_id(body)
+
+
+def _shape(body: dict[str, Any]) -> str | None:
+    """What bolt would read from any payload and could not, named; None if nothing."""
+    for name in OBJECTS:
+        if body.get(name) is not None and not isinstance(body[name], dict):
+            return f"{name} is not an object"
+    if "event" in body and not isinstance(body["event"], dict):  # bolt: body.get("event", {})
+        return "event is not an object"
+    if "bot_access_token" in body or "bot_access_token" in body.get("event", {}):
+        # Bolt would make it the token of every Web API call; this bot has no workflow functions.
+        return "a workflow function's token"
+    for name in ("response_url", "trigger_id"):  # bolt's respond() and views.open take strings
+        if name in body and not _text(body[name]):
+            return f"{name} is not a string"
+    if "response_url" in body and not _url(body["response_url"]):
+        return "response_url is not a URL"
+    urls = body.get("response_urls")  # bolt reads response_urls[0].get("response_url")
+    if urls is not None and not (
+        isinstance(urls, list)
+        and all(isinstance(u, dict) and _url(u.get("response_url")) for u in urls)
+    ):
+        return "response_urls is not a list of objects with a URL"
+    authorizations = body.get("authorizations")  # bolt reads authorizations[0] with .get()
+    if authorizations is not None and not (
+        isinstance(authorizations, list) and all(isinstance(a, dict) for a in authorizations)
+    ):
+        return "authorizations is not a list of objects"
+    for name in ("team", "enterprise"):  # bolt takes an id or an object with an id
+        if body.get(name) is not None and not isinstance(body[name], str | dict):
+            return f"{name} is neither an id nor an object"
+    return _not_strings(body, CONTEXT_IDS)
+
+
+def _click_shape(body: dict[str, Any]) -> str | None:
+    """What handlers/actions.py reads from a click and could not use, named; None if nothing."""
+    value = body["actions"][0].get("value")
+    if value is not None and not isinstance(value, str):
+        return "actions[0].value is not a string"
+    message = body.get("message") or {}
+    if "blocks" in message and not _blocks(message["blocks"]):
+        return "message.blocks is not a list of blocks"
+    return _not_strings(body, CLICK_IDS)
+
+
+def _unanswered(body: dict[str, Any], kind: str) -> str | None:
+    """Why no listener in handlers/ answers this well-formed payload; None if one does."""
+    if kind == "block_actions":
+        if body["actions"][0]["action_id"] not in ANSWERED_ACTIONS:
+            return "block_actions: no listener for this action_id"
+        # Slack sends a trigger_id with every click, and a response_url with every click on a
+        # message: a click with neither is not Slack's. With one, handlers/_replies.py answers
+        # what the other would have carried through the Web API.
+        if "response_url" not in body and "trigger_id" not in body:
+            return "block_actions without response_url or trigger_id"
+        return None
+    if kind in ("event_callback", "url_verification", "app_rate_limited"):
+        return None  # answered by bolt, or acknowledged unheard (see ignored())
+    return f"{kind}: no listener for it"
+
+
+def ignored(body: dict[str, Any]) -> bool:
+    """Whether this well-formed payload is acknowledged (200) without bolt: Slack saying the app
+    is rate limited, or an event no listener handles (Slack retries an event answered otherwise,
+    and turns off the events of an app that fails most of them)."""
+    event = body.get("event") if body.get("type") == "event_callback" else None
+    kind = event.get("type") if isinstance(event, dict) else None
+    return body.get("type") == "app_rate_limited" or kind not in (None, *ANSWERED_EVENTS)
 
 
 class _BytesVerifier(SignatureVerifier):
@@ -224,6 +366,10 @@ class SlackEvents:
         reason = problem(body)
         if reason is not None:
             return _refuse(request, 400, reason)
+        if ignored(body):
+            what = str((body.get("event") or {}).get("type") or body["type"])[:40]
+            logger.info("acknowledged a Slack %r no listener handles", what)
+            return web.Response(status=200)
         try:
             bolt_request = AsyncBoltRequest(body=text, query=request.query_string, headers=headers)
             if bolt_request.body != body:  # bolt's "payload" slip (see parse_body)
