@@ -22,6 +22,7 @@ from bot.incidents.service.watcher import IncidentService
 from bot.lineage.service.reconcile import Reconciler
 from bot.settings import Settings
 from bot.sla.service import SlaService
+from bot.slack.service.clicks import ClickInbox
 from bot.slack.service.sender import OutboxSender
 
 
@@ -50,3 +51,5 @@ class Services:
     """Delivers what the hub owes sinks beyond Slack (PagerDuty, webhooks)."""
     subscriptions: SubscriptionService = field(kw_only=True)
     """`/backfill subscribe`, `subscriptions` and `unsubscribe`."""
+    clicks: ClickInbox = field(kw_only=True)
+    """Deciding clicks, recorded before their ack and replayed after a crash."""

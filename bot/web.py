@@ -80,6 +80,8 @@ def create_web_app(
         tasks = [
             asyncio.create_task(services.sender.run_forever(), name="outbox-sender"),
             asyncio.create_task(resumer.run_forever(), name="resume-approved"),
+            # Clicks acknowledged by a process that stopped before deciding them.
+            asyncio.create_task(services.clicks.run_forever(bolt), name="click-replay"),
         ]
         if services.sinks is not None:
             tasks.append(asyncio.create_task(services.sinks.run_forever(), name="sink-sender"))
@@ -121,6 +123,7 @@ def create_web_app(
         # Stop gracefully: a task cancelled inside a transaction would leak its connection.
         scheduler.pause()
         resumer.stop()
+        services.clicks.stop()
         services.sender.stop()
         if services.sinks is not None:
             services.sinks.stop()

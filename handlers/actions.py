@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from functools import partial
 from typing import Any
 
-from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
+from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext, AsyncRespond
 
 from bot.app_services import Services
 from bot.backfill.messages import answers as backfill_answers
@@ -24,7 +24,9 @@ from bot.slack.messages.clicks import plan_not_opened
 from bot.slack.rules.ids import ActionId
 from handlers._replies import Click, Replies
 
-Listener = Callable[[AsyncAck, dict[str, Any], AsyncRespond], Coroutine[Any, Any, None]]
+Listener = Callable[
+    [AsyncAck, dict[str, Any], AsyncRespond, AsyncBoltContext], Coroutine[Any, Any, None]
+]
 Answer = Callable[[Any], dict[str, Any]]
 
 
@@ -37,22 +39,28 @@ def register(app: AsyncApp, services: Services) -> None:
         answer: Answer,
         body: dict[str, Any],
         respond: AsyncRespond,
+        context: AsyncBoltContext,
     ) -> None:
+        """Decide, answer, and only then mark the click handled: a bot killed before that
+        replays it (bot/slack/service/clicks.py)."""
         reply = replies(body, respond)
         click = reply.click
         try:
             payload = answer(await decision(click.value, user=click.user, channel=click.channel))
         except Exception:
             await reply.failed()
-            return
-        await reply.send(payload)
+        else:
+            await reply.send(payload)
+        await services.clicks.handled(context)
 
     def on_click(decision: Callable[..., Awaitable[Any]], answer: Answer) -> Listener:
         """A listener for a button whose whole answer is the service's ephemeral reply."""
 
-        async def listener(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
+        async def listener(
+            ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond, context: AsyncBoltContext
+        ) -> None:
             await ack()
-            await decide(decision, answer, body, respond)
+            await decide(decision, answer, body, respond, context)
 
         return listener
 
@@ -100,13 +108,15 @@ def register(app: AsyncApp, services: Services) -> None:
         await open_plan(alerts.review, incident_answers.answer, "", body, respond)
 
     @app.action(ActionId.SLA_ACK)
-    async def acknowledge_sla(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
+    async def acknowledge_sla(
+        ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond, context: AsyncBoltContext
+    ) -> None:
         await ack()
         message: dict[str, Any] = body.get("message") or {}
         ts = str(message.get("ts") or (body.get("container") or {}).get("message_ts") or "")
         acknowledge = partial(services.sla.acknowledge, ts=ts, message=message)
         # the channel is the clicked notice's
-        await decide(acknowledge, sla_messages.answer, body, respond)
+        await decide(acknowledge, sla_messages.answer, body, respond, context)
 
     @app.action(ActionId.INCIDENT_MARQUEZ)
     @app.action(ActionId.SLA_AIRFLOW)

@@ -27,6 +27,7 @@ TABLES = {
     "backfill_steps",
     "audit_log",
     "outbox",
+    "slack_clicks",
     "run_events",
     "watch_cursors",
     "incidents",
@@ -98,7 +99,7 @@ async def test_upgrade_creates_tables_indexes_and_constraints(database_url: str)
     schema = await on_connection(database_url, describe)
 
     assert schema["tables"] == TABLES
-    assert schema["version"] == "0013"
+    assert schema["version"] == "0014"
     for table, names in INDEXES.items():
         assert names <= schema["indexes"][table]
     assert schema["checks"] == {

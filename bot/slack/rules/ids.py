@@ -33,6 +33,18 @@ class ActionId(StrEnum):
     SLA_MARQUEZ = "sla.open_marquez"
 
 
+DECIDING_CLICKS: frozenset[str] = frozenset(
+    {
+        ActionId.APPROVE, ActionId.CANCEL, ActionId.RETRY, ActionId.INCIDENT_APPROVE,
+        ActionId.INCIDENT_DOWNSTREAM, ActionId.INCIDENT_BACKFILL, ActionId.INCIDENT_ACK,
+        ActionId.INCIDENT_SNOOZE_1H, ActionId.INCIDENT_SNOOZE_24H, ActionId.INCIDENT_UNSNOOZE,
+        ActionId.SLA_ACK,
+    }
+)  # fmt: skip
+"""Buttons whose click decides something: recorded before the ack and replayed after a crash
+(`bot.slack.service.clicks`). Links and plan views only show; a lost one is clicked again."""
+
+
 class BlockId(StrEnum):
     """`block_id` of blocks a handler or an update needs to find again."""
 

@@ -1,5 +1,6 @@
 """The outbox: every Slack message the bot owes, a row before it is sent (`bot.slack.store.outbox`
-writes and claims them, `bot.slack.service.sender` delivers them)."""
+writes and claims them, `bot.slack.service.sender` delivers them); and the clicks that decide
+something, a row before they are acknowledged (`bot.slack.store.clicks`)."""
 
 from __future__ import annotations
 
@@ -71,4 +72,34 @@ class OutboxMessage(Base):
         Index("ix_outbox_state_next_attempt_at", "state", "next_attempt_at"),
         Index("ix_outbox_request_id", "request_id"),
         Index("ix_outbox_incident_id", "incident_id"),
+    )
+
+
+class ClickState(StrEnum):
+    RECEIVED = "received"  # acknowledged to Slack; its listener may not have finished
+    HANDLED = "handled"  # decided and answered
+    FAILED = "failed"  # replayed CLICK_ATTEMPTS times without finishing: logged, left
+
+
+class ReceivedClick(Base):
+    """A button click that decides something, recorded before Slack is told it arrived: a bot
+    killed after the ack and before the decision replays it when it starts again."""
+
+    __tablename__ = "slack_clicks"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    action_id: Mapped[str] = mapped_column(String(255))
+    user: Mapped[str] = mapped_column(String(64))
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON)
+    state: Mapped[str] = mapped_column(String(16), default=ClickState.RECEIVED.value)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    """When a replay may take it: a grace after it arrived (its own listener is at work), then
+    a lease while a replay runs it."""
+    received_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    handled_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+    __table_args__ = (
+        CheckConstraint(one_of("state", ClickState), name="state"),
+        Index("ix_slack_clicks_state_next_attempt_at", "state", "next_attempt_at"),
     )
