@@ -61,7 +61,9 @@ from bot.lineage.service.reconcile import Reconciler
 from bot.lineage.service.record import record_lineage
 from bot.settings import Settings, SetupError
 from bot.sla.service import SlaService
+from bot.slack.rules.ids import DECIDING_CLICKS
 from bot.slack.service.calls import counted
+from bot.slack.service.clicks import ClickInbox
 from bot.slack.service.groups import SlackGroups
 from bot.slack.service.sender import OutboxSender
 from bot.slack.store.parents import Parents
@@ -117,7 +119,10 @@ def build_services(settings: Settings, config: BotConfig, given: AsyncWebClient)
     incidents = IncidentService(sessions, config, lineage.planners, alerts=alerts, metrics=metrics)
     incident_actions = IncidentActions(sessions, alerts, backfills)
     on_events = partial(record_lineage, sessions) if lineage.index is not None else None
-    poller = MarquezPoller(sessions, marquez, config.watch, on_events=on_events, metrics=metrics)
+    poller = MarquezPoller(
+        sessions, marquez, config.watch, on_events=on_events, metrics=metrics,
+        on_recovered=incidents.refresh_unavailable,
+    )  # fmt: skip
     sla = SlaService(
         sessions, config, lineage.planners, links=alerts.links, metrics=metrics, hub=hub
     )
@@ -127,6 +132,7 @@ def build_services(settings: Settings, config: BotConfig, given: AsyncWebClient)
         RetryService(sessions=sessions), metrics,
         build_readiness(settings, engine, slack, marquez), runner, lineage.reconciler, sinks,
         subscriptions=SubscriptionService(sessions, config, groups),
+        clicks=ClickInbox(sessions, DECIDING_CLICKS),
     )  # fmt: skip
 
 
@@ -141,7 +147,11 @@ def build_slack_sender(
     its client must not also wait them out inside one call, which would outlast the lease.
     A call that hangs past SEND_TIMEOUT_S is tried again (looked for in Slack first), so the
     lease can stay short: a sender that dies holds its channel only that long."""
-    client = AsyncWebClient(token=slack.token, base_url=slack.base_url, timeout=SEND_TIMEOUT_S)
+    # No retry handlers at all: slack_sdk's default one re-sends a call whose connection was
+    # reset, which posts twice when the reset came after Slack had posted.
+    client = AsyncWebClient(
+        token=slack.token, base_url=slack.base_url, timeout=SEND_TIMEOUT_S, retry_handlers=[]
+    )
     return OutboxSender(
         sessions,
         counted(client, metrics.slack_call),
@@ -323,6 +333,7 @@ def create_bolt_app(services: Services) -> AsyncApp:
     app.client.base_url = slack.base_url
     app.client.timeout = slack.timeout
     app.client.retry_handlers = slack.retry_handlers
+    app.middleware(services.clicks.middleware)  # a deciding click is a row before its ack
     handlers.commands.register(app, services)
     handlers.actions.register(app, services)
     handlers.home.register(app, services)

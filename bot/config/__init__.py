@@ -170,6 +170,9 @@ class Watch(Strict):
     poll: bool = True
     """Poll Marquez's GET /api/v1/events/lineage (the receiver works either way)."""
     poll_interval_s: float = Field(default=30.0, ge=0.05, le=3600)
+    retry_max_s: float = Field(default=60.0, ge=0.05, le=3600)
+    """While Marquez fails, polls back off (doubling from poll_interval_s) to at most this:
+    how late, at worst, its recovery is noticed."""
     overlap_s: float = Field(default=300.0, ge=0, le=86400)
     """Each poll re-reads this far before its cursor: late events carry old eventTimes."""
     start_from: datetime | None = None

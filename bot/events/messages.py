@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from bot.slack.messages.ops import describe_duration, moment, ops_notice
@@ -24,16 +24,24 @@ def unreachable(reason: str, resume_from: datetime) -> dict[str, Any]:
 
 
 def recovered(
-    down_for: timedelta, since: datetime, read_from: datetime, new: int
+    down: tuple[datetime, datetime], since: datetime, read_from: datetime, new: int
 ) -> dict[str, Any]:
-    """The ops notice posted once when Marquez answers again after an outage."""
+    """The ops notice posted once when Marquez answers again after an outage: it was down from
+    `since` (the first failed poll) until some moment in `down` (the last failed poll, and the
+    poll that found it back)."""
+    shortest, longest = down[0] - since, down[1] - since
+    low, high = describe_duration(shortest), describe_duration(longest)
+    how_long = high if low == high else f"{low} to {high}"
     return ops_notice(
         ":white_check_mark:",
         "Marquez recovered",
-        f"Marquez answers again after {describe_duration(down_for)} unreachable. No events "
-        "were missed: the watcher read on from where it stopped "
-        f"({plural(new, 'new run event')} so far).",
-        [f"Unreachable since {moment(since)}", f"Read on from events at {moment(read_from)}"],
+        f"Marquez answers again after {how_long} unreachable. No events were missed: the "
+        f"watcher read on from where it stopped ({plural(new, 'new run event')} so far).",
+        [
+            f"Unreachable since {moment(since)}",
+            f"Last failed poll at {moment(down[0])}, answered at {moment(down[1])}",
+            f"Read on from events at {moment(read_from)}",
+        ],
     )
 
 

@@ -116,7 +116,12 @@ CASES: dict[str, Case] = {
     ),
     "ops_recovered": Case(
         NOTICE,
-        lambda: ops.recovered(timedelta(minutes=12), T0, T0 - timedelta(minutes=5), 75),
+        lambda: ops.recovered(
+            (T0 + timedelta(minutes=9), T0 + timedelta(minutes=12)),
+            T0,
+            T0 - timedelta(minutes=5),
+            75,
+        ),
     ),
 }
 
@@ -197,7 +202,7 @@ def test_ops_notices_escape_the_error() -> None:
     ("new", "words"), [(0, "0 new run events"), (1, "1 new run event"), (75, "75 new run events")]
 )
 def test_recovered_counts_the_events_read(new: int, words: str) -> None:
-    text = ops.recovered(timedelta(hours=3, minutes=5), T0, T0, new)["text"]
+    text = ops.recovered((T0 + timedelta(hours=3, minutes=5),) * 2, T0, T0, new)["text"]
     assert "after 3 h 5 min unreachable. No events were missed" in text
     assert f"({words} so far)." in text
 

@@ -435,7 +435,9 @@ KINDS: dict[str, tuple[Callable[..., Any], Build]] = {
     ),
     "ops_recovered": (
         ops.recovered,
-        lambda v: ops.recovered(timedelta(minutes=5), T0, T0, v.rows),
+        lambda v: ops.recovered(
+            (T0 + timedelta(minutes=4), T0 + timedelta(minutes=5)), T0, T0, v.rows
+        ),
     ),
     # a sink's error is what its server answered: outside text
     "ops_sink_failing": (

@@ -60,7 +60,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 MAX_BACKOFF_S = 300.0
-"""Longest wait between two tries while Marquez is failing."""
+"""The longest wait between two tries while Marquez is failing that `watch.retry_max_s` may
+set (its default is 60 s)."""
 FETCH_TIMEOUT_S = 120.0
 """One poll's reads (the sweep's included) must finish within this, however slow Marquez is."""
 _FAILURES = (MarquezError, TimeoutError, aiohttp.ClientError)
@@ -77,8 +78,9 @@ class MarquezPoller:
         *,
         clock: Callable[[], datetime] = utcnow,
         on_events: Callable[[list[ParsedEvent]], Awaitable[None]] | None = None,
+        on_recovered: Callable[[], Awaitable[object]] | None = None,
         cursor_name: str = "marquez",
-        max_backoff_s: float = MAX_BACKOFF_S,
+        max_backoff_s: float | None = None,
         fetch_timeout_s: float = FETCH_TIMEOUT_S,
         metrics: Metrics,
     ) -> None:
@@ -89,7 +91,12 @@ class MarquezPoller:
         self._clock = clock
         self._on_events = on_events
         self._name = cursor_name
-        self._max_backoff_s = max_backoff_s
+        self._on_recovered = on_recovered
+        self._max_backoff_s = min(
+            MAX_BACKOFF_S, max_backoff_s if max_backoff_s is not None else watch.retry_max_s
+        )
+        self._last_failure: datetime | None = None  # of this process's current failing streak
+        self._recovered = False
         self._fetch_timeout_s = fetch_timeout_s
         self._overlap = timedelta(seconds=watch.overlap_s)
         self._boot = clock()
@@ -137,7 +144,12 @@ class MarquezPoller:
         self._metrics.polls.labels("ok").inc()
         for event_type, count in types.items():
             self._metrics.event_ingested(EventSource.MARQUEZ.value, event_type, count)
-        self._failures, self._next_try = 0, None
+        self._failures, self._next_try, self._last_failure = 0, None, None
+        if self._recovered:
+            self._recovered = False
+            if self._on_recovered is not None:
+                # Alerts raised while Marquez was down said "Downstream: unknown": ask again.
+                await self._on_recovered()
         if stored and self._on_events is not None:
             await self._on_events(stored)  # after the commit: never at the events' expense
         return new
@@ -230,12 +242,14 @@ class MarquezPoller:
                 changes.update(position=min(batch.newest, now), updated_at=now)
             if not row.reachable:
                 changes.update(reachable=True, updated_at=now)
+                # Down from the first failed poll until some moment between the last failed one
+                # (this process's; another's is not known) and this one.
+                down = (max(row.updated_at, self._last_failure or row.updated_at), now)
                 await self._notice(
                     session,
-                    ops_messages.recovered(
-                        now - row.updated_at, row.updated_at, row.position - self._overlap, new
-                    ),
+                    ops_messages.recovered(down, row.updated_at, row.position - self._overlap, new),
                 )
+                self._recovered = True  # told after the commit (see poll_once)
             if changes:
                 await cursors.change(session, self._name, **changes)
         self._remember(batch.events, read_from)
@@ -256,6 +270,7 @@ class MarquezPoller:
         """Keep the cursor, back off, and announce the outage if it is news."""
         reason = _reason(exc)
         self._failures += 1
+        self._last_failure = now
         doubling = 2 ** min(self._failures, 30)  # bounded: a long outage must not overflow
         delay = min(self._max_backoff_s, self._watch.poll_interval_s * doubling)
         self._next_try = now + timedelta(seconds=delay)

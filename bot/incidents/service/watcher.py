@@ -45,7 +45,7 @@ from bot.incidents.service.escalation import Escalations
 from bot.incidents.store import incidents as store
 from bot.incidents.store.models import Incident
 from bot.lineage.rules.errors import PlanningError
-from bot.lineage.rules.impact import ImpactSnapshot
+from bot.lineage.rules.impact import ImpactSnapshot, ImpactStatus
 from bot.lineage.service.planning import PlannerFactory
 from bot.slack.store import outbox
 
@@ -366,6 +366,22 @@ class IncidentService:
             if store.impact_of(incident).is_pending and incident.id not in self._pending:
                 future = asyncio.ensure_future(self._impact(incident.dag_id, incident.namespace))
                 self._follow(incident.id, future)
+
+    async def refresh_unavailable(self) -> int:
+        """Marquez answers again: open alerts whose impact it could not give ("Downstream:
+        unknown") get it worked out and edited in now; returns how many."""
+        async with self.sessions() as session:
+            roots = await store.open_roots(session)
+        asked = 0
+        for incident in roots:
+            impact = store.impact_of(incident)
+            if impact.status == ImpactStatus.UNAVAILABLE and incident.id not in self._pending:
+                future = asyncio.ensure_future(self._impact(incident.dag_id, incident.namespace))
+                self._follow(incident.id, future)
+                asked += 1
+        if asked:
+            logger.info("Marquez answers again: asking the impact of %d alert(s) again", asked)
+        return asked
 
     async def _impact_known(self, incident_id: str, task: asyncio.Future[ImpactSnapshot]) -> None:
         """Edit the impact into an alert posted without it, and tell the affected teams in its

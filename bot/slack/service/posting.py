@@ -28,6 +28,7 @@ the rows it carries (a comma-separated string: Slack's payload values are scalar
 # clock between this host and Slack's may be off by some seconds.
 LOOKBACK = timedelta(minutes=5)
 LOOKUP_PAGES = 3  # of 200 messages: a lost post is sought among the channel's latest 600
+UNREADABLE = frozenset({"channel_not_found", "not_in_channel", "thread_not_found"})
 
 # chat.postMessage: "1 per second per channel, short bursts allowed"; chat.update is Tier 3
 # ("50+ per minute"). A little under both, so clock drift never tips us over.
@@ -233,8 +234,14 @@ class Poster:
                 else:
                     page = await self.client.conversations_history(**args)
             except SlackApiError as exc:
-                if _error(exc) != "missing_scope":
-                    raise
+                error = _error(exc)
+                if error in UNREADABLE:
+                    # Not there to be found (a channel Slack makes on the first post, a public
+                    # channel the bot posts to with chat:write.public but is not in): the post
+                    # is tried, and gets its own answer.
+                    return None
+                if error != "missing_scope":
+                    raise  # Slack's edge again: this attempt fails as a post would
                 # Installed before the history scopes were asked for: post again rather than
                 # never; a reinstall from manifest.yml grants them (doctor says so).
                 logger.warning(
