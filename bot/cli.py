@@ -118,6 +118,13 @@ def _parser() -> argparse.ArgumentParser:
     slack.add_argument(
         "--events-url", help="the bot's Request URL, e.g. http://127.0.0.1:3000/slack/events"
     )
+    slack.add_argument(
+        "--bad-day",
+        type=int,
+        metavar="SEED",
+        help="misbehave like Slack's edge on a bad day, reproducibly for SEED: 429s, 5xx, "
+        "resets, hangs and answers lost after posting, on about a quarter of chat.* calls",
+    )
 
     airflow = services.add_parser(
         "airflow", help="an Airflow REST API stand-in with the food_delivery DAGs"
@@ -263,8 +270,12 @@ def _run(args: argparse.Namespace) -> str | None:
         _needs_standins(f"backfill-bot {args.command}")
     if args.command == "standin" and args.service == "slack":
         from standins.slack import server as slack
+        from standins.slack.faults import BadDay
 
-        asyncio.run(slack.serve_forever(args.host, args.port, events_url=args.events_url))
+        bad_day = None if args.bad_day is None else BadDay.typical(args.bad_day)
+        asyncio.run(
+            slack.serve_forever(args.host, args.port, events_url=args.events_url, bad_day=bad_day)
+        )
         return None
     if args.command == "standin" and args.service == "airflow":
         from standins.airflow import server as airflow

@@ -1,9 +1,9 @@
 """The Slack stand-in's Web API: argument parsing, one function per method, rate limiting, and
-`response_url` posts. The server and the user-side behaviour live in `standins.slack.server`."""
+the bad days of `standins.slack.faults`. The server and the user-side behaviour live in
+`standins.slack.server`; `response_url` posts in `standins.slack.response_urls`."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import re
@@ -17,9 +17,11 @@ from standins.slack.conversations import (
     accepted_scopes,
     conversations_info,
     ensure_postable,
+    ensure_readable,
     require_scope,
     visible,
 )
+from standins.slack.faults import Fault, misbehave
 from standins.slack.limits import (
     METHOD_RATES,
     POST_MESSAGE_RATE,
@@ -31,15 +33,13 @@ from standins.slack.limits import (
     page,
     view_payload,
 )
+from standins.slack.metadata import message_metadata
 from standins.slack.state import (
-    RESPONSE_URL_TTL,
-    RESPONSE_URL_USES,
     ApiCall,
     Channel,
     Ephemeral,
     JsonDict,
     Message,
-    ResponseUrlPost,
     SlackError,
     SlackState,
 )
@@ -118,8 +118,10 @@ def _channel(state: SlackState, args: Args, *, create: bool) -> Channel:
     return found
 
 
-def _listing(state: SlackState, page: list[Message], cursor: str | None) -> JsonDict:
-    body: JsonDict = {"messages": [state.message_json(m) for m in page], "has_more": bool(cursor)}
+def _listing(state: SlackState, a: Args, page: list[Message], cursor: str | None) -> JsonDict:
+    # Whole metadata only with include_all_metadata, else its event_type (standins.slack.metadata)
+    shown = [state.message_json(m, all_metadata=a.flag("include_all_metadata")) for m in page]
+    body: JsonDict = {"messages": shown, "has_more": bool(cursor)}
     if cursor:
         body["response_metadata"] = {"next_cursor": cursor}
     return body
@@ -147,6 +149,7 @@ def _post_message(s: StandInLike, a: Args) -> JsonDict:
     ensure_postable(s.state, channel)
     text, blocks = message_content(a.raw)
     attachments = a.structured("attachments") if a.get("attachments") else None
+    metadata = message_metadata(a.raw.get("metadata"))
     message = s.state.post(
         channel.id,
         text=text,
@@ -154,6 +157,7 @@ def _post_message(s: StandInLike, a: Args) -> JsonDict:
         thread_ts=a.get("thread_ts"),
         broadcast=a.flag("reply_broadcast"),
         attachments=attachments if isinstance(attachments, list) else None,
+        metadata=metadata,
     )
     return {
         "channel": _dm_id(channel.id),
@@ -180,6 +184,9 @@ def _update(s: StandInLike, a: Args) -> JsonDict:
     if message.bot_id != s.state.bot_id:
         raise SlackError("cant_update_message")  # a bot may only edit its own messages
     text, blocks = message_content(a.raw)
+    metadata = message_metadata(a.raw.get("metadata"), removable=True)
+    if metadata is not None:  # absent: kept; {}: removed (Slack's chat.update)
+        message.metadata = metadata or None
     s.state.update(message, text=text if "text" in a.raw else None, blocks=blocks)
     json_message = s.state.message_json(message)
     return {
@@ -235,13 +242,15 @@ def _views_publish(s: StandInLike, a: Args) -> JsonDict:
 
 def _history(s: StandInLike, a: Args) -> JsonDict:
     channel = _channel(s.state, a, create=False)
+    ensure_readable(s.state, channel)
     limit = a.number("limit", 100, 999)
     found, cursor = page(a, channel.messages, limit, newest_first=True)
-    return {**_listing(s.state, found, cursor), "pin_count": 0}
+    return {**_listing(s.state, a, found, cursor), "pin_count": 0}
 
 
 def _replies(s: StandInLike, a: Args) -> JsonDict:
     channel = _channel(s.state, a, create=False)
+    ensure_readable(s.state, channel)
     try:
         named = s.state.find_message(channel.id, a.get("ts") or "")
     except LookupError:
@@ -250,7 +259,7 @@ def _replies(s: StandInLike, a: Args) -> JsonDict:
     parent = s.state.find_message(channel.id, named.thread_ts or named.ts)
     thread = [parent, *s.state.thread(channel.id, parent.ts)]
     found, cursor = page(a, thread, a.number("limit", 1000, 1000), newest_first=False)
-    return _listing(s.state, found, cursor)
+    return _listing(s.state, a, found, cursor)
 
 
 def _users_info(s: StandInLike, a: Args) -> JsonDict:
@@ -291,15 +300,26 @@ def _rate_key(method: str, args: Mapping[str, Any]) -> tuple[tuple[str, str], Ra
     return None if rate is None else ((method, ""), rate)
 
 
-async def api(request: web.Request) -> web.Response:
+async def api(request: web.Request) -> web.StreamResponse:
     standin = request.app[STANDIN]
-    method = request.match_info["method"]
-    fault = standin.state.injected_fault(method)
-    if fault is not None:
-        error = "ratelimited" if fault == 429 else "internal_error"
-        headers = {"Retry-After": "1"} if fault == 429 else {}
-        standin.state.calls.append(ApiCall(method, request.method, fault, error))
-        return web.json_response({"ok": False, "error": error}, status=fault, headers=headers)
+    method, calls = request.match_info["method"], standin.state.calls
+    fault = standin.state.faults.next_fault(method)  # fail_every or a bad day (faults)
+    if fault is None:
+        return await _answer(standin, request, method, None)
+    return await misbehave(
+        request,
+        fault,
+        standin.state.faults,
+        lambda status, error: calls.append(ApiCall(method, request.method, status, error, fault)),
+        lambda: _answer(standin, request, method, fault),
+    )
+
+
+async def _answer(
+    standin: StandInLike, request: web.Request, method: str, fault: Fault | None
+) -> web.Response:
+    """Make the call and answer it as Slack does; `fault` is the bad day's, when its answer is
+    to be lost after it was made (faults.DONE_FIRST)."""
     body, authed = await _call(standin, request, method)
     status, headers = 200, {}
     if authed:  # Slack tells an authenticated caller its token's scopes on every answer
@@ -308,7 +328,7 @@ async def api(request: web.Request) -> web.Response:
     if body.get("error") == "ratelimited":
         status = 429
         headers["Retry-After"] = str(body.pop("retry_after"))
-    standin.state.calls.append(ApiCall(method, request.method, status, body.get("error")))
+    standin.state.calls.append(ApiCall(method, request.method, status, body.get("error"), fault))
     return web.json_response(body, status=status, headers=headers)
 
 
@@ -335,57 +355,3 @@ async def _call(standin: StandInLike, request: web.Request, method: str) -> tupl
         if exc.messages:
             failed["response_metadata"] = {"messages": exc.messages}
         return failed, True
-
-
-async def response_url(request: web.Request) -> web.Response:
-    """A response_url, answered like Slack's: plain-text `ok` or an error name."""
-    state = request.app[STANDIN].state
-    raw = await request.read()
-    try:
-        body: Any = json.loads(raw)
-    except ValueError:
-        body = None
-    status, answer = _use_response_url(state, request.match_info["token"], body)
-    state.response_posts.append(ResponseUrlPost(str(request.url), body, status, answer))
-    return web.Response(status=status, text=answer)
-
-
-def _use_response_url(state: SlackState, token: str, body: Any) -> tuple[int, str]:
-    target = state.response_urls.get(token)
-    if target is None:
-        return 404, "invalid_token"
-    if state.clock() - target.issued_at > RESPONSE_URL_TTL:
-        return 404, "expired_url"
-    if target.uses >= RESPONSE_URL_USES:
-        return 404, "used_url"
-    if not isinstance(body, dict):
-        return 400, "invalid_payload"
-    original = None
-    if target.original is not None:
-        with contextlib.suppress(LookupError):
-            original = state.find_message(*target.original)
-    if body.get("delete_original") in (True, "true") and original is not None:
-        target.uses += 1
-        state.delete(original)
-        return 200, "ok"
-    try:
-        text, blocks = message_content(body)
-    except SlackError as exc:
-        return 400, exc.code
-    target.uses += 1
-    if body.get("replace_original") in (True, "true") and original is not None:
-        state.update(original, text=text, blocks=blocks or [])
-    elif body.get("response_type") == "in_channel":
-        state.post(target.channel, text=text, blocks=blocks, thread_ts=body.get("thread_ts"))
-    else:  # Slack's default response_type is ephemeral
-        state.add_ephemeral(
-            Ephemeral(
-                target.channel,
-                target.user,
-                text,
-                blocks or [],
-                "response_url",
-                body.get("thread_ts"),
-            )
-        )
-    return 200, "ok"

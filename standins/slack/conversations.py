@@ -4,9 +4,9 @@ who may post where, and `conversations.info`.
 Slack answers a call whose token lacks the method's scope with `missing_scope`, naming the scope
 `needed` and the scopes `provided`, and reports the token's scopes on every authenticated call in
 the `X-OAuth-Scopes` header (the method's own in `X-Accepted-OAuth-Scopes`). Scopes come from
-api.slack.com/methods/<method>: views.* and auth.test need none. conversations.history and
-.replies are left unchecked: only tests read through them, the bot never does, and its token has
-no history scopes.
+api.slack.com/methods/<method>: views.* and auth.test need none; conversations.info needs the
+read scope, and conversations.history and .replies the history scope, of the conversation's type
+(channels:, groups:, im:), which the sender needs to find a post whose answer was lost.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ __all__ = [
     "conversation_json",
     "conversations_info",
     "ensure_postable",
+    "ensure_readable",
     "require_scope",
     "visible",
 ]
@@ -36,14 +37,18 @@ METHOD_SCOPES: Mapping[str, str] = MappingProxyType(
         "usergroups.users.list": "usergroups:read",
     }
 )
-# conversations.info needs the read scope of the conversation's type.
+# conversations.info needs the read scope of the conversation's type; .history and .replies its
+# history scope.
 _READ_SCOPES = ("channels:read", "groups:read", "im:read", "mpim:read")
+_HISTORY_SCOPES = ("channels:history", "groups:history", "im:history", "mpim:history")
 
 
 def accepted_scopes(method: str) -> str:
     """The `X-Accepted-OAuth-Scopes` value for `method` (empty when it needs none)."""
     if method == "conversations.info":
         return ",".join(_READ_SCOPES)
+    if method in ("conversations.history", "conversations.replies"):
+        return ",".join(_HISTORY_SCOPES)
     return METHOD_SCOPES.get(method, "")
 
 
@@ -67,6 +72,22 @@ def ensure_postable(state: SlackState, channel: Channel) -> None:
     if channel.is_archived:
         raise SlackError("is_archived")
     if not channel.is_member and "chat:write.public" not in state.scopes:
+        raise SlackError("not_in_channel")
+
+
+def ensure_readable(state: SlackState, channel: Channel) -> None:
+    """Raise what Slack answers a bot reading `channel`'s messages (conversations.history and
+    .replies) without the history scope of its type, or from outside: a bot token reads "any
+    conversation the relevant bot is a member of" (docs.slack.dev/reference/methods/
+    conversations.history), so a channel it only posts in with chat:write.public is
+    `not_in_channel` (channels the stand-in opens on a first post are ones the bot is not in:
+    a sender looking there for a lost post meets what Slack answers)."""
+    if channel.id.startswith(("D", "U", "W")):  # a DM (kept under the user id it was opened by)
+        scope = "im:history"
+    else:
+        scope = "groups:history" if channel.is_private else "channels:history"
+    require_scope(state, scope)
+    if not channel.is_member:
         raise SlackError("not_in_channel")
 
 

@@ -27,12 +27,14 @@ class SlackError(Exception):
 
 @dataclass
 class ApiCall:
-    """One Web API request as the stand-in answered it (429s included)."""
+    """One Web API request as the stand-in answered it (429s included). `fault` names what a bad
+    day (`standins.slack.faults`) did to it; `status` is 0 when no HTTP answer was sent."""
 
     method: str
     http_verb: str
     status: int
     error: str | None
+    fault: str | None = None
 
 
 @dataclass
@@ -74,6 +76,7 @@ class Message:
     subtype: str | None = None
     edited: JsonDict | None = None
     attachments: list[Any] | None = None
+    metadata: JsonDict | None = None  # {"event_type": ..., "event_payload": {...}} (`metadata`)
 
 
 @dataclass

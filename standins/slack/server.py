@@ -27,8 +27,10 @@ import aiohttp
 from aiohttp import web
 
 from standins.http_server import start_app
-from standins.slack.api import STANDIN, api, response_url
+from standins.slack.api import STANDIN, api
+from standins.slack.faults import BadDay
 from standins.slack.limits import Args, RateLimiter, message_content, view_payload
+from standins.slack.response_urls import response_url
 from standins.slack.socket_mode import APP_TOKEN, BotReply, SocketModeServer, event_callback
 from standins.slack.state import (
     Ephemeral,
@@ -341,6 +343,7 @@ class SlackStandInOptions(TypedDict, total=False):
     socket_mode: bool
     app_token: str
     redelivery_s: float
+    bad_day: BadDay | None
 
 
 async def start_slack_standin(
@@ -356,15 +359,18 @@ async def start_slack_standin(
     socket_mode: bool = False,
     app_token: str = APP_TOKEN,
     redelivery_s: float = 1.0,
+    bad_day: BadDay | None = None,
 ) -> SlackStandIn:
     """Start a stand-in on host:port (0 = an ephemeral port) and return it running.
 
     `clock` drives rate limits and trigger/response_url expiry; `ack_timeout` is how long the
     simulated user waits for the bot's answer (Slack: 3 s; None waits forever). `socket_mode`
     delivers to the app connected with `app_token` instead of `events_url`; an unacknowledged
-    event is sent again `redelivery_s` after its ack was due.
+    event is sent again `redelivery_s` after its ack was due. `bad_day` makes the Web API
+    misbehave from the start (`state.bad_day()` changes it later).
     """
     state, limiter = SlackState(clock), RateLimiter(clock, enabled=rate_limits)
+    state.bad_day(bad_day)
     socket = SocketModeServer(
         state,
         limiter,

@@ -14,7 +14,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from standins.slack.faults import BadDay, FaultPlan
 from standins.slack.feed import ChangeFeed
+from standins.slack.metadata import metadata_json
 from standins.slack.records import (
     ApiCall,
     Channel,
@@ -58,11 +60,12 @@ RESPONSE_URL_TTL = 30 * 60.0
 RESPONSE_URL_USES = 5
 MAX_VIEW_STACK = 3  # a root modal plus two pushed views
 BOT_USER_ID = "U0BOT00001"
-# The bot token's scopes when a test grants nothing else: the bot scopes of manifest.yml, plus
-# channels:read and groups:read, which `backfill-bot doctor` needs to look at team channels.
+# The bot token's scopes when a test grants nothing else: the bot scopes of manifest.yml, with
+# channels:read and groups:read for `backfill-bot doctor`'s look at team channels and the history
+# scopes the sender reads its own posts back with (conversations.history and .replies).
 DEFAULT_SCOPES = frozenset(
     {"commands", "chat:write", "chat:write.public", "usergroups:read", "users:read"}
-    | {"channels:read", "groups:read"}
+    | {"channels:read", "groups:read", "channels:history", "groups:history", "im:history"}
 )
 _ALNUM = string.ascii_uppercase + string.digits
 
@@ -93,8 +96,7 @@ class SlackState:
         self.response_urls: dict[str, ResponseUrl] = {}
         self.calls: list[ApiCall] = []
         self.scopes = set(DEFAULT_SCOPES)  # the bot token's; a test may take one away
-        self.fault_every = 0
-        self.fault_count = 0
+        self.faults = FaultPlan()  # a bad day at Slack's edge, when a test asks for one
         self._stacks: dict[str, list[str]] = {}  # root view id -> open view ids, bottom first
         self._last_ts = 0
         self.add_user(BOT_USER_ID, "backfill-bot", real_name="Backfill Bot", is_bot=True)
@@ -112,16 +114,11 @@ class SlackState:
     def fail_every(self, n: int) -> None:
         """Answer every `n`-th chat.* call with a 429 or a 500 (alternately), before doing
         anything: an unreliable Slack, to prove retries deliver each message exactly once."""
-        self.fault_every = n
+        self.faults.fail_every(n)
 
-    def injected_fault(self, method: str) -> int | None:
-        """The HTTP status to fail this call with, if one is due."""
-        if not self.fault_every or not method.startswith("chat."):
-            return None
-        self.fault_count += 1
-        if self.fault_count % self.fault_every:
-            return None
-        return 429 if (self.fault_count // self.fault_every) % 2 else 500
+    def bad_day(self, day: BadDay | None) -> None:
+        """Misbehave as `day` says (seeded 429s, 5xx, resets, hangs, lost answers); None stops."""
+        self.faults.bad_day(day)
 
     def add_user(
         self,
@@ -188,12 +185,15 @@ class SlackState:
                         return message
         raise LookupError(f"no message {ts} in channel {channel}")
 
-    def message_json(self, message: Message) -> JsonDict:
-        """The message as the Web API renders it, with thread metadata on parents."""
+    def message_json(self, message: Message, *, all_metadata: bool = True) -> JsonDict:
+        """The message as the Web API renders it, with thread metadata on parents; its Slack
+        `metadata` whole, or only its event_type unless `all_metadata` (standins.slack.metadata)."""
         body: JsonDict = {"type": "message", "user": message.user, "text": message.text}
         body["ts"] = message.ts
         if message.blocks:
             body["blocks"] = message.blocks
+        if message.metadata is not None:
+            body["metadata"] = metadata_json(message.metadata, all_metadata=all_metadata)
         if message.bot_id is not None:
             body.update(bot_id=message.bot_id, app_id=self.app_id, team=self.team_id)
         for key in ("subtype", "edited", "attachments"):
@@ -231,6 +231,7 @@ class SlackState:
         thread_ts: str | None = None,
         broadcast: bool = False,
         attachments: list[Any] | None = None,
+        metadata: JsonDict | None = None,
     ) -> Message:
         """Store a message (a bot's unless `user` is a person) and return it."""
         target = self.add_channel(channel)
@@ -252,6 +253,7 @@ class SlackState:
             bot_id=self.bot_id if user == BOT_USER_ID else None,
             thread_ts=parent,
             attachments=attachments,
+            metadata=metadata,
         )
         if parent is None:
             target.messages.append(message)
