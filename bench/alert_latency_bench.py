@@ -17,7 +17,13 @@ The Marquez stand-in runs in its own process, as Marquez does: in the bot's proc
 (~560k at 10,000 jobs) would make the bot's full garbage collections ~3x longer
 (`--in-process` shows that).
 
+With `--bad-day SEED` the Slack stand-in answers as Slack's edge does on a bad day (issue 24):
+30% of chat.* calls 429 with Retry-After, 10% a 5xx (half Slack's JSON 500, half HTML 503 and
+502 pages), some answers lost after Slack posted, and three calls that hang past the sender's
+timeout; the figures then say how late alerts come under those faults (target: p99 <= 15 s).
+
 Run: .venv/bin/python bench/alert_latency_bench.py [--jobs 10000] [--events 40] [--gap 1.2]
+     [--bad-day SEED]
 """
 
 from __future__ import annotations
@@ -53,6 +59,7 @@ from bot.settings import load_settings
 from bot.slack.service.client import slack_client
 from bot.web import create_web_app
 from standins.marquez.server import running_standin
+from standins.slack.faults import BadDay, Fault
 from standins.slack.server import running_slack_standin
 from standins.slack.state import Message
 
@@ -100,6 +107,8 @@ class Run:
     slack: Counter[str] = field(default_factory=Counter)
     full_gcs: list[float] = field(default_factory=list)  # seconds each, in the measured phase
     objects: int = 0  # tracked by the garbage collector at the end of the measured phase
+    faults: str = ""  # what the Slack stand-in did to calls (empty: a good day)
+    met: Counter[str] = field(default_factory=Counter)  # the faults chat.* calls met
 
 
 def fail_event(failure: Failure) -> dict[str, object]:
@@ -215,7 +224,23 @@ async def marquez_standin(jobs: int | None, in_process: bool) -> AsyncIterator[M
         await asyncio.to_thread(process.join, 30)
 
 
-async def measure(jobs: int | None, events: int, gap: float, in_process: bool) -> Run:
+def bad_day(seed: int) -> BadDay:
+    hang, lost_hang = Fault.HANG, Fault.LOST_HANG
+    return BadDay(
+        seed=seed,
+        ratelimited=0.30,
+        server_errors=0.05,
+        unavailable=0.03,
+        bad_gateway=0.02,
+        lost_errors=0.01,
+        lost_resets=0.01,
+        script=(None, None, hang, None, None, None, lost_hang, None, None, None, hang),
+    )
+
+
+async def measure(
+    jobs: int | None, events: int, gap: float, in_process: bool, faults: int | None = None
+) -> Run:
     scratch = tempfile.TemporaryDirectory()
     database = f"sqlite:///{Path(scratch.name) / 'bench.db'}"
     config: dict[str, Any] = dict(CONFIG)
@@ -232,6 +257,10 @@ async def measure(jobs: int | None, events: int, gap: float, in_process: bool) -
         config["ownership"] = [{"pattern": f"{SYNTHETIC_NS}::job*", "team": "orders"}]
     standin = marquez_standin(jobs, in_process)
     async with standin as marquez, running_slack_standin() as slack:
+        if faults is not None:
+            slack.state.add_channel(CHANNEL, "orders")  # invited: lost posts are looked for
+            slack.state.bad_day(bad_day(faults))
+            run.faults = f"a bad day at Slack's edge (seed {faults})"
         where = "in the bot's process" if in_process else "in its own process"
         run.catalog = (
             "the food_delivery seed"
@@ -337,6 +366,7 @@ async def send_all(
     requests = await marquez.requests(marquez_before)
     run.marquez.update(r.split("?", 1)[0] for r in requests)
     run.slack.update(c.method for c in slack.calls[slack_before:])
+    run.met.update(str(c.fault) for c in slack.calls[slack_before:] if c.fault)
     return timings
 
 
@@ -361,6 +391,9 @@ def report(run: Run) -> None:
         f"Marquez stand-in with {run.catalog}; index ready {run.ready_s:.1f} s after start; "
         f"{len(timings)} FAIL events of {len({t.job for t in timings})} distinct DAG(s)"
     )
+    if run.faults:
+        met = ", ".join(f"{n} {fault}" for fault, n in run.met.most_common())
+        print(f"Slack: {run.faults}; the bot's calls met {met or 'no fault'}")
     if not done:
         print("no alert with its impact arrived")
         return
@@ -428,8 +461,12 @@ def main() -> None:
         action="store_true",
         help="run the Marquez stand-in in the bot's process (its objects in the bot's heap)",
     )
+    parser.add_argument(
+        "--bad-day", type=int, default=None, metavar="SEED",
+        help="Slack's edge misbehaves: 429s, 5xx with HTML bodies, lost answers, hangs",
+    )  # fmt: skip
     args = parser.parse_args()
-    run = asyncio.run(measure(args.jobs, args.events, args.gap, args.in_process))
+    run = asyncio.run(measure(args.jobs, args.events, args.gap, args.in_process, args.bad_day))
     report(run)
 
 

@@ -6,7 +6,9 @@ chat.postMessage, chat.update and chat.postEphemeral (bot/slack/service/sender.p
 chat:write; usergroups.users.list (bot/ownership/service.py) needs usergroups:read; the /backfill
 command needs `commands`; views.open and views.publish (handlers/) and auth.test need none.
 chat:write.public lets the bot post in public channels it was not invited to, and doctor's own
-conversations.info needs channels:read (public channels) and groups:read (private ones).
+conversations.info needs channels:read (public channels) and groups:read (private ones). The
+sender reads its own recent posts back (conversations.history and .replies: channels:history,
+groups:history, im:history) to find one whose answer was lost before it posts it again.
 Slack names a token's scopes in the X-OAuth-Scopes header of every Web API answer.
 """
 
@@ -35,6 +37,15 @@ OPTIONAL_USES: Mapping[str, str] = {
     "it must be invited to every channel /backfill is typed in)",
     "channels:read": "doctor's look at public channels (conversations.info)",
     "groups:read": "doctor's look at private channels (conversations.info)",
+    **{
+        scope: f"finding a post in {where} whose answer was lost (a kill, a timeout), instead "
+        "of posting it twice (conversations.history and .replies)"
+        for scope, where in (
+            ("channels:history", "public channels"),
+            ("groups:history", "private channels"),
+            ("im:history", "direct messages"),
+        )
+    },
 }
 SCOPE_FIX = (
     "add {scopes} under OAuth & Permissions → Scopes → Bot Token Scopes (or in manifest.yml), "

@@ -19,7 +19,9 @@ from bot.core.tables import utcnow
 from bot.slack.service.sender import OutboxSender
 from bot.slack.store import outbox
 from bot.slack.store.models import OutboxMessage, OutboxRole
+from standins.slack.faults import BadDay, Fault
 from standins.slack.server import SlackStandIn, running_slack_standin
+from tests.support.e2e import eventually
 from tests.support.factories import outbox_sender
 
 CHANNEL = "C0BURST001"
@@ -209,3 +211,32 @@ async def test_two_senders_on_one_database_send_each_message_once(
     await sender.drain(timeout_s=30)
     posted = [c for c in slack.state.calls if c.method == "chat.postMessage" and c.status == 200]
     assert len(posted) == 6
+
+
+async def test_a_hung_call_delays_only_its_own_channel(database_url: str) -> None:
+    upgrade(database_url)
+    engine = make_engine(database_url)
+    async with running_slack_standin() as slack:
+        slack.state.add_channel("C0HUNG0001", "hung")
+        slack.state.add_channel("C0FREE0001", "free")
+        # The first chat.* call hangs past the client's timeout; Slack never posted it.
+        slack.state.bad_day(BadDay(script=(Fault.HANG,), hang_s=30))
+        client = AsyncWebClient(
+            token=slack.bot_token, base_url=f"{slack.url}/api/", timeout=3, retry_handlers=[]
+        )
+        sender = outbox_sender(session_factory(engine), client)
+        async with sender.sessions.begin() as session:
+            await outbox.enqueue(session, channel="C0HUNG0001", payload={"text": "hung 1"})
+            await outbox.enqueue(session, channel="C0HUNG0001", payload={"text": "hung 2"})
+            for n in range(3):
+                await outbox.enqueue(session, channel="C0FREE0001", payload={"text": f"free {n}"})
+        started = time.monotonic()
+        delivering = asyncio.create_task(sender.drain(timeout_s=60))
+        free = await eventually(lambda: len(slack.state.messages("C0FREE0001")) == 3)
+        took_free = time.monotonic() - started
+        await delivering
+    await engine.dispose()
+    assert free
+    assert took_free < 3, "the other channel waited for the hung call"
+    # the hung channel kept its order, and the hung post was looked for, then sent once
+    assert [m.text for m in slack.state.messages("C0HUNG0001")] == ["hung 1", "hung 2"]

@@ -32,7 +32,12 @@ DAYS = [datetime(2021, 6, d, tzinfo=UTC) for d in (4, 5, 6)]
 
 def story_config(**overrides: Any) -> BotConfig:
     """Three teams: orders owns the root, logistics and analytics own DAGs downstream."""
-    data: dict[str, Any] = {
+    return parse_config(story_config_data(**overrides))
+
+
+def story_config_data(**overrides: Any) -> dict[str, Any]:
+    """`story_config` as BOT_CONFIG's YAML would hold it (for a bot run as a process)."""
+    return {
         "teams": [
             {"name": "orders", "channel": ORDERS, "members": [OWNER]},
             {"name": "logistics", "channel": LOGISTICS, "members": [BOB]},
@@ -49,7 +54,6 @@ def story_config(**overrides: Any) -> BotConfig:
         "execution": {"poll_interval_s": 0.2, "progress_update_s": 1.0},
         **overrides,
     }
-    return parse_config(data)
 
 
 @asynccontextmanager

@@ -23,7 +23,7 @@ __all__ = ["CLICK_ATTEMPTS", "ClickInbox"]
 
 logger = logging.getLogger(__name__)
 
-GRACE_S = 60.0  # longer than any click's own decision takes: a replay never races it
+GRACE_S = 30.0  # longer than a click's own decision takes (planning from the index: < 1 s)
 LEASE_S = 60.0
 CLICK_ATTEMPTS = 3
 REPLAYED = "replayed_click"
