@@ -8,14 +8,14 @@ sent only once the index is ready. Events are sent one at a time, spaced by `--g
 Slack's per-channel pace (about 1 message a second) is not what is measured.
 
 Default: the stand-in holds the food_delivery seed; each event is one failed day of
-example.etl_orders. With `--jobs N` it holds N jobs of synthetic layered lineage (as
-bench/index_bench.py builds it) and each event is the FAIL of a different job (spread over the
-layers, first to last) for a different interval, 10 days apart so no failure joins another's
-incident. Per event the clock runs from just before the POST until the alert at the Slack
-stand-in carries its impact (the posted alert, or the chat.update that edits the impact in).
-The Marquez stand-in runs in its own process, as Marquez does: in the bot's process its objects
-(~560k at 10,000 jobs) would make the bot's full garbage collections ~3x longer
-(`--in-process` shows that).
+example.etl_orders, 10 days apart (days next to each other would be one outage, one alert). With
+`--jobs N` it holds N jobs of synthetic layered lineage (as bench/index_bench.py builds it) and
+each event is the FAIL of a different job (spread over the layers, first to last) for a different
+interval, 10 days apart so no failure joins another's incident. Per event the clock runs from just
+before the POST until the alert at the Slack stand-in carries its impact (the posted alert, or the
+chat.update that edits the impact in). The Marquez stand-in runs in its own process, as Marquez
+does: in the bot's process its objects (~560k at 10,000 jobs) would make the bot's full garbage
+collections ~3x longer (`--in-process` shows that).
 
 With `--bad-day SEED` the Slack stand-in answers as Slack's edge does on a bad day (issue 24):
 30% of chat.* calls 429 with Retry-After, 10% a 5xx (half Slack's JSON 500, half HTML 503 and
@@ -247,7 +247,7 @@ async def measure(
     run = Run()
     if jobs is None:
         failures = [
-            Failure("food_delivery", "example.etl_orders", FIRST_DAY + timedelta(days=n))
+            Failure("food_delivery", "example.etl_orders", FIRST_DAY + timedelta(days=10 * n))
             for n in range(events)
         ]
     else:

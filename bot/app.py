@@ -162,8 +162,8 @@ def build_slack_sender(
     )
 
 
-SEND_TIMEOUT_S = 10
-SEND_LEASE_S = 15.0  # one call, plus its pace, plus the database round trips around it
+SEND_TIMEOUT_S = 5
+SEND_LEASE_S = 10.0  # one call, plus its pace, plus the database round trips around it
 
 
 MarquezClients = Callable[..., MarquezClient]

@@ -115,7 +115,7 @@ async def test_sigkill_mid_backfill_then_restart_runs_each_interval_once(
                 return request if request.finished_at else None
 
             request = await eventually(done, timeout_s=90)
-            # A reply the killed process had claimed waits out its lease (15 s) first, and is
+            # A reply the killed process had claimed waits out its lease (10 s) first, and is
             # looked for in the thread before it is posted again.
             await eventually(
                 lambda: any(

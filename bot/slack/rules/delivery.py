@@ -82,16 +82,23 @@ class Verdict:
     kind: VerdictKind
     error: str
     delay_s: float = 0.0
+    counted: bool = True
+    """Whether it counts as a failed attempt (a rate limit is Slack pacing us, not failing:
+    it neither grows the backoff nor brings the give-up nearer)."""
     in_doubt: bool = False
     """Whether Slack may have acted on the call although the bot saw no success: no answer, or
     an answer from the edge rather than from Slack's API. A row in doubt is looked up before it
     is posted again."""
 
 
+BACKOFF_BASE_S = 0.5
+
+
 def backoff_s(attempts: int, rng: random.Random | None = None) -> float:
-    """Exponential backoff with jitter (half to all of 2^attempts seconds, at most a minute)."""
+    """Exponential backoff with jitter: half to all of 0.5 s × 2^attempts, at most a minute.
+    An edge's 5xx usually passes in a second or two; a real outage reaches the cap soon."""
     draw = (rng or random).random()
-    return float(min(BACKOFF_CAP_S, 2.0**attempts) * (0.5 + draw / 2))
+    return float(min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2.0**attempts) * (0.5 + draw / 2))
 
 
 def judge(
@@ -111,7 +118,7 @@ def judge(
         return Verdict(VerdictKind.FAILED, f"still failing after {GIVE_UP_AFTER}: {detail}")
     if limited:
         wait = attempt.retry_after_s if attempt.retry_after_s is not None else 1.0
-        return Verdict(VerdictKind.RETRY, "ratelimited", delay_s=max(wait, 1.0))
+        return Verdict(VerdictKind.RETRY, "ratelimited", delay_s=max(wait, 1.0), counted=False)
     if worded and error not in TRANSIENT_ERRORS and attempts + 1 >= UNWORDED_ATTEMPTS:
         return Verdict(VerdictKind.FAILED, f"{detail} (tried {attempts + 1} times)")
     return Verdict(VerdictKind.RETRY, detail, delay_s=backoff_s(attempts, rng), in_doubt=in_doubt)

@@ -261,8 +261,9 @@ class OutboxSender:
             if verdict.kind == VerdictKind.RETRY:
                 at = utcnow() + timedelta(seconds=verdict.delay_s)
                 await outbox.retry_later(
-                    session, item, at=at, error=verdict.error, in_doubt=doubt or verdict.in_doubt
-                )
+                    session, item, at=at, error=verdict.error,
+                    in_doubt=doubt or verdict.in_doubt, counted=verdict.counted,
+                )  # fmt: skip
             else:
                 await self._give_up(session, item, verdict.error)
         if verdict.kind == VerdictKind.RETRY:

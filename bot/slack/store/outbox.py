@@ -330,14 +330,16 @@ async def retry_later(
     at: datetime,
     error: str,
     in_doubt: bool = False,
+    counted: bool = True,
 ) -> None:
-    """Count a failed attempt and try again at `at`. `in_doubt`: whether Slack may have
-    posted it anyway (no answer, or an edge's), so the next attempt looks for it first."""
+    """Try again at `at`, counting a failed attempt unless `counted` is false (a rate limit).
+    `in_doubt`: whether Slack may have posted it anyway (no answer, or an edge's), so the
+    next attempt looks for it first."""
     await session.execute(
         update(OutboxMessage)
         .where(OutboxMessage.id == message.id)
         .values(
-            attempts=OutboxMessage.attempts + 1,
+            attempts=OutboxMessage.attempts + (1 if counted else 0),
             next_attempt_at=at,
             error=error[:500],
             updated_at=utcnow(),
