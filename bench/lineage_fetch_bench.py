@@ -12,6 +12,7 @@ import random
 import sys
 import time
 import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,10 @@ from standins.marquez.server import running_standin
 
 PRODUCER = "https://github.com/example/bench"
 NS = "bench"
+
+
+def _iso(at: datetime) -> str:
+    return at.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def events(jobs: int, width: int = 100, seed: int = 11) -> list[dict[str, Any]]:
@@ -55,10 +60,14 @@ def events(jobs: int, width: int = 100, seed: int = 11) -> list[dict[str, Any]]:
                 "inputs": [{"namespace": NS, "name": f"ds{r:05d}"} for r in reads],
                 "outputs": [{"namespace": NS, "name": f"ds{index:05d}"}],
             }
-            out.append({**body, "eventType": "START", "eventTime": f"2021-06-0{day + 1}T01:00:00Z"})
+            # Jobs finish at their own times, as real ones do: Marquez lists jobs by updatedAt
+            # with no tie-breaker (FIDELITY.md row 6), so thousands of jobs sharing one instant
+            # would page unreliably there and in the stand-in alike.
+            ended = datetime(2021, 6, day + 1, 1, tzinfo=UTC) + timedelta(milliseconds=100 * index)
             out.append(
-                {**body, "eventType": "COMPLETE", "eventTime": f"2021-06-0{day + 1}T01:05:00Z"}
+                {**body, "eventType": "START", "eventTime": _iso(ended - timedelta(minutes=5))}
             )
+            out.append({**body, "eventType": "COMPLETE", "eventTime": _iso(ended)})
     return out
 
 

@@ -7,10 +7,11 @@ Nothing else constructs real clients; tests build the same objects against the s
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
@@ -57,6 +58,7 @@ from bot.lineage.service.catalog import UnknownDag
 from bot.lineage.service.index import LineageIndex
 from bot.lineage.service.index_planner import IndexPlanner
 from bot.lineage.service.planning import Planner, PlannerFactory, PlanRequest, PlanSource
+from bot.lineage.service.progress import index_state
 from bot.lineage.service.reconcile import Reconciler
 from bot.lineage.service.record import record_lineage
 from bot.settings import Settings, SetupError
@@ -82,7 +84,7 @@ def build_services(settings: Settings, config: BotConfig, given: AsyncWebClient)
     slack = counted(given, metrics.slack_call)  # bolt's clients are copied from this one
     sender = build_slack_sender(sessions, slack, metrics, ops_channel=config.watch.ops_channel)
     marquez = marquez_clients(settings, metrics)
-    lineage = build_lineage(settings, config, sessions, marquez)
+    lineage = build_lineage(settings, config, sessions, marquez, metrics)
     hub, sinks = build_hub(config, sessions, metrics, lineage)
     groups = SlackGroups(slack)
     backend = build_backend(settings, config)
@@ -130,7 +132,11 @@ def build_services(settings: Settings, config: BotConfig, given: AsyncWebClient)
         settings, config, engine, sessions, slack, sender, backfills, incidents,
         incident_actions, HomeService(sessions, config, groups), poller, sla,
         RetryService(sessions=sessions), metrics,
-        build_readiness(settings, engine, slack, marquez), runner, lineage.reconciler, sinks,
+        build_readiness(
+            settings, engine, slack, marquez,
+            partial(index_state, sessions, config.index) if lineage.reconciler else None,
+        ),
+        runner, lineage.reconciler, sinks,
         subscriptions=SubscriptionService(sessions, config, groups),
         clicks=ClickInbox(sessions, DECIDING_CLICKS),
     )  # fmt: skip
@@ -203,35 +209,43 @@ def build_lineage(
     config: BotConfig,
     sessions: async_sessionmaker[AsyncSession],
     marquez: MarquezClients,
+    metrics: Metrics,
 ) -> Lineage:
     """The local lineage index and its reconcile with Marquez (unless disabled), and where
     plans come from."""
     index = LineageIndex(sessions) if config.index.enabled else None
     reconciler = (
-        Reconciler(sessions, lambda: marquez(config.index.page_size), index, config.index)
+        Reconciler(
+            sessions,
+            lambda: marquez(config.index.page_size),
+            index,
+            config.index,
+            on_failure=lambda _: metrics.background_failed("lineage-reconcile"),
+        )
         if index is not None
         else None
     )
 
     @asynccontextmanager
     async def planners() -> AsyncIterator[PlanSource]:
-        # The local index once it holds a full reconcile with Marquez; until then (first start,
-        # Marquez down at start) the crawl, so no plan is made from less than Marquez knows.
-        if reconciler is not None and reconciler.index.freshness.full_reconcile_at is not None:
+        # The local index, from the first second: while it loads, each plan fetches its DAG's
+        # downstream from Marquez (bounded) instead of waiting or crawling the whole catalog.
+        if reconciler is not None:
             yield IndexPlanner(
                 reconciler.index,
                 config,
                 marquez,
                 default_namespace=settings.marquez_namespace,
-                refresh=reconciler.incremental,
+                refresh=reconciler.refresh,
             )
             return
-        async with marquez() as client:
+        async with marquez() as client:  # index.enabled: false
             yield Planner(client, config, default_namespace=settings.marquez_namespace)
 
     def proposals(request: PlanRequest) -> Plan | None:
         # What Approve backfill will run, from the same index and schedules as `planners`;
-        # None where the click would plan otherwise (a crawl) or could not plan from the index.
+        # None while the index is loading (the click then plans, fetching what it needs) or
+        # where it could not plan from the index.
         if reconciler is None or reconciler.index.freshness.full_reconcile_at is None:
             return None
         planner = IndexPlanner(
@@ -259,7 +273,11 @@ def build_hub(
 
 
 def build_readiness(
-    settings: Settings, engine: AsyncEngine, slack: AsyncWebClient, marquez: MarquezClients
+    settings: Settings,
+    engine: AsyncEngine,
+    slack: AsyncWebClient,
+    marquez: MarquezClients,
+    lineage_index: Callable[[], Awaitable[dict[str, Any]]] | None = None,
 ) -> Readiness:
     # One try, well inside the check's bound (a loaded machine must not make the two race, so
     # the answer names Marquez's own timeout): a probe asks again soon enough.
@@ -269,6 +287,7 @@ def build_readiness(
         engine, settings.database_url, slack, probe,
         secrets=[shown.password, shown.raw_password],
         socket_mode=settings.slack_app_token is not None,
+        lineage_index=lineage_index,
     )  # fmt: skip
 
 

@@ -90,7 +90,13 @@ class Settings(BaseSettings):
     )
     airflow_password: SecretStr | None = Field(default=None, description="that user's password")
     spark_master: str | None = Field(
-        default=None, description="Spark master for the local executor (unset: local[*])"
+        default=None,
+        description="Spark master for the Spark executor: local[*] (unset) or spark://HOST:PORT",
+    )
+    spark_master_ui_url: str | None = Field(
+        default=None,
+        description="the Spark master's web UI, where doctor counts its workers "
+        "(unset: port 8080 of SPARK_MASTER's host)",
     )
     openlineage_api_key: SecretStr | None = Field(
         default=None,
@@ -137,6 +143,17 @@ class Settings(BaseSettings):
             )
         return value.rstrip("/")
 
+    @field_validator("spark_master_ui_url")
+    @classmethod
+    def _spark_ui_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if not value.startswith(("http://", "https://")):
+            raise ValueError(
+                f"'{display_url(value)}' is not an http(s) URL such as http://spark-master:8080"
+            )
+        return value.rstrip("/")
+
     @field_validator("slack_api_url")
     @classmethod
     def _slack_url(cls, value: str) -> str:
@@ -157,6 +174,7 @@ class Settings(BaseSettings):
         "airflow_username",
         "airflow_password",
         "spark_master",
+        "spark_master_ui_url",
         "openlineage_api_key",
         "port",
         mode="before",

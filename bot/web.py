@@ -8,18 +8,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import partial
 from typing import Any
 
 from aiohttp import web
+from apscheduler.events import EVENT_JOB_ERROR
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from slack_bolt.async_app import AsyncApp
 
 from bot.app_services import Services
 from bot.core.db import upgrade
 from bot.core.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
-from bot.core.worker import Worker
+from bot.core.worker import Worker, on_failures, supervise
 from bot.events.service.receiver import add_receiver
 from bot.health import figures
 from bot.lineage.service.record import record_lineage
@@ -77,16 +78,24 @@ def create_web_app(
 
     async def background(app: web.Application) -> AsyncIterator[None]:
         await asyncio.to_thread(upgrade, services.settings.database_url)
-        tasks = [
-            asyncio.create_task(services.sender.run_forever(), name="outbox-sender"),
-            asyncio.create_task(resumer.run_forever(), name="resume-approved"),
-            # Clicks acknowledged by a process that stopped before deciding them.
-            asyncio.create_task(services.clicks.run_forever(bolt), name="click-replay"),
-        ]
+        # Every failure of background work is logged, counted in /metrics and retried.
+        forget = on_failures(services.metrics.background_failed)
+
+        def start(name: str, run: Callable[[], Awaitable[object]]) -> None:
+            tasks.append(asyncio.create_task(supervise(name, run), name=name))
+
+        tasks: list[asyncio.Task[None]] = []
+        start("outbox-sender", services.sender.run_forever)
+        start("resume-approved", resumer.run_forever)
+        # Clicks acknowledged by a process that stopped before deciding them.
+        start("click-replay", partial(services.clicks.run_forever, bolt))
         if services.sinks is not None:
-            tasks.append(asyncio.create_task(services.sinks.run_forever(), name="sink-sender"))
-        tasks.append(asyncio.create_task(services.incidents.run_forever(), name="incidents"))
+            start("sink-sender", services.sinks.run_forever)
+        start("incidents", services.incidents.run_forever)
         scheduler = AsyncIOScheduler(timezone="UTC")
+        scheduler.add_listener(
+            lambda event: services.metrics.background_failed(event.job_id), EVENT_JOB_ERROR
+        )
         services.poller.schedule(scheduler)
         if sla_check_s is not None:
             scheduler.add_job(
@@ -105,8 +114,9 @@ def create_web_app(
             )  # fmt: skip
         reconciler = services.reconciler
         if reconciler is not None:
-            # The first full reconcile (or the stored index) makes the index ready to plan.
-            tasks.append(asyncio.create_task(reconciler.start(), name="lineage-index"))
+            # Loads the stored index, then reconciles fully (retrying until it succeeds); plans
+            # never wait for it.
+            start("lineage-index", reconciler.start)
             for job, every in (
                 (reconciler.run_incremental, services.config.index.reconcile_interval_s),
                 (reconciler.run_full, services.config.index.full_reconcile_s),
@@ -118,7 +128,7 @@ def create_web_app(
         scheduler.start()
         if services.runner is not None:
             # Its first pass reconciles every backfill a previous process left running.
-            tasks.append(asyncio.create_task(services.runner.run_forever(), name="step-runner"))
+            start("step-runner", services.runner.run_forever)
         yield
         # Stop gracefully: a task cancelled inside a transaction would leak its connection.
         scheduler.pause()
@@ -138,6 +148,7 @@ def create_web_app(
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         scheduler.shutdown(wait=False)
+        forget()
         if services.runner is not None:
             await services.runner.backend.close()
         await services.engine.dispose()

@@ -234,10 +234,14 @@ class MarquezClient(SessionOwner):
         states = [("lastRunStates", state) for state in last_run_states]
         return await self._paged(path, "jobs", states)
 
-    def job_pages(self) -> AsyncIterator[list[dict[str, Any]]]:
+    def job_pages(
+        self, *, on_total: Callable[[int], None] | None = None
+    ) -> AsyncIterator[list[dict[str, Any]]]:
         """Every job of every namespace, one page at a time, most recently updated first
-        (`GET /api/v1/jobs`): a caller may stop early, and never holds the whole catalog."""
-        return self._pages("/api/v1/jobs", "jobs")
+        (`GET /api/v1/jobs`): a caller may stop early, and never holds the whole catalog.
+        `on_total` hears the first page's `totalCount` (unfiltered, so `JobDao.count()`: an
+        estimate of the pages to come, never what ends the listing)."""
+        return self._pages("/api/v1/jobs", "jobs", on_total=on_total)
 
     async def get_job(self, namespace: str, name: str) -> dict[str, Any]:
         reply = await self._get(f"/api/v1/namespaces/{_seg(namespace)}/jobs/{_seg(name)}")
@@ -345,11 +349,15 @@ class MarquezClient(SessionOwner):
         query: Sequence[tuple[str, _QueryValue]] = (),
         *,
         max_items: int | None = None,
+        on_total: Callable[[int], None] | None = None,
     ) -> AsyncIterator[list[dict[str, Any]]]:
         slow = path.endswith("/jobs")
 
         async def fetch(limit: int, offset: int) -> Page[dict[str, Any]]:
             reply = await self._get(path, [*query, ("limit", limit), ("offset", offset)], slow=slow)
+            total = reply.data.get("totalCount") if isinstance(reply.data, dict) else None
+            if on_total is not None and offset == 0 and type(total) is int and total >= 0:
+                on_total(total)
             # totalCount is unreliable (absent, or ignoring filters): only a short page ends it.
             return Page(reply.objects(key))
 

@@ -92,6 +92,9 @@ class Figures:
     sink_pending: dict[str, int]
     """Deliveries owed to each sink beyond Slack (sinks with none are absent)."""
     failing_sinks: set[str]
+    index_jobs: tuple[int, int | None, bool] = (0, None, False)
+    """The lineage index's full reconcile: jobs read, of Marquez's total, and whether one ever
+    completed."""
 
 
 class Metrics:
@@ -222,6 +225,27 @@ class Metrics:
             ["sink"],
             registry=r,
         )
+        self.background_failures = Counter(
+            "backfill_bot_background_failures",
+            "Failures of the work `serve` runs beside its requests (the lineage reconcile, the "
+            "senders, the runner…), by task; each is logged and retried with backoff.",
+            ["task"],
+            registry=r,
+        )
+        self.lineage_index_jobs = Gauge(
+            "backfill_bot_lineage_index_jobs",
+            "The lineage index's full reconcile: Marquez jobs read so far (`read`) of the "
+            "total Marquez reported (`total`).",
+            ["of"],
+            registry=r,
+        )
+        self.lineage_index_complete = Gauge(
+            "backfill_bot_lineage_index_complete",
+            "1 once the lineage index holds a full reconcile with Marquez, else 0 (plans "
+            "fetch their DAG's downstream from Marquez meanwhile).",
+            registry=r,
+        )
+        self._tasks = _Labels()
         self.sink_names = tuple(sink_names)
         self._slack_methods = _Labels()
         self._slack_statuses = _Labels()
@@ -253,6 +277,9 @@ class Metrics:
         as sent commits: a post whose record is rolled back is posted again when its lease
         ends, and is counted then, so each owed message is counted once."""
         after_commit(session, self.notices_posted.labels(kind).inc)
+
+    def background_failed(self, task: str) -> None:
+        self.background_failures.labels(self._tasks(task)).inc()
 
     def slack_call(self, method: str, status: str) -> None:
         self.slack_calls.labels(self._slack_methods(method), self._slack_statuses(status)).inc()
@@ -287,6 +314,10 @@ class Metrics:
         for sink in sorted({*self.sink_names, *found.sink_pending, *found.failing_sinks}):
             self.sink_pending.labels(sink).set(found.sink_pending.get(sink, 0))
             self.sink_failing.labels(sink).set(1 if sink in found.failing_sinks else 0)
+        read, total, complete = found.index_jobs
+        self.lineage_index_jobs.labels("read").set(read)
+        self.lineage_index_jobs.labels("total").set(total if total is not None else 0)
+        self.lineage_index_complete.set(1 if complete else 0)
         newest = min(found.newest_event, now) if found.newest_event else None
         for cursor in found.cursors:
             self.poll_lag.labels(cursor.name).set(_seconds(now - cursor.position))

@@ -1,8 +1,12 @@
 """The one shape of the bot's background loops (outbox sender, step runner, incident watcher,
 re-hand-off of approved backfills): run a pass, then wait until woken or `every_s` passed,
-until stopped. A pass that raises is logged and the loop goes on (one bad pass must not stop
-every later one); `stop()` lets the pass under way finish, so no task is cancelled inside a
-transaction."""
+until stopped. A pass that raises is logged, counted (`on_failures`: serve's /metrics) and the
+loop goes on after a wait that doubles with each failure in a row, up to `MAX_BACKOFF_S` (one
+bad pass must not stop every later one, nor a broken dependency be hammered); `stop()` lets the
+pass under way finish, so no task is cancelled inside a transaction.
+
+`supervise` runs any background coroutine the same way: a failure is logged, counted and the
+coroutine started again with backoff, so no task of `serve` dies silently."""
 
 from __future__ import annotations
 
@@ -12,6 +16,37 @@ import logging
 from collections.abc import Awaitable, Callable
 
 logger = logging.getLogger(__name__)
+MAX_BACKOFF_S = 60.0
+_listeners: list[Callable[[str], None]] = []
+
+
+def on_failures(listener: Callable[[str], None]) -> Callable[[], None]:
+    """Tell `listener` the name of every background task whose pass fails, until the returned
+    function is called (serve's metrics, for as long as it runs)."""
+    _listeners.append(listener)
+    return lambda: _listeners.remove(listener)
+
+
+def _failed(name: str) -> None:
+    for listener in list(_listeners):
+        listener(name)
+
+
+async def supervise(
+    name: str, run: Callable[[], Awaitable[object]], *, first_s: float = 1.0
+) -> None:
+    """Run `run()` until it returns; each time it raises, log, count and start it again after
+    a wait that doubles up to MAX_BACKOFF_S."""
+    delay = first_s
+    while True:
+        try:
+            await run()
+            return
+        except Exception:
+            logger.exception("background task %s failed; restarting in %.1f s", name, delay)
+            _failed(name)
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, MAX_BACKOFF_S)
 
 
 class Worker:
@@ -45,12 +80,18 @@ class Worker:
         self._wake.set()
 
     async def run_forever(self) -> None:
+        failures = 0
         while not self._stopping:
             self._wake.clear()  # a wake during the pass makes the next one start at once
+            wait = self.every_s
             try:
                 while await self.work() and self.again_while_busy and not self._stopping:
                     pass
+                failures = 0
             except Exception:
-                logger.exception("%s pass failed; retrying", self.name)
+                failures += 1
+                wait = min(self.every_s * 2 ** (failures - 1), max(self.every_s, MAX_BACKOFF_S))
+                logger.exception("%s pass failed; retrying in %.1f s", self.name, wait)
+                _failed(self.name)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.every_s)
+                await asyncio.wait_for(self._wake.wait(), wait)

@@ -1,6 +1,7 @@
 """`backfill-bot doctor`: check the settings and BOT_CONFIG against Slack, Marquez, Airflow, the
-database and the sinks, and print one row per check with its result and, for each problem, the
-fix. Sinks are reached without being sent anything (bot/doctor/sinks.py).
+Spark master (bot/doctor/spark.py), the database and the sinks, and print one row per check
+with its result and, for each problem, the fix. Sinks are reached without being sent anything
+(bot/doctor/sinks.py).
 
 Exit code: 0 when every check is OK, WARN or SKIP; 1 when any is FAIL. The checks run side by
 side and each stands alone: Slack down does not stop the Marquez check. A check that breaks in a
@@ -30,6 +31,7 @@ from bot.doctor.checks import (
 )
 from bot.doctor.sinks import sink_rows
 from bot.doctor.slack import slack_rows
+from bot.doctor.spark import spark_rows
 from bot.settings import Settings
 
 __all__ = ["EXIT_PROBLEMS", "Result", "Row", "add_parser", "check", "main", "render"]
@@ -44,8 +46,8 @@ CHECK_WIDTH = 44
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     commands.add_parser(
         "doctor",
-        help="check the settings and BOT_CONFIG against Slack, Marquez, Airflow, the database "
-        "and the sinks",
+        help="check the settings and BOT_CONFIG against Slack, Marquez, Airflow, the Spark "
+        "master, the database and the sinks",
         description="Check the settings and BOT_CONFIG against the real systems; one row per "
         "check, with the fix for each problem. Exit code 1 when any check FAILs (WARN is 0).",
     )
@@ -72,7 +74,8 @@ async def check(settings: Settings, environ: Mapping[str, str] | None = None) ->
             _guarded("Slack", slack_rows(settings, config)),
             _guarded("Marquez", marquez_rows(settings, config, catalog)),
             _guarded("Airflow", airflow_rows(settings, config, catalog)),
-            _guarded("Database", database_rows(settings)),
+            _guarded("Spark", spark_rows(settings)),
+            _guarded("Database", database_rows(settings, config)),
             _guarded("Sinks", sink_rows(settings, config)),
         )
     finally:

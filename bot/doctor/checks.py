@@ -13,6 +13,7 @@ from pathlib import Path
 
 from alembic.script import ScriptDirectory
 from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.backfill.run.airflow import AirflowBackend
 from bot.backfill.run.backends import Finding
@@ -23,13 +24,16 @@ from bot.clients.marquez import (
     MarquezError,
     MarquezRequestError,
 )
-from bot.config import BotConfig, load_config
+from bot.config import BotConfig, IndexSettings, load_config
 from bot.config.base import ConfigError
-from bot.core.db import DatabaseError, make_engine, reported, sync_url
+from bot.core.db import DatabaseError, make_engine, reported, session_factory, sync_url
 from bot.core.model import DagRef
 from bot.core.schema_state import SchemaState, migrations_location, read_schema_state
+from bot.core.tables import utcnow
 from bot.core.urls import display_url
 from bot.lineage.service.catalog import Catalog, load_catalog
+from bot.lineage.service.progress import describe
+from bot.lineage.store.reconcile_state import read_progress
 from bot.ownership.rules import owning_teams
 from bot.settings import Settings
 
@@ -277,7 +281,8 @@ def missing_sqlite_file(url: str) -> Path | None:
     return None if path.is_file() else path
 
 
-async def database_rows(settings: Settings) -> list[Row]:
+async def database_rows(settings: Settings, config: BotConfig | None = None) -> list[Row]:
+    """The database's migration state and, once it is current, the lineage index's."""
     url = settings.database_url
     missing = missing_sqlite_file(url)
     if missing is not None:
@@ -286,12 +291,15 @@ async def database_rows(settings: Settings) -> list[Row]:
     try:
         with reported(url, "read the migration state of the database"):
             state = await read_schema_state(engine)
+            rows = [_migration_row(state)]
+            if state.is_current:
+                rows.append(await index_row(engine, (config or BotConfig()).index))
     except DatabaseError as exc:
         fix = "check DATABASE_URL, and that the database server is up and lets this user in"
         return [Row("Database", Result.FAIL, str(exc), fix)]
     finally:
         await engine.dispose()
-    return [_migration_row(state)]
+    return rows
 
 
 def _migration_row(state: SchemaState) -> Row:
@@ -306,3 +314,27 @@ def _migration_row(state: SchemaState) -> Row:
         )
         return Row("Database", Result.FAIL, detail, "run the backfill-bot version that did")
     return Row("Database", Result.FAIL, state.describe(), UPGRADE_FIX)
+
+
+# -- the lineage index ------------------------------------------------------------------------
+
+INDEX_CHECK = "Lineage index"
+
+
+async def index_row(engine: AsyncEngine, settings: IndexSettings) -> Row:
+    if not settings.enabled:
+        return Row(INDEX_CHECK, Result.SKIP, "index.enabled is false: plans crawl Marquez")
+    async with session_factory(engine)() as session:
+        progress = await read_progress(session)
+    detail = describe(progress, settings, utcnow())
+    if detail["state"] == "behind":
+        fix = "look at serve's log for the reconcile's error, and check that Marquez answers"
+        return Row(INDEX_CHECK, Result.WARN, detail["summary"], fix)
+    if detail["state"] == "loading" and not progress.reconciling(utcnow()):
+        return Row(
+            INDEX_CHECK,
+            Result.OK,
+            "empty: no serve has read Marquez's catalog yet (serve does at start; plans "
+            "fetch what they need meanwhile)",
+        )
+    return Row(INDEX_CHECK, Result.OK, detail["summary"])

@@ -13,6 +13,7 @@ from bot.core.metrics import CursorFigures, Figures
 from bot.events.store import set_aside
 from bot.events.store.models import RunEvent, WatchCursor
 from bot.hub.store import deliveries
+from bot.lineage.store.reconcile_state import read_progress
 from bot.slack.store.models import OutboxMessage, OutboxState
 
 __all__ = ["read"]
@@ -26,6 +27,7 @@ async def read(session: AsyncSession) -> Figures:
             )
         )
     ).one()
+    progress = await read_progress(session)
     cursors = await session.execute(
         select(WatchCursor.name, WatchCursor.position, WatchCursor.reachable).order_by(
             WatchCursor.name
@@ -43,6 +45,11 @@ async def read(session: AsyncSession) -> Figures:
         newest_event=await session.scalar(select(func.max(RunEvent.event_time))),
         sink_pending=await deliveries.pending_by_sink(session),
         failing_sinks=await deliveries.failing_sinks(session),
+        index_jobs=(
+            progress.jobs_read,
+            progress.jobs_total,
+            progress.full_reconcile_at is not None,
+        ),
     )
 
 

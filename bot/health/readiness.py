@@ -1,8 +1,9 @@
 """`GET /readyz`: whether this process can do its job now. The database answers, its schema is
 the one the code expects (`bot/core/schema_state.py`, shared with `backfill-bot doctor`), Slack
 accepts the bot token (`auth.test`), Marquez answers and, in Socket Mode, the WebSocket to Slack
-is up. The checks run at once, each bounded by `timeout_s`, so a probe never hangs on a dead
-dependency; each failed check says what failed.
+is up; `lineage_index` reports how far the lineage index is (loading, current or behind). The
+checks run at once, each bounded by `timeout_s`, so a probe never hangs on a dead dependency;
+each failed check says what failed.
 
 The port is public in HTTP mode, so a request loop must not become a loop of Slack calls (its
 rate limit would then fail the check it is spending) nor of database connections: concurrent
@@ -56,6 +57,7 @@ class Readiness:
         timeout_s: float = CHECK_TIMEOUT_S,
         secrets: Sequence[str | None] = (),
         socket_mode: bool = False,
+        lineage_index: Callable[[], Awaitable[Detail]] | None = None,
     ) -> None:
         """`marquez` makes a client for one check (no retries: the probe asks again). The
         answer is unauthenticated: `secrets` (say a password in MARQUEZ_URL) never appear in
@@ -68,6 +70,9 @@ class Readiness:
         self.timeout_s = timeout_s
         self.secrets = [secret for secret in secrets if secret]
         self.socket_mode = socket_mode
+        self.lineage_index = lineage_index
+        """How far the lineage index is (reported, never failing the probe: plans fetch what
+        they need from Marquez while it loads)."""
         self._socket: AsyncBaseSocketModeClient | None = None
         self._answer: tuple[float, Result] | None = None  # (when it was found, what)
         self._running: asyncio.Task[Result] | None = None
@@ -104,6 +109,8 @@ class Readiness:
         }
         if self.socket_mode:
             checks["socket_mode"] = self._socket_mode
+        if self.lineage_index is not None:
+            checks["lineage_index"] = self.lineage_index
         results = await asyncio.gather(*(self._bounded(name, c) for name, c in checks.items()))
         found = dict(zip(checks, results, strict=True))
         for detail in found.values():

@@ -51,7 +51,10 @@ def shared_session(master: str | None = None) -> SparkSession:
 
     `master` defaults to $SPARK_MASTER, else `local[*]`; it only matters when the session
     starts, as does $FOOD_DELIVERY_JAVA_OPTIONS (extra driver JVM options). Session time zone
-    UTC, dynamic partition overwrite, 4 shuffle partitions, no UI.
+    UTC, dynamic partition overwrite, 4 shuffle partitions, no UI. On a cluster
+    (`spark://HOST:PORT`) the executors run on its workers: they need none of the pipeline's
+    code, only PySpark's own Python worker (it turns the generated rows into Spark rows), so a
+    Python of the driver's minor version ($PYSPARK_PYTHON, else `python3` on the workers).
     """
     global _session
     with _lock:
@@ -77,6 +80,11 @@ def shared_session(master: str | None = None) -> SparkSession:
             builder = builder.config("spark.driver.host", "127.0.0.1").config(
                 "spark.driver.bindAddress", "127.0.0.1"
             )
+        else:
+            # A cluster's executors are JVMs of their own, maybe on hosts in another time zone:
+            # they get the driver's UTC too. Which address the executors reach the driver at is
+            # Spark's own SPARK_LOCAL_IP (or spark.driver.host), as for any PySpark driver.
+            builder = builder.config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
         session = builder.getOrCreate()
         session.sparkContext.setLogLevel("WARN")
         _session = session

@@ -43,7 +43,10 @@ LATENCY_ROUTES: Mapping[str, str] = MappingProxyType(
 )
 """The names `latency` may delay (`"*"` delays every route). Real Marquez is slow where these
 are: the lineage CTE on big graphs (issue #3058), `GET /jobs` with one findByLatestJob per
-job (issue #2987) — FIDELITY.md row 13."""
+job (issue #2987) — FIDELITY.md row 13. A `lineage` delay is for the default depth (20 job
+hops): LineageDao's recursive CTE walks `depth` hops, so a shallower request is delayed in
+proportion (a depth-2 request a tenth as long), as a small neighbourhood is cheap there too."""
+LINEAGE_DEPTH = 20  # OpenLineageResource.getLineage's default depth
 
 
 def reply(body: JsonDict | None, status: int = 200) -> web.Response:
@@ -81,6 +84,12 @@ async def latency(
     delays = request.app[LATENCY]
     group = (request.match_info.route.name or "").partition(".")[0]
     delay = delays.get(group, delays.get("*", 0.0))
+    if group == "lineage" and delay > 0:
+        try:
+            depth = int(request.query.get("depth", LINEAGE_DEPTH))
+        except ValueError:
+            depth = LINEAGE_DEPTH  # the handler answers the bad value
+        delay *= min(max(depth, 1), LINEAGE_DEPTH) / LINEAGE_DEPTH
     if delay > 0:
         await asyncio.sleep(delay)
     return await handler(request)

@@ -25,7 +25,7 @@ from bot.backfill.messages.backfill import (
 from bot.backfill.rules.states import REQUEST_TRANSITIONS, RequestState, StepState
 from bot.backfill.rules.status import RequestStatus, StepStatus
 from bot.core.model import DagRef, DateRange, Interval
-from bot.lineage.rules.planner import Plan, PlanStep
+from bot.lineage.rules.planner import LineageLoading, Plan, PlanStep
 from bot.ownership.messages import denied
 from bot.ownership.rules import Denial, DenialKind
 from bot.slack.messages.common import acknowledgement, action_result, refusal
@@ -145,6 +145,12 @@ CASES: dict[str, Case] = {
         PREVIEW,
         lambda: preview(
             replace(make_plan(3), lineage_as_of=datetime(2021, 6, 7, 9, 30, tzinfo=UTC))
+        ),
+    ),
+    "plan_preview_index_loading": Case(
+        PREVIEW,
+        lambda: preview(
+            replace(make_plan(3), lineage_loading=LineageLoading(4200, 100_000, 3, False))
         ),
     ),
     "plan_modal_short": Case(MODAL, lambda: plan_modal(make_plan(3), request_id=REQUEST)),

@@ -21,7 +21,13 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from bot import doctor
-from bot.core.db import downgrade, sync_url, upgrade
+from bot.clients.marquez import MarquezClient
+from bot.config import IndexSettings
+from bot.core.db import downgrade, make_engine, session_factory, sync_url, upgrade
+from bot.core.tables import utcnow
+from bot.lineage.service.index import LineageIndex
+from bot.lineage.service.reconcile import Reconciler
+from bot.lineage.store.reconcile_state import record_failure
 from bot.settings import Settings, load_settings
 from standins.airflow.server import FOOD_DELIVERY_DAGS, AirflowStandin, running_airflow_standin
 from standins.marquez.server import StandInServer
@@ -518,3 +524,31 @@ async def test_with_every_system_down_each_fails_on_its_own_and_nothing_prints_a
     assert "s3cret-pw" not in text + errors
     assert _fails(text, ("Slack", "Slack requests", "Marquez", "Airflow", "Database")) == [], text
     assert re.search(r"^BOT_CONFIG +WARN ", text, re.MULTILINE), text
+
+
+# -- the lineage index --------------------------------------------------------------------------
+
+
+async def test_the_lineage_index_row_says_how_far_serve_has_read_marquez(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = await run_doctor(world.settings(), capsys)
+    assert report.row("Lineage index").result == "OK"
+    assert report.row("Lineage index").detail.startswith("empty: no serve has read")
+    engine = make_engine(world.database_url)
+    try:
+        index = LineageIndex(session_factory(engine))
+        make = lambda: MarquezClient(world.marquez.url)  # noqa: E731
+        await Reconciler(index.sessions, make, index, IndexSettings()).full()
+        current = await run_doctor(world.settings(), capsys)
+        assert current.row("Lineage index").result == "OK"
+        assert current.row("Lineage index").detail.startswith("current: last reconciled")
+        async with index.sessions.begin() as session:
+            await record_failure(session, "full reconcile: Marquez answered 503", utcnow())
+    finally:
+        await engine.dispose()
+    behind = await run_doctor(world.settings(), capsys)
+    row = behind.row("Lineage index")
+    assert (row.result, behind.code) == ("WARN", 0), behind.text
+    assert "the last reconcile failed (full reconcile: Marquez answered 503)" in row.detail
+    assert "serve's log" in row.fix

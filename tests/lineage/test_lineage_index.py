@@ -15,14 +15,22 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from bot.clients.marquez import MarquezClient
 from bot.config import BotConfig, IndexSettings
 from bot.core.db import make_engine, session_factory, upgrade
-from bot.core.model import DagRef
+from bot.core.model import DagRef, DatasetRef
+from bot.core.tables import utcnow
 from bot.events.rules.event import ParsedEvent
 from bot.lineage.rules.planner import Plan
 from bot.lineage.service.index import LineageIndex
 from bot.lineage.service.index_planner import IndexPlanner
+from bot.lineage.service.neighbourhood import MAX_REQUESTS
 from bot.lineage.service.planning import Planner, PlanRequest
 from bot.lineage.service.reconcile import Reconciler
-from bot.lineage.store.index import record_events
+from bot.lineage.store.index import (
+    JobFacts,
+    apply_jobs,
+    read_state,
+    record_events,
+    set_reconciled,
+)
 from standins.marquez.server import StandInServer
 
 FD = "food_delivery"
@@ -85,10 +93,14 @@ async def engine_on(database_url: str) -> AsyncIterator[AsyncEngine]:
 
 
 async def ready_index(database_url: str, engine: AsyncEngine) -> LineageIndex:
+    """An index that counts as loaded (a full reconcile is recorded, of whatever Marquez held
+    then), so planners trust it instead of walking Marquez."""
     upgrade(database_url)
     index = LineageIndex(session_factory(engine))
+    async with index.sessions.begin() as session:
+        if (await read_state(session)).full_reconcile_at is None:
+            await set_reconciled(session, at=utcnow(), high_water=None, full=True)
     await index.catch_up()
-    index.ready.set()
     return index
 
 
@@ -131,18 +143,22 @@ async def test_an_unknown_dag_is_fetched_on_demand_and_planned_like_the_crawl(
         assert not index.knows(DagRef(FD, "example.etl_orders"))  # never reconciled
         plan = await planner(index, make).plan(request)
         # Marquez's namespaces (the index holds none yet), the DAG looked up exactly in each
-        # (food_delivery, reporting), a search for its tasks, one task's lineage.
-        assert calls == [
+        # (food_delivery, reporting), a search for its tasks, then its downstream walked a
+        # few shallow `/lineage` requests at a time (never one deep one).
+        assert calls[:4] == [
             "/api/v1/namespaces",
             "/api/v1/namespaces/food_delivery/jobs/example.etl_orders",
             "/api/v1/namespaces/reporting/jobs/example.etl_orders",
             "/api/v1/search",
-            "/api/v1/lineage",
         ]
+        walked = calls[4:]
+        assert walked
+        assert set(walked) == {"/api/v1/lineage"}
+        assert len(walked) <= MAX_REQUESTS
         crawled = await crawl_plan(food_delivery_marquez, request)
         assert len(plan.steps) > 3
         # Lineage nodes carry no job facets: ownership facets arrive with the next reconcile.
-        assert without_owners(plan.to_json()) == without_owners(crawled)
+        assert without_owners(planned(plan)) == without_owners(crawled)
         await Reconciler(index.sessions, make, index, IndexSettings()).incremental()
         assert planned(await planner(index, make).plan(request)) == crawled
 
@@ -335,3 +351,20 @@ async def test_a_job_under_a_task_joins_the_tasks_dag_in_the_index(
     assert [d.name for d in impact.datasets] == ["warehouse.t"]
     assert [d.dag_id for d in impact.downstream] == ["report"]
     assert ("etl", "report") in edges(index)
+
+
+async def test_new_jobs_with_and_without_owners_are_written_together(database_url: str) -> None:
+    """A DAG fetched on demand: Marquez's own job (its ownership facet read) beside its tasks
+    named by a search (owners unknown) are new rows of one statement."""
+    dag = DagRef(FD, "example.owned")
+    facts = [
+        JobFacts(FD, "example.owned", dag, owners=("orders",)),
+        JobFacts(FD, "example.owned.load", dag, outputs=frozenset({DatasetRef(FD, "owned")})),
+    ]
+    async with engine_on(database_url) as engine:
+        index = await ready_index(database_url, engine)
+        async with index.sessions.begin() as session:
+            await apply_jobs(session, facts, source="marquez")
+        await index.catch_up()
+        assert index.lineage.owners_of(dag) == ("orders",)
+        assert index.outputs([dag]) == [DatasetRef(FD, "owned")]

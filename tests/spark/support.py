@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import shutil
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -115,7 +116,8 @@ def repair_plan(failed: frozenset[date]) -> list[list[Planned]]:
 @dataclass
 class Story:
     clean_warehouse: Path
-    broken_warehouse: Path
+    broken_warehouse: Path  # repaired by the end of the story
+    broken_copy: Path  # that warehouse as the failed runs left it, for tests to repair again
     clean: Snapshot
     broken: Snapshot
     repaired: Snapshot
@@ -148,6 +150,8 @@ def play_story(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) ->
         events = [e.body for e in server.state.events]
         states_after_failure = run_states(server)
         broken = snapshot(spark, broken_dir)
+        broken_copy = tmp_path_factory.mktemp("broken_copy") / "warehouse"
+        shutil.copytree(broken_dir, broken_copy)
         fixed = replace(settings, fail_dates=frozenset())  # the cause is fixed, then backfill
         repair_outcomes = run_stages(spark, repair_plan(FAILED_DAYS), fixed, parallel=2)
         states_after_repair = run_states(server)
@@ -160,6 +164,7 @@ def play_story(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) ->
     return Story(
         clean_warehouse=clean_dir,
         broken_warehouse=broken_dir,
+        broken_copy=broken_copy,
         clean=snapshot(spark, clean_dir),
         broken=broken,
         repaired=snapshot(spark, broken_dir),

@@ -142,6 +142,9 @@ async def test_latency_delays_the_routes_asked_and_only_those() -> None:
             started = time.monotonic()
             await api.ok("/api/v1/lineage", {"nodeId": "job:ns:job_a"})
             assert time.monotonic() - started >= 0.3 > fast
+            started = time.monotonic()  # two hops of the CTE's twenty: a tenth of the delay
+            await api.ok("/api/v1/lineage", {"nodeId": "job:ns:job_a", "depth": "2"})
+            assert 0.3 > time.monotonic() - started >= 0.03
     finally:
         await runner.cleanup()
     # the command line's `--latency ROUTE=SECONDS`: tests/cli/test_cli_commands.py

@@ -84,8 +84,12 @@ async def start_bot(
     marquez: StandInServer,
     config: BotConfig,
     env: Mapping[str, str] | None = None,
+    *,
+    wait_for_index: bool = True,
 ) -> tuple[Services, web.AppRunner, str]:
-    """The bot's web app on a free port; `env` adds settings (default: manual executor)."""
+    """The bot's web app on a free port; `env` adds settings (default: manual executor).
+    Unless `wait_for_index` is False, returns once the lineage index holds a full reconcile
+    (plans then come from it alone, as in a bot that has been up a while)."""
     settings = load_settings(
         {
             "MARQUEZ_URL": marquez.url,
@@ -110,7 +114,7 @@ async def start_bot(
     await site.start()
     port = runner.addresses[0][1]
     reconciler = services.reconciler
-    if reconciler is not None:  # plans come from the index once it holds a full reconcile
+    if reconciler is not None and wait_for_index:
         await eventually(lambda: reconciler.index.freshness.full_reconcile_at, timeout_s=30)
     return services, runner, f"http://127.0.0.1:{port}"
 
@@ -136,12 +140,15 @@ async def running_bot(
     env: Mapping[str, str] | None = None,
     *,
     ack_timeout: float = SUITE_ACK_S,
+    wait_for_index: bool = True,
 ) -> AsyncIterator[Bot]:
     """A Slack stand-in (with these user groups) and the bot wired to it and to Marquez."""
     async with running_slack_standin(ack_timeout=ack_timeout) as slack:
         for group, members in (groups or {}).items():
             slack.state.add_usergroup(group, members)
-        services, runner, url = await start_bot(database_url, slack, marquez, config, env)
+        services, runner, url = await start_bot(
+            database_url, slack, marquez, config, env, wait_for_index=wait_for_index
+        )
         slack.set_events_url(f"{url}/slack/events")
         try:
             yield Bot(url, services, slack, marquez)

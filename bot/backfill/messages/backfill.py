@@ -222,8 +222,28 @@ def plan_preview(
         ),
         "awaiting": _awaiting(awaiting),
         "retry_of": retry_of,  # a request id: never cut
+        "loading": loading_line(plan),
     }
     return render("backfill/plan_preview.json.j2", view)
+
+
+def loading_line(plan: Plan) -> str:
+    """What a plan made while the lineage index was loading came from ("" otherwise)."""
+    loading = plan.lineage_loading
+    if loading is None:
+        return ""
+    of = f" of {loading.jobs_total:,}" if loading.jobs_total is not None else ""
+    text = (
+        f"The bot's lineage index is still loading ({loading.jobs_read:,}{of} Marquez jobs "
+        f"read), so this plan also asked Marquez what is downstream of {plan.root.dag_id} "
+        f"just now ({plural(loading.fetched_dags, 'DAG')})."
+    )
+    if not loading.complete:
+        text += (
+            " Marquez's answer was cut at the bot's bound, so DAGs further downstream may be "
+            "missing: ask again once the index has loaded."
+        )
+    return text
 
 
 def plan_modal(plan: Plan, *, request_id: str) -> dict[str, Any]:

@@ -111,7 +111,7 @@ class SparkBackend:
             run = _LocalRun(work.intervals, done=done)
             self._runs[work.step_id] = run
             run.task = asyncio.create_task(self._run(work.dag.dag_id, run))
-        return {"boot": self.boot, "handle": f"local Spark {self.master or 'local[*]'}"}
+        return {"boot": self.boot, "handle": f"Spark {self.master or 'local[*]'}"}
 
     async def _run(self, dag: str, run: _LocalRun) -> None:
         jobs = self._pipeline()

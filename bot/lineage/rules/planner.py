@@ -65,6 +65,39 @@ class PlanNote:
 
 
 @dataclass(frozen=True)
+class LineageLoading:
+    """The local index was still loading (or stale) when the plan was made: how far it had
+    read Marquez, and what was fetched from Marquez on demand to plan anyway."""
+
+    jobs_read: int
+    jobs_total: int | None
+    fetched_dags: int
+    """DAGs whose downstream lineage came from Marquez for this plan."""
+    complete: bool
+    """False when the on-demand fetch stopped at its bound: DAGs further down may be missing."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "jobs_read": self.jobs_read,
+            "jobs_total": self.jobs_total,
+            "fetched_dags": self.fetched_dags,
+            "complete": self.complete,
+        }
+
+    @staticmethod
+    def from_json(data: Any) -> LineageLoading | None:
+        if not isinstance(data, Mapping):
+            return None
+        total = data.get("jobs_total")
+        return LineageLoading(
+            int(data.get("jobs_read") or 0),
+            total if isinstance(total, int) else None,
+            int(data.get("fetched_dags") or 0),
+            bool(data.get("complete")),
+        )
+
+
+@dataclass(frozen=True)
 class Plan:
     root: DagRef
     date_range: DateRange
@@ -75,6 +108,8 @@ class Plan:
     lineage_as_of: datetime | None = None
     """When the lineage planned from was last reconciled with Marquez (the local index's
     freshness; None when it was read from Marquez for this plan)."""
+    lineage_loading: LineageLoading | None = None
+    """Set when the index was still loading: the plan came partly from an on-demand fetch."""
 
     @property
     def blocked(self) -> bool:
@@ -97,6 +132,7 @@ class Plan:
             "steps": [s.to_json() for s in self.steps],
             **({"notes": [n.to_json() for n in self.notes]} if self.notes else {}),
             **({"lineage_as_of": iso(self.lineage_as_of)} if self.lineage_as_of else {}),
+            **({"lineage_loading": self.lineage_loading.to_json()} if self.lineage_loading else {}),
         }
 
 
@@ -140,6 +176,7 @@ def plan_from_json(data: Mapping[str, Any]) -> Plan:
             if isinstance(data.get("lineage_as_of"), str)
             else None
         ),
+        lineage_loading=LineageLoading.from_json(data.get("lineage_loading")),
     )
 
 

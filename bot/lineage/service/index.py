@@ -31,6 +31,7 @@ from bot.lineage.store.models import LineageDataset, LineageIo, LineageJob, Line
 _UNSCHEDULED = Unscheduled()
 HISTORY_RUNS = 60  # as many runs per DAG as the crawl planner reads
 _CHUNK = 400
+LOAD_CHUNK = 5_000
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,8 @@ class LineageIndex:
         self._by_name: dict[str, list[DagRef]] | None = None
         self._lock = asyncio.Lock()
         self.ready = asyncio.Event()
-        """Set once the index holds at least one complete reconcile (or gave up waiting)."""
+        """Set once the index holds a full reconcile with Marquez (this process's or another
+        replica's). Nothing waits for it to plan; benchmarks and tests watch it."""
 
     @property
     def graph(self) -> DagGraph:
@@ -71,41 +73,73 @@ class LineageIndex:
         async with self._lock, self.sessions() as session:
             state = await read_state(session)
             self.freshness = Freshness(state.reconciled_at, state.full_reconcile_at, state.seq)
+            ready = state.full_reconcile_at is not None
             if state.seq == self.seq:
+                if ready:
+                    self.ready.set()
                 return 0
             jobs = await self._load_jobs(session)
             dags = await self._changed_run_dags(session)
             await self._learn(session, dags)
             self.seq = state.seq
-            return jobs + len(dags)
+        if ready:
+            self.ready.set()
+        return jobs + len(dags)
 
     async def _load_jobs(self, session: AsyncSession) -> int:
+        """Apply the job rows changed since the last catch-up, `LOAD_CHUNK` rows at a time (at
+        start that is every row: 100,000 rows and their datasets never cross the wire at once)."""
         table = LineageJob.__table__
         c = table.c  # only what the index keeps (not timestamps, sources…)
         wanted = select(c.id, c.namespace, c.name, c.dag_namespace, c.dag_id, c.is_dag)
-        rows = list(
-            await session.execute(wanted.add_columns(c.owners, c.deleted).where(c.seq > self.seq))
-        )
-        if not rows:
-            return 0
-        ids = [row.id for row in rows if not row.deleted]
+        wanted = wanted.add_columns(c.owners, c.deleted).where(c.seq > self.seq)
+        loaded = 0
+        cursor = 0
+        kept: list[tuple[str, str]] = []
+        while True:
+            rows = list(
+                await session.execute(wanted.where(c.id > cursor).order_by(c.id).limit(LOAD_CHUNK))
+            )
+            if not rows:
+                break
+            cursor = rows[-1].id
+            io = await self._io(session, [row.id for row in rows if not row.deleted])
+            kept += self._apply_jobs(rows, io)
+            loaded += len(rows)
+            del rows, io
+        self._follow_parents(kept)
+        return loaded
+
+    async def _io(
+        self, session: AsyncSession, ids: list[int]
+    ) -> dict[int, tuple[set[DatasetRef], set[DatasetRef]]]:
+        """Each job's input and output datasets."""
         io: dict[int, tuple[set[DatasetRef], set[DatasetRef]]] = {i: (set(), set()) for i in ids}
+        if not ids:
+            return io
         query = select(
             LineageIo.job_id, LineageIo.direction, LineageDataset.namespace, LineageDataset.name
         ).join(LineageDataset, LineageDataset.id == LineageIo.dataset_id)
-        parts = (
-            [query]
-            if self.seq == 0
-            else [
+        if len(ids) > _CHUNK and ids[-1] - ids[0] < 2 * len(ids):
+            # a dense run of ids (a first load): one range on the key, not IN lists
+            parts = [query.where(LineageIo.job_id.between(ids[0], ids[-1]))]
+        else:
+            parts = [
                 query.where(LineageIo.job_id.in_(ids[i : i + _CHUNK]))
                 for i in range(0, len(ids), _CHUNK)
             ]
-        )
         for part in parts:
             for job_id, direction, namespace, name in await session.execute(part):
                 sides = io.get(job_id)
                 if sides is not None:
                     sides[0 if direction == "in" else 1].add(self._dataset(namespace, name))
+        return io
+
+    def _apply_jobs(
+        self, rows: list[Any], io: dict[int, tuple[set[DatasetRef], set[DatasetRef]]]
+    ) -> list[tuple[str, str]]:
+        """Apply job rows to the graph; returns the keys of those not deleted."""
+        kept: list[tuple[str, str]] = []
         for row in rows:
             # Namespaces repeat on every job and dataset: one string object each.
             key = (intern(row.namespace), row.name)
@@ -122,10 +156,10 @@ class LineageIndex:
                 changed = self.lineage.set_job(key, job)
                 if not row.is_dag:
                     self._tasks.setdefault(row.name, set()).add(dag)
+                kept.append(key)
             if changed:
                 self._by_name = None
-        self._follow_parents([(intern(r.namespace), r.name) for r in rows if not r.deleted])
-        return len(rows)
+        return kept
 
     def _follow_parents(self, keys: list[tuple[str, str]]) -> None:
         """A job whose DAG is itself another job's child (Marquez files a Spark application

@@ -2,16 +2,17 @@
 
 `IndexPlanner` answers what `Planner` answers (resolve, plan, impact) from the in-memory index
 (`bot/lineage/service/index.py`), caught up with the database first, so an event ingested a
-moment ago already counts. A DAG the index has not seen yet is fetched from Marquez on demand
-with a few requests (the job by its exact name, a search for its tasks, then the lineage graph
-around one of them), written to the
-index like any reconcile, and then planned: the index never plans from less than Marquez knows.
+moment ago already counts. It never waits for a reconcile. A DAG the index has not seen yet is
+fetched from Marquez with a few requests (the job by its exact name, a search for its tasks)
+and its downstream walked (`bot/lineage/service/neighbourhood.py`: bounded); while the index
+is still loading (no full reconcile yet, or a stale one) every plan and impact walks its DAG's
+downstream that way, writes what it found to the index like any reconcile, and says on the
+plan (`Plan.lineage_loading`) how far the index was and whether the walk saw everything.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
+import logging
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
@@ -20,27 +21,39 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from bot.clients.marquez import MarquezClient, MarquezNotFound, job_node_id
+from bot.clients.marquez import MarquezClient, MarquezError, MarquezNotFound
 from bot.config import BotConfig
 from bot.core.model import DagRef, DatasetRef
 from bot.core.tables import utcnow
 from bot.lineage.rules.graph import affected_dags, dag_of, has_own_run, job_io
 from bot.lineage.rules.impact import Impact
-from bot.lineage.rules.planner import Plan, check_size, make_plan, resolve_exclusions
+from bot.lineage.rules.planner import (
+    LineageLoading,
+    Plan,
+    check_size,
+    make_plan,
+    resolve_exclusions,
+)
 from bot.lineage.rules.ranges import parse_range
 from bot.lineage.rules.schedule import CronSchedule, Schedule
 from bot.lineage.service.catalog import UnknownDag
 from bot.lineage.service.index import Freshness, LineageIndex
+from bot.lineage.service.neighbourhood import Neighbourhood, fetch_downstream
 from bot.lineage.service.planning import PlanRequest
 from bot.lineage.store.index import JobFacts, RunFacts, apply_jobs, upsert_runs
+from bot.lineage.store.reconcile_state import read_progress
 from bot.ownership.rules import owners, team_name
 
+logger = logging.getLogger(__name__)
 SEARCH_LIMIT = 100
 EXACT_NAMESPACES = 4
 """Namespaces a DAG named without one is looked up in exactly before any search (all of them
 if the search answer was cut and did not hold it)."""
-READY_TIMEOUT_S = 120.0
 MarquezFactory = Callable[[], AbstractAsyncContextManager[MarquezClient]]
+
+
+def _key(job: dict[str, Any]) -> tuple[Any, Any]:
+    return (job.get("namespace"), job.get("name"))
 
 
 def _time(value: Any) -> datetime | None:
@@ -128,6 +141,7 @@ class IndexPlanner:
         *,
         default_namespace: str | None = None,
         refresh: Callable[[], Awaitable[object]] | None = None,
+        clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self.index = index
         self.config = config
@@ -139,19 +153,28 @@ class IndexPlanner:
         self.requests = 0
         """Marquez requests this planner made (on-demand fetches only)."""
 
+        self.loading: LineageLoading | None = None
+        """Set by `plan`/`impact` when the index was still loading: what they planned from."""
+        self.clock = clock
+
     @property
     def freshness(self) -> Freshness:
         return self.index.freshness
 
-    async def _current(self) -> None:
-        if not self.index.ready.is_set():
-            # Past the timeout: plan from what is stored; unknown DAGs are fetched on demand.
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.index.ready.wait(), READY_TIMEOUT_S)
-        await self.index.catch_up()
+    def _loading(self) -> bool:
+        """No full reconcile yet, or none for longer than a full reconcile's period (a stored
+        index from a process that stopped long ago): Marquez is asked about the DAG's
+        downstream instead of trusting the index alone."""
+        freshness = self.index.freshness
+        if freshness.full_reconcile_at is None or freshness.reconciled_at is None:
+            return True
+        age = (self.clock() - freshness.reconciled_at).total_seconds()
+        return age > self.config.index.full_reconcile_s
 
     async def resolve(self, name: str, namespace: str | None = None) -> DagRef:
-        await self._current()
+        """The DAG a user means, from the index (never waiting for a reconcile), or fetched
+        from Marquez when the index does not know it yet."""
+        await self.index.catch_up()
         try:
             return self.index.resolve(name, namespace, self.default_namespace)
         except UnknownDag:
@@ -159,6 +182,60 @@ class IndexPlanner:
                 raise
         await self.index.catch_up()
         return self.index.resolve(name, namespace, self.default_namespace)
+
+    async def _root(self, name: str, namespace: str | None) -> DagRef:
+        """`resolve`, then, while the index is loading, the DAG's downstream from Marquez."""
+        root = await self.resolve(name, namespace)
+        if self._loading():
+            found = await self._walk(root)
+            async with self.index.sessions() as session:
+                progress = await read_progress(session)
+            self.loading = LineageLoading(
+                progress.jobs_read, progress.jobs_total, len(found.dags), found.complete
+            )
+        return root
+
+    async def _walk(self, root: DagRef) -> Neighbourhood:
+        """Fetch `root`'s downstream from Marquez into the index (bounded)."""
+        members = self.index.lineage.members
+        jobs_held = self.index.lineage.jobs
+        try:
+            async with self.marquez() as client:
+                tasks: set[tuple[str, str]] = set()
+                if not any(
+                    jobs_held[key].inputs or jobs_held[key].outputs for key in members.get(root, ())
+                ):
+                    # Marquez's graph reaches a DAG only through its tasks' datasets, and the
+                    # index may hold the DAG's own job but none of its tasks yet.
+                    tasks = await self._tasks_of(client, root)
+
+                def known(dag: DagRef) -> set[tuple[str, str]]:
+                    return set(members.get(dag, ())) | (tasks if dag == root else set())
+
+                found = await fetch_downstream(client, root, known)
+        except MarquezError as exc:  # plan from what the index holds, and say so
+            logger.warning("lineage: could not fetch %s's downstream: %s", root.dag_id, exc)
+            found = Neighbourhood([], 0, frozenset({root}), False)
+        self.requests += found.requests
+        held = self.index.lineage.jobs
+        # a node showing its parent's run says less of a job than the index already holds
+        jobs = [j for j in found.jobs if has_own_run(j) or _key(j) not in held]
+        await write_marquez_jobs(self.index.sessions, jobs)
+        await self.index.catch_up()
+        return found
+
+    async def _tasks_of(self, client: MarquezClient, dag: DagRef) -> set[tuple[str, str]]:
+        """The DAG's tasks Marquez knows (`dag.task`, found by a search)."""
+        self.requests += 1
+        found = await client.search(
+            dag.dag_id, filter="JOB", namespace=dag.namespace, limit=SEARCH_LIMIT
+        )
+        return {
+            (dag.namespace, str(r["name"]))
+            for r in found
+            if r.get("namespace") == dag.namespace
+            and str(r.get("name", "")).startswith(f"{dag.dag_id}.")
+        }
 
     async def _fetch(self, name: str, namespace: str | None) -> bool:
         """Bring a DAG Marquez knows and the index does not into the index: an exact lookup
@@ -202,34 +279,18 @@ class IndexPlanner:
                 for r in found
                 if r.get("namespace") in homes and str(r.get("name", "")).startswith(f"{name}.")
             )
-            ns, start = tasks[0] if tasks else (min(homes), name)
-            self.requests += 1
-            try:
-                nodes = await client.get_lineage(job_node_id(ns, start))
-            except MarquezNotFound:
-                nodes = []
-        held = self.index.lineage.jobs
-        jobs = [
-            n["data"]
-            for n in nodes
-            if n.get("type") == "JOB"
-            and isinstance(n.get("data"), dict)
-            # a node showing its parent's run says less of a job than the index already holds
-            and (
-                has_own_run(n["data"])
-                or (n["data"].get("namespace"), n["data"].get("name")) not in held
-            )
-        ]
-        listed = {(j.get("namespace"), j.get("name")) for j in jobs}
-        for space in sorted(homes):  # the DAG itself, when only its tasks have datasets
-            if space in known:
-                jobs.append(known[space])  # Marquez's own answer: its runs, its datasets
-            elif (space, name) not in listed:
-                jobs.append({"namespace": space, "name": name})
-        for space, task in tasks:  # tasks outside that graph: Marquez names them `dag.task`
-            if (space, task) not in listed:
-                jobs.append({"namespace": space, "name": task, "parentJobName": name})
+        # The DAG and its tasks (Marquez names them `dag.task`); their datasets and what is
+        # downstream come from the walk (`_walk`), bounded, never one deep `/lineage`.
+        jobs: list[dict[str, Any]] = []
+        for space in sorted(homes):
+            jobs.append(known.get(space) or {"namespace": space, "name": name})
+        for space, task in tasks:
+            jobs.append({"namespace": space, "name": task, "parentJobName": name})
         await write_marquez_jobs(self.index.sessions, jobs)
+        if not self._loading():
+            # A complete index plans from what it holds: only this new DAG's lineage is asked.
+            await self.index.catch_up()
+            await self._walk(self.index.resolve(name, namespace, self.default_namespace))
         return True
 
     async def _exact(
@@ -274,7 +335,7 @@ class IndexPlanner:
     async def plan(self, request: PlanRequest) -> Plan:
         """Validate the range, resolve the DAG, and plan from the index."""
         parse_range(request.range_text, max_days=self.config.limits.max_range_days)
-        root = await self.resolve(request.dag, request.namespace)
+        root = await self._root(request.dag, request.namespace)
         return self._plan(root, request)
 
     def plan_now(self, request: PlanRequest) -> Plan:
@@ -302,11 +363,13 @@ class IndexPlanner:
             max_dags=self.config.limits.max_plan_dags,
             affected=affected,
         )
-        return replace(plan, lineage_as_of=self.index.freshness.reconciled_at)
+        return replace(
+            plan, lineage_as_of=self.index.freshness.reconciled_at, lineage_loading=self.loading
+        )
 
     async def impact(self, name: str, namespace: str | None = None) -> Impact:
         """Downstream DAGs, rewritten datasets, reports and owners of a DAG."""
-        root = await self.resolve(name, namespace)
+        root = await self._root(name, namespace)
         affected = affected_dags(self.index.graph, root)
         return Impact.of(affected, self.index.outputs(affected.order), self.config, self.owners)
 

@@ -15,12 +15,19 @@ stop, with the new datasets of that version; and a producer whose clock runs ahe
 high-water mark into the future. Hence: jobs last seen with a run still going are fetched one
 by one by the next incremental reconcile wherever they sort now, and the high-water mark never
 passes the bot's own clock at the start of the read (reading more is only a cost).
+
+Replicas on one database reconcile one at a time (a lease, `bot/lineage/store/reconcile_state.py`):
+the others catch up with what the holder writes. Memory stays at one page: each is parsed,
+written and dropped before the next is asked for; what is kept across pages is the jobs' keys.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -31,16 +38,47 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.clients.marquez import MarquezClient, MarquezError, MarquezNotFound
 from bot.config import IndexSettings
+from bot.core.http import describe
 from bot.core.tables import utcnow
 from bot.lineage.service.index import LineageIndex
 from bot.lineage.service.index_planner import MarquezFactory, marquez_facts, write_marquez_jobs
 from bot.lineage.store.index import mark_deleted, prune_runs, read_state, set_reconciled
 from bot.lineage.store.models import LineageJob
+from bot.lineage.store.reconcile_state import (
+    read_progress,
+    record_failure,
+    release_lease,
+    renew_lease,
+    take_lease,
+)
 
 logger = logging.getLogger(__name__)
 CONFIRM_CONCURRENCY = 8
 GOING = frozenset({"NEW", "RUNNING"})
 """Run states whose next event can be the terminal one that re-sorts the job."""
+LEASE = timedelta(minutes=2)
+"""How long a reconcile holds the lease without writing a page: well above a slow Marquez's
+page (a 15 s `/jobs` page on a big catalog), so a live holder is never overtaken."""
+FOLLOW_S = 2.0
+"""How often a replica that does not hold the lease catches up while another loads the index."""
+RETRY_FIRST_S = 1.0
+RETRY_MAX_S = 60.0
+
+
+class LeaseLost(RuntimeError):
+    """Another replica took the reconcile over (this one stalled past its lease)."""
+
+
+def why(exc: BaseException) -> str:
+    """An error in words: Marquez's and the network's as they are, anything else (a bug) with
+    its type, which its message alone may not say (`KeyError: 'x'`)."""
+    if isinstance(exc, MarquezError | OSError):
+        return describe(exc)
+    return f"{type(exc).__name__}: {describe(exc)}"
+
+
+def default_holder() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
 @dataclass(frozen=True)
@@ -60,75 +98,135 @@ class Reconciler:
         settings: IndexSettings,
         *,
         clock: Callable[[], datetime] = utcnow,
+        holder: str | None = None,
+        on_failure: Callable[[BaseException], None] | None = None,
     ) -> None:
         self.sessions = sessions
         self.marquez = marquez
         self.index = index
         self.settings = settings
         self.clock = clock
+        self.holder = holder or default_holder()
+        self.on_failure = on_failure
+        """Told of every failed reconcile (a metric), after it is logged and recorded."""
         self._lock = asyncio.Lock()
         self._unsettled: set[tuple[str, str]] = set()
         """Jobs whose latest run was still going when last read: their terminal event may sort
         them below the next incremental's stop (see the module's docstring)."""
 
     async def start(self) -> None:
-        """Load the index; reconcile fully before it counts as ready if it never was."""
-        try:
+        """Load the stored index, then make sure it holds a full reconcile: run one (retrying
+        any failure with backoff until one succeeds), or follow the replica running it. Plans
+        never wait for this: they fetch what they need on demand meanwhile."""
+        delay = RETRY_FIRST_S
+        while True:
+            try:
+                await self.index.catch_up()
+                if await self.full() is not None:
+                    return
+                if await self._follow():
+                    return
+                continue  # the holder let go without finishing: try to take over
+            except Exception as exc:  # anything: the index must not wait six hours for another
+                await self._failed(exc, "first full reconcile")
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, RETRY_MAX_S)
+
+    async def _follow(self) -> bool:
+        """Catch up while another replica holds the lease; True once a full reconcile is in
+        the database (that replica's or an earlier one), False if the lease ends without it."""
+        while True:
             await self.index.catch_up()
-            if self.index.freshness.full_reconcile_at is not None:
-                self.index.ready.set()  # plan from what is stored while the full one runs
-            await self.full()
-        except (MarquezError, OSError) as exc:
-            logger.warning("lineage index: first reconcile with Marquez failed: %s", exc)
-        finally:
-            self.index.ready.set()
+            async with self.sessions() as session:
+                progress = await read_progress(session)
+            if progress.full_reconcile_at is not None:
+                return True
+            if not progress.reconciling(self.clock()):
+                return False
+            await asyncio.sleep(FOLLOW_S)
 
     async def run_full(self) -> None:
         """`full`, logging instead of raising (a scheduler job)."""
         try:
             await self.full()
-        except Exception:
-            logger.exception("lineage index: full reconcile failed")
+        except Exception as exc:
+            await self._failed(exc, "full reconcile")
 
     async def run_incremental(self) -> None:
         try:
             await self.incremental()
-        except Exception:
-            logger.exception("lineage index: incremental reconcile failed")
+        except Exception as exc:
+            await self._failed(exc, "incremental reconcile")
 
-    async def full(self) -> ReconcileResult:
-        async with self._lock:
-            return await self._full()
+    async def _failed(self, exc: BaseException, what: str) -> None:
+        if isinstance(exc, MarquezError | OSError):
+            logger.warning("lineage index: %s with Marquez failed: %s", what, exc)
+        else:
+            logger.exception("lineage index: %s failed", what)
+        if self.on_failure is not None:
+            self.on_failure(exc)
+        try:
+            async with self.sessions.begin() as session:
+                await record_failure(session, f"{what}: {why(exc)}", self.clock())
+        except Exception:  # the database itself may be what failed
+            logger.warning("lineage index: could not record the failure", exc_info=True)
+
+    async def full(self) -> ReconcileResult | None:
+        """A full reconcile, or None if another replica holds the lease."""
+        async with self._lock, self._leased() as held:
+            return await self._full() if held else None
+
+    async def incremental(self) -> ReconcileResult | None:
+        """An incremental reconcile (a full one if none ever ran), or None if another replica
+        holds the lease: then only what it wrote is loaded."""
+        async with self._lock:  # before reading the state: a full reconcile may be under way
+            async with self._leased() as held:
+                if held:
+                    async with self.sessions() as session:
+                        state = await read_state(session)
+                    if state.high_water is None:
+                        return await self._full()
+                    return await self._incremental(state.high_water)
+            await self.index.catch_up()
+            return None
+
+    async def refresh(self) -> None:
+        """An incremental reconcile for a planner looking for a new DAG, unless one is under
+        way in this process (a full one can take minutes: the planner searches instead)."""
+        if self._lock.locked():
+            await self.index.catch_up()
+            return
+        await self.incremental()
+
+    def _leased(self) -> _Lease:
+        return _Lease(self)
+
+    async def _renew(self, **progress: Any) -> None:
+        async with self.sessions.begin() as session:
+            if not await renew_lease(session, self.holder, self.clock(), LEASE, **progress):
+                raise LeaseLost("another replica took the lineage reconcile over")
 
     async def _full(self) -> ReconcileResult:
         async with self.marquez() as client:
             started = self.clock()
+            await self._renew(started=True)
             seen: set[tuple[str, str]] = set()
-            pages, high = await self._read(client, None, seen)
+            pages, high = await self._read(client, None, seen, full=True)
             deleted = await self._deletions(client, seen)
             async with self.sessions.begin() as session:
                 await mark_deleted(session, deleted)
                 await set_reconciled(session, at=started, high_water=high, full=True)
                 await prune_runs(session, timedelta(days=self.settings.history_days), started)
-        await self.index.catch_up()
-        self.index.ready.set()  # complete now, whoever started this reconcile
+        await self.index.catch_up()  # sets `ready`: the database now holds a full reconcile
         logger.info("lineage index: full reconcile read %d jobs", len(seen))
         return ReconcileResult(True, len(seen), pages, len(deleted))
-
-    async def incremental(self) -> ReconcileResult:
-        async with self._lock:  # before reading the state: a full reconcile may be under way
-            async with self.sessions() as session:
-                state = await read_state(session)
-            if state.high_water is None:
-                return await self._full()
-            return await self._incremental(state.high_water)
 
     async def _incremental(self, high_water: datetime) -> ReconcileResult:
         async with self.marquez() as client:
             started = self.clock()
             seen: set[tuple[str, str]] = set()
             stop = high_water - timedelta(seconds=self.settings.overlap_s)
-            pages, high = await self._read(client, stop, seen)
+            pages, high = await self._read(client, stop, seen, full=False)
             await self._settle(client, self._unsettled - seen, seen)
             async with self.sessions.begin() as session:
                 await set_reconciled(session, at=started, high_water=high, full=False)
@@ -136,13 +234,19 @@ class Reconciler:
         return ReconcileResult(False, len(seen), pages, 0)
 
     async def _read(
-        self, client: MarquezClient, stop: datetime | None, seen: set[tuple[str, str]]
+        self,
+        client: MarquezClient,
+        stop: datetime | None,
+        seen: set[tuple[str, str]],
+        *,
+        full: bool,
     ) -> tuple[int, datetime | None]:
         """Write listed jobs page by page until one is older than `stop` (all if None)."""
         pages = 0
         high: datetime | None = None
         now = self.clock()
-        async for page in client.job_pages():
+        total: list[int] = []
+        async for page in client.job_pages(on_total=total.append):
             pages += 1
             keep: list[dict[str, Any]] = []
             older = False
@@ -160,7 +264,13 @@ class Reconciler:
                 seen.add(key)
                 self._note_run(key, job)
                 keep.append(job)
+            del page  # what is written is dropped: one page in memory at a time
             await write_marquez_jobs(self.sessions, keep)
+            del keep
+            if full:
+                await self._renew(jobs_read=len(seen), jobs_total=total[0] if total else None)
+            else:
+                await self._renew()
             if older:
                 break
         return pages, high
@@ -219,3 +329,33 @@ class Reconciler:
 
         answers = await asyncio.gather(*(gone(key) for key in missing))
         return [key for key, answer in zip(missing, answers, strict=True) if answer]
+
+
+class _Lease:
+    """`async with`: hold the reconcile lease (yielding True) or not (False, another replica
+    has it); released on the way out, with the error if the body raised."""
+
+    def __init__(self, reconciler: Reconciler) -> None:
+        self.reconciler = reconciler
+        self.held = False
+
+    async def __aenter__(self) -> bool:
+        r = self.reconciler
+        async with r.sessions.begin() as session:
+            self.held = await take_lease(session, r.holder, r.clock(), LEASE)
+        return self.held
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, _: Any
+    ) -> None:
+        if not self.held:
+            return
+        failed = exc is not None and not isinstance(exc, asyncio.CancelledError)
+        error = why(exc) if failed and exc is not None else None
+        # Shielded: a cancelled reconcile (serve stopping) still gives the lease back.
+        await asyncio.shield(self._release(error))
+
+    async def _release(self, error: str | None) -> None:
+        r = self.reconciler
+        async with r.sessions.begin() as session:
+            await release_lease(session, r.holder, error=error, now=r.clock())

@@ -217,11 +217,15 @@ async def apply_jobs(
     """Upsert jobs; `source="marquez"` replaces datasets and owners, events only add. `named`
     is the events' dataset names with their aliases, in order (`_dataset_ids`).
 
-    Returns the seq the changes were stamped with (None if nothing changed).
+    Returns the seq taken for this write, which stamps whatever changed (None if no facts).
     """
     if not facts:
         return seq
     from_marquez = source == "marquez"
+    # The change number first: its row lock (held to commit) orders concurrent writers, so the
+    # rows read next include every job another writer (a reconcile page, an on-demand fetch,
+    # ingest) committed, and two never insert the same new job.
+    seq = seq if seq is not None else await next_seq(session)
     rows, io = await _existing(session, [(f.namespace, f.name) for f in facts])
     datasets = await _dataset_ids(session, {d for f in facts for d in f.inputs | f.outputs}, named)
     inserts: list[dict[str, Any]] = []
@@ -252,6 +256,8 @@ async def apply_jobs(
             inserts.append({"namespace": fact.namespace, "name": fact.name, **values})
             inserts[-1].setdefault("source", source)
             inserts[-1].setdefault("in_marquez", False)
+            inserts[-1].setdefault("owners", None)  # one statement: every row the same keys
+            inserts[-1].setdefault("marquez_updated_at", None)
             inserts[-1]["seen_at"] = seen if seen is not None else utcnow()
             new_io[key] = wanted
             continue
@@ -269,7 +275,6 @@ async def apply_jobs(
             io_drop += [(row.id, d, s) for d, s in drop]
     if not inserts and not updates:
         return seq
-    seq = seq if seq is not None else await next_seq(session)
     table = LineageJob.__table__
     if inserts:
         for row in inserts:

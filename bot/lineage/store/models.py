@@ -41,6 +41,19 @@ class LineageState(Base):
     """When the index last caught up with Marquez (full or incremental)."""
     high_water: Mapped[datetime | None] = mapped_column(UTCDateTime())
     """The newest job `updatedAt` read from Marquez: incremental reads stop below it."""
+    reconcile_holder: Mapped[str | None] = mapped_column(String(128))
+    """The process reconciling with Marquez now (one at a time across replicas), until
+    `reconcile_lease_until`: a holder that died loses it then."""
+    reconcile_lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    reconcile_started_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    """When the running (or last) full reconcile started."""
+    jobs_read: Mapped[int] = mapped_column(Integer, default=0)
+    """Jobs the running (or last) full reconcile has read so far, of `jobs_total`."""
+    jobs_total: Mapped[int | None] = mapped_column(Integer)
+    """Marquez's `totalCount` on the full reconcile's first page."""
+    reconcile_error: Mapped[str | None] = mapped_column(String(1000))
+    """Why the last reconcile failed (cleared by the next that succeeds)."""
+    reconcile_failed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
 
 class LineageJob(Base):
