@@ -134,7 +134,7 @@ def build_services(settings: Settings, config: BotConfig, given: AsyncWebClient)
         RetryService(sessions=sessions), metrics,
         build_readiness(
             settings, engine, slack, marquez,
-            partial(index_state, sessions, config.index) if lineage.reconciler else None,
+            partial(index_state, sessions, config.index, lineage.index) if lineage.index else None,
         ),
         runner, lineage.reconciler, sinks,
         subscriptions=SubscriptionService(sessions, config, groups),

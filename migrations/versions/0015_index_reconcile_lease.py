@@ -21,6 +21,7 @@ COLUMNS = (
     ("reconcile_holder", sa.String(128)),
     ("reconcile_lease_until", sa.DateTime(timezone=True)),
     ("reconcile_started_at", sa.DateTime(timezone=True)),
+    ("reconcile_finished_at", sa.DateTime(timezone=True)),
     ("jobs_total", sa.Integer()),
     ("reconcile_error", sa.String(1000)),
     ("reconcile_failed_at", sa.DateTime(timezone=True)),

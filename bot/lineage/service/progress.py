@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.config import IndexSettings
 from bot.core.tables import utcnow
+from bot.lineage.service.index import LineageIndex
 from bot.lineage.store.reconcile_state import Progress, read_progress
 
 BEHIND_PERIODS = 3
@@ -35,8 +36,11 @@ def describe(progress: Progress, settings: IndexSettings, now: datetime) -> dict
         detail["full_reconcile_at"] = _iso(progress.full_reconcile_at)
         detail["reconciled_at"] = _iso(progress.reconciled_at)
         last = progress.reconciled_at or progress.full_reconcile_at
-        late = now - last > timedelta(seconds=BEHIND_PERIODS * settings.reconcile_interval_s)
-        detail["state"] = "behind" if late else "current"
+        # Late when no reconcile has ended for three periods (one under way is not late: a
+        # full one on a big, slow Marquez may take longer than a period).
+        ended = max(last, progress.finished_at or last)
+        quiet = now - ended > timedelta(seconds=BEHIND_PERIODS * settings.reconcile_interval_s)
+        detail["state"] = "behind" if quiet and not reconciling else "current"
         detail["summary"] = f"{detail['state']}: last reconciled with Marquez {_iso(last)}"
     failed = progress.failed_at is not None and (
         progress.reconciled_at is None or progress.failed_at > progress.reconciled_at
@@ -49,11 +53,22 @@ def describe(progress: Progress, settings: IndexSettings, now: datetime) -> dict
 
 
 async def index_state(
-    sessions: async_sessionmaker[AsyncSession], settings: IndexSettings
+    sessions: async_sessionmaker[AsyncSession],
+    settings: IndexSettings,
+    index: LineageIndex | None = None,
 ) -> dict[str, Any]:
+    """`describe` of the database's state; with `index` (this process's), `loading` until it
+    holds what the database does (loading 100,000 jobs into memory takes a while)."""
     async with sessions() as session:
         progress = await read_progress(session)
-    return describe(progress, settings, utcnow())
+    detail = describe(progress, settings, utcnow())
+    if index is not None and detail["state"] != "loading" and not index.ready.is_set():
+        detail["state"] = "loading"
+        detail["summary"] = (
+            f"loading: Marquez's {progress.jobs_read:,} jobs are read; this process is loading "
+            "them into memory"
+        )
+    return detail
 
 
 def _iso(at: datetime | None) -> str | None:

@@ -47,6 +47,8 @@ class LineageState(Base):
     reconcile_lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime())
     reconcile_started_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     """When the running (or last) full reconcile started."""
+    reconcile_finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    """When the last reconcile (full or incremental) ended, well or not."""
     jobs_read: Mapped[int] = mapped_column(Integer, default=0)
     """Jobs the running (or last) full reconcile has read so far, of `jobs_total`."""
     jobs_total: Mapped[int | None] = mapped_column(Integer)

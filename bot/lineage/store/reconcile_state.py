@@ -30,6 +30,7 @@ class Progress:
     holder: str | None
     lease_until: datetime | None
     started_at: datetime | None
+    finished_at: datetime | None
     jobs_read: int
     jobs_total: int | None
     error: str | None
@@ -89,7 +90,11 @@ async def release_lease(
     session: AsyncSession, holder: str, *, error: str | None = None, now: datetime
 ) -> None:
     """Give the lease up; `error` records why the reconcile failed (None clears the last)."""
-    values: dict[str, object] = {"reconcile_holder": None, "reconcile_lease_until": None}
+    values: dict[str, object] = {
+        "reconcile_holder": None,
+        "reconcile_lease_until": None,
+        "reconcile_finished_at": now,
+    }
     if error is None:
         values.update(reconcile_error=None, reconcile_failed_at=None)
     else:
@@ -118,6 +123,7 @@ async def read_progress(session: AsyncSession) -> Progress:
         row.reconcile_holder,
         row.reconcile_lease_until,
         row.reconcile_started_at,
+        row.reconcile_finished_at,
         row.jobs_read or 0,
         row.jobs_total,
         row.reconcile_error,
