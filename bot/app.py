@@ -246,8 +246,8 @@ def build_lineage(
         # What Approve backfill will run, from the same index and schedules as `planners`;
         # None while the index is loading (the click then plans, fetching what it needs) or
         # where it could not plan from the index.
-        if reconciler is None or reconciler.index.freshness.full_reconcile_at is None:
-            return None
+        if reconciler is None or not reconciler.index.ready.is_set():
+            return None  # `ready`: this process holds the whole index, not half its chunks
         planner = IndexPlanner(
             reconciler.index, config, marquez, default_namespace=settings.marquez_namespace
         )

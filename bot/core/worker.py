@@ -90,7 +90,8 @@ class Worker:
                 failures = 0
             except Exception:
                 failures += 1
-                wait = min(self.every_s * 2 ** (failures - 1), max(self.every_s, MAX_BACKOFF_S))
+                doubled = self.every_s * 2 ** min(failures - 1, 16)  # no overflow, ever
+                wait = min(doubled, max(self.every_s, MAX_BACKOFF_S))
                 logger.exception("%s pass failed; retrying in %.1f s", self.name, wait)
                 _failed(self.name)
             with contextlib.suppress(TimeoutError):

@@ -114,8 +114,9 @@ class Readiness:
         results = await asyncio.gather(*(self._bounded(name, c) for name, c in checks.items()))
         found = dict(zip(checks, results, strict=True))
         for detail in found.values():
-            if "error" in detail:
-                detail["error"] = self._redacted(str(detail["error"]))
+            for key in ("error", "last_error", "summary"):  # the index's words quote errors
+                if isinstance(detail.get(key), str):
+                    detail[key] = self._redacted(truncate(detail[key]))
         return all(detail["ok"] for detail in found.values()), found
 
     def _redacted(self, text: str) -> str:

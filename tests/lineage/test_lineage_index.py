@@ -143,15 +143,16 @@ async def test_an_unknown_dag_is_fetched_on_demand_and_planned_like_the_crawl(
         assert not index.knows(DagRef(FD, "example.etl_orders"))  # never reconciled
         plan = await planner(index, make).plan(request)
         # Marquez's namespaces (the index holds none yet), the DAG looked up exactly in each
-        # (food_delivery, reporting), a search for its tasks, then its downstream walked a
-        # few shallow `/lineage` requests at a time (never one deep one).
-        assert calls[:4] == [
+        # (food_delivery, reporting), a search for it, then its downstream walked: its tasks
+        # searched for, then a few shallow `/lineage` requests at a time (never one deep one).
+        assert calls[:5] == [
             "/api/v1/namespaces",
             "/api/v1/namespaces/food_delivery/jobs/example.etl_orders",
             "/api/v1/namespaces/reporting/jobs/example.etl_orders",
             "/api/v1/search",
+            "/api/v1/search",
         ]
-        walked = calls[4:]
+        walked = calls[5:]
         assert walked
         assert set(walked) == {"/api/v1/lineage"}
         assert len(walked) <= MAX_REQUESTS

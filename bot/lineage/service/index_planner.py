@@ -198,16 +198,11 @@ class IndexPlanner:
     async def _walk(self, root: DagRef) -> Neighbourhood:
         """Fetch `root`'s downstream from Marquez into the index (bounded)."""
         members = self.index.lineage.members
-        jobs_held = self.index.lineage.jobs
         try:
             async with self.marquez() as client:
-                tasks: set[tuple[str, str]] = set()
-                if not any(
-                    jobs_held[key].inputs or jobs_held[key].outputs for key in members.get(root, ())
-                ):
-                    # Marquez's graph reaches a DAG only through its tasks' datasets, and the
-                    # index may hold the DAG's own job but none of its tasks yet.
-                    tasks = await self._tasks_of(client, root)
+                # Marquez's graph reaches a DAG only through its tasks' datasets, and a loading
+                # index may hold some of the DAG's tasks, or only its own job: ask for them all.
+                tasks = await self._tasks_of(client, root)
 
                 def known(dag: DagRef) -> set[tuple[str, str]]:
                     return set(members.get(dag, ())) | (tasks if dag == root else set())

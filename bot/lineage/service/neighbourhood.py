@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.clients.marquez import MarquezClient, MarquezNotFound, job_node_id
+from bot.clients.marquez import MarquezClient, MarquezError, MarquezNotFound, job_node_id
 from bot.core.model import DagRef
 from bot.lineage.rules.graph import dag_of, job_io, settled_jobs
 
@@ -62,11 +62,16 @@ async def fetch_downstream(
     loop = asyncio.get_running_loop()
     deadline = loop.time() + budget_s
 
+    failed: list[MarquezError] = []
+
     async def lineage(node: str) -> list[dict[str, Any]]:
         try:
             return await client.get_lineage(node, depth=DEPTH)
         except MarquezNotFound:
             return []  # a job that never finished a run has no lineage yet
+        except MarquezError as exc:  # the rest still count; the walk says it is incomplete
+            failed.append(exc)
+            return []
 
     while True:
         affected = _affected(root, found, dags, known_jobs)
@@ -76,7 +81,8 @@ async def fetch_downstream(
             if node not in settled and node not in queried
         ]
         if not edge:
-            return Neighbourhood(list(found.values()), requests, frozenset(affected), True)
+            complete = not failed
+            return Neighbourhood(list(found.values()), requests, frozenset(affected), complete)
         batch = edge[: min(CONCURRENCY, max_requests - requests)]
         left = deadline - loop.time()
         if not batch or left <= 0:

@@ -56,9 +56,11 @@ logger = logging.getLogger(__name__)
 CONFIRM_CONCURRENCY = 8
 GOING = frozenset({"NEW", "RUNNING"})
 """Run states whose next event can be the terminal one that re-sorts the job."""
-LEASE = timedelta(minutes=2)
-"""How long a reconcile holds the lease without writing a page: well above a slow Marquez's
-page (a 15 s `/jobs` page on a big catalog), so a live holder is never overtaken."""
+LEASE = timedelta(minutes=15)
+"""How long a reconcile holds the lease without writing a page: above a slow Marquez's worst
+page (three tries of `marquez_lineage_timeout_s`, up to 600 s, with backoff) and the deletion
+check, so a live holder is not overtaken; a dead one keeps the others waiting this long at
+most (plans walk Marquez meanwhile)."""
 FOLLOW_S = 2.0
 """How often a replica that does not hold the lease catches up while another loads the index."""
 RETRY_FIRST_S = 1.0
@@ -214,6 +216,9 @@ class Reconciler:
             pages, high = await self._read(client, None, seen, full=True)
             deleted = await self._deletions(client, seen)
             async with self.sessions.begin() as session:
+                # Still the holder? Another replica that took over must not be contradicted.
+                if not await renew_lease(session, self.holder, self.clock(), LEASE):
+                    raise LeaseLost("another replica took the lineage reconcile over")
                 await mark_deleted(session, deleted)
                 await set_reconciled(session, at=started, high_water=high, full=True)
                 await prune_runs(session, timedelta(days=self.settings.history_days), started)
