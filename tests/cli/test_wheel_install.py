@@ -392,6 +392,7 @@ async def test_doctor_checks_the_installed_standins_and_the_database(
         "Airflow": "OK",
         "Airflow DAGs": "OK",
         "Database": "OK",
+        "Lineage index": "OK",
     }, result.out
     assert result.code == 1, result.out
 

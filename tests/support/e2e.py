@@ -114,8 +114,8 @@ async def start_bot(
     await site.start()
     port = runner.addresses[0][1]
     reconciler = services.reconciler
-    if reconciler is not None and wait_for_index:
-        await eventually(lambda: reconciler.index.freshness.full_reconcile_at, timeout_s=30)
+    if reconciler is not None and wait_for_index:  # the whole index loaded in this process
+        await eventually(reconciler.index.ready.is_set, timeout_s=30)
     return services, runner, f"http://127.0.0.1:{port}"
 
 
