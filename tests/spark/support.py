@@ -26,6 +26,14 @@ from standins.marquez.server import StandInServer, start_standin
 FIRST_DAY, LAST_DAY = date(2021, 5, 24), date(2021, 6, 13)
 FAILED_DAYS = frozenset({date(2021, 6, 4), date(2021, 6, 5), date(2021, 6, 6)})
 ORDERS_PER_DAY = 12  # small: the tests are about correctness, not volume
+# The seed story's backfill of example.etl_orders 2021-06-04..2021-06-06: runs per DAG.
+PLANNED = {
+    "example.etl_orders": 3,
+    "example.etl_orders_7_days": 2,
+    "example.etl_delivery_7_days": 2,
+    "example.orders_popular_day_of_week": 2,
+    "example.delivery_times_7_days": 2,
+}
 Snapshot = dict[str, list[Row]]
 
 

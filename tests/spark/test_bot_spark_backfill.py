@@ -18,7 +18,15 @@ from pipeline.food_delivery.jobs import PipelineSettings
 from pipeline.food_delivery.lineage import history_events
 from pipeline.food_delivery.runs import full_plan, run_stages
 from standins.marquez.server import running_standin
-from tests.spark.support import FAILED_DAYS, FIRST_DAY, LAST_DAY, ORDERS_PER_DAY, Story, snapshot
+from tests.spark.support import (
+    FAILED_DAYS,
+    FIRST_DAY,
+    LAST_DAY,
+    ORDERS_PER_DAY,
+    PLANNED,
+    Story,
+    snapshot,
+)
 from tests.support.e2e import buttons, running_bot
 from tests.support.execution import (
     approve,
@@ -30,14 +38,6 @@ from tests.support.execution import (
 )
 
 pytestmark = pytest.mark.spark
-
-PLANNED = {
-    "example.etl_orders": 3,
-    "example.etl_orders_7_days": 2,
-    "example.etl_delivery_7_days": 2,
-    "example.orders_popular_day_of_week": 2,
-    "example.delivery_times_7_days": 2,
-}
 
 
 async def test_the_bot_repairs_the_seed_story_on_local_spark(

@@ -33,20 +33,21 @@ from pipeline.food_delivery.lineage import history_events
 from standins.marquez.server import running_standin
 from standins.slack.server import SlackStandIn, running_slack_standin
 from tests.doctor.test_doctor import parse
-from tests.spark.support import FAILED_DAYS, FIRST_DAY, LAST_DAY, ORDERS_PER_DAY, Story, snapshot
+from tests.spark.support import (
+    FAILED_DAYS,
+    FIRST_DAY,
+    LAST_DAY,
+    ORDERS_PER_DAY,
+    PLANNED,
+    Story,
+    snapshot,
+)
 from tests.support.e2e import CHANNEL, CONFIG, OWNER, REQUESTER, buttons
 from tests.support.execution import COMMAND
 from tests.support.spark_cluster import Cluster, Daemon, free_port, standalone_cluster, stop
 
 pytestmark = pytest.mark.spark
 
-PLANNED = {
-    "example.etl_orders": 3,
-    "example.etl_orders_7_days": 2,
-    "example.etl_delivery_7_days": 2,
-    "example.orders_popular_day_of_week": 2,
-    "example.delivery_times_7_days": 2,
-}
 # The workers' Python: the interpreter this venv was made from, which cannot import the
 # pipeline (checked below), of the driver's version, as PySpark requires.
 BASE_PYTHON = Path(sys.base_prefix) / "bin" / f"python{sys.version_info[0]}.{sys.version_info[1]}"
