@@ -8,9 +8,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
+from operator import attrgetter
 
 from bot.config import BotConfig, Report, Team
-from bot.config.base import matches
+from bot.config.base import matcher, matches
 from bot.core.model import DagRef, DatasetRef
 
 
@@ -39,13 +40,13 @@ def owners(config: BotConfig, dag: DagRef, lineage: Iterable[str] = ()) -> tuple
 def reports(config: BotConfig, datasets: Iterable[DatasetRef]) -> list[tuple[Report, DatasetRef]]:
     """Each BOT_CONFIG report that reads one of the datasets, with the first such dataset (in
     (namespace, name) order), in the file's order of reports."""
-    wanted = sorted(set(datasets))
+    if not config.reports:
+        return []
+    wanted = sorted(set(datasets), key=attrgetter("namespace", "name"))
     hits: list[tuple[Report, DatasetRef]] = []
     for report in config.reports:
-        hit = next(
-            (d for d in wanted if any(matches(p, d.namespace, d.name) for p in report.datasets)),
-            None,
-        )
+        test = matcher(report.datasets)
+        hit = next((d for d in wanted if test(d.namespace, d.name)), None)
         if hit is not None:
             hits.append((report, hit))
     return hits

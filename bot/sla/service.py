@@ -136,7 +136,7 @@ class SlaService:
             logger.warning("no impact for the late %s: %s", dag.dag_id, exc)
             return [], 0
         reports = [(hit.report.name, hit.report.team or "") for hit in impact.reports]
-        return reports, len(impact.snapshot().downstream)
+        return reports, len(impact.downstream)
 
     def _channel(self, team_name: str) -> str | None:
         team = self.config.team(team_name)

@@ -14,6 +14,7 @@ import json
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from datetime import UTC, datetime
+from operator import attrgetter
 from types import MappingProxyType
 from typing import Any
 
@@ -50,6 +51,7 @@ SEEDS: Mapping[str, Callable[[], list[dict[str, Any]]]] = MappingProxyType(
 )
 
 STATE: web.AppKey[MarquezState] = web.AppKey("marquez_state", MarquezState)
+LISTING: web.AppKey[dict[tuple[int, int], list[Job]]] = web.AppKey("marquez_listing", dict)
 _RUN_STATES = ("NEW", "RUNNING", "COMPLETED", "ABORTED", "FAILED", "OTHER")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _DEFAULT_BEFORE = datetime(2030, 1, 1, tzinfo=UTC)  # events dated later are hidden by default
@@ -119,11 +121,8 @@ def _jobsreply(request: web.Request, namespace: str | None) -> web.Response:
     }
     limit, offset = params.java_int(request, "limit", 100), params.java_int(request, "offset", 0)
     params.require_min(("limit", limit), ("offset", offset))
-    jobs = [
-        j
-        for j in request.app[STATE].jobs.values()
-        if not j.is_hidden and (namespace is None or j.namespace == namespace)
-    ]
+    listed = _newest_first(request.app)
+    jobs = listed if namespace is None else [j for j in listed if j.namespace == namespace]
     page, total = queries.jobs_page(jobs, states or None, limit, offset)
     return reply({"jobs": page, "totalCount": total})
 
@@ -255,7 +254,23 @@ async def _delete_job(request: web.Request) -> web.Response:
     job = _require_job(request)
     answer = reply(views.job_json(job))
     job.is_hidden = True
+    request.app[STATE].generation += 1
     return answer
+
+
+def _newest_first(app: web.Application) -> list[Job]:
+    """The visible jobs by updatedAt DESC (ties as stored), kept until the jobs change: a
+    100,000-job listing reads 1,000 pages, and sorting every job for each one made the
+    stand-in, not the reader, what a benchmark of the reconcile measured. `jobs_page` sorts
+    again, which costs one pass over jobs already in order."""
+    state, cached = app[STATE], app[LISTING]
+    key = (state.generation, len(state.jobs))
+    if key not in cached:
+        jobs = [j for j in state.jobs.values() if not j.is_hidden]
+        jobs.sort(key=attrgetter("updated_at"), reverse=True)
+        cached.clear()
+        cached[key] = jobs
+    return cached[key]
 
 
 def create_app(
@@ -273,6 +288,7 @@ def create_app(
     app = web.Application(middlewares=[middleware.log, middleware.errors, middleware.latency])
     app[STATE] = state if state is not None else MarquezState()
     app[REQUESTS] = deque(maxlen=REQUESTS_KEPT)
+    app[LISTING] = {}  # (generation, jobs) → the listing; the app is frozen once started
     app[LATENCY] = MappingProxyType(dict(latency or {}))
     ns = "/api/v1/namespaces/{namespace}"
     routes: list[tuple[str, str, Callable[[web.Request], Awaitable[web.Response]], str]] = [

@@ -86,6 +86,8 @@ class MarquezState(DatasetWriter):
         self.events: list[StoredEvent] = []
         """In the order received; `events_between` reads them by eventTime."""
         self._by_time: list[tuple[datetime, int]] = []  # (eventTime, seq): lineage_events' index
+        self.generation = 0
+        """Bumped by every change to jobs (an event, a deletion): what a cached listing checks."""
 
     def visible_dataset(self, key: Key) -> Dataset | None:
         """The dataset `datasets_view` shows under `key` (hidden ones are not in the view)."""
@@ -110,6 +112,12 @@ class MarquezState(DatasetWriter):
         recorded; EventRejectedError (400) or EventFailedError (500) after the raw event — and
         whatever the update wrote before it failed — were recorded.
         """
+        try:
+            self._ingest(body)
+        finally:  # a failed event may have written part of its update
+            self.generation += 1
+
+    def _ingest(self, body: Any) -> None:
         posted = _detached(body)
         event = parse_event(posted, self.zone)
         stored = StoredEvent(

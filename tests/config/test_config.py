@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from bot.config import load_config, parse_config
-from bot.config.base import ConfigError
+from bot.config.base import ConfigError, matcher, matches
 from bot.core.model import DagRef, DatasetRef
 from bot.ownership.rules import reports
 
@@ -127,3 +127,25 @@ def test_snooze_defaults_to_the_approve_rules_and_can_be_widened() -> None:
     assert wide.watch.snooze == "anyone_in_channel"
     with pytest.raises(ConfigError, match=r"watch\.snooze"):
         parse_config({"watch": {"snooze": "everyone"}})
+
+
+PATTERNS = ["example.*", "food_delivery::public.*", "re*::kpis.?eekly", "a::b::c", "[!x]*"]
+NAMES = [
+    ("food_delivery", "public.orders"),
+    ("food_delivery", "example.etl_orders"),
+    ("reporting", "kpis.weekly"),
+    ("other", "public.orders"),
+    ("a", "b::c"),
+    ("xs", "x1"),
+    ("", ""),
+]
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_a_matcher_answers_as_matches_does(pattern: str) -> None:
+    # reports test tens of thousands of datasets with one matcher; it must not read otherwise
+    for patterns in ([pattern], [pattern, "nothing"]):
+        test = matcher(patterns)
+        for namespace, name in NAMES:
+            expected = any(matches(p, namespace, name) for p in patterns)
+            assert test(namespace, name) == expected, (patterns, namespace, name)

@@ -31,6 +31,7 @@ TABLES = {
     "run_events",
     "watch_cursors",
     "incidents",
+    "incident_downstream",
     "sla_misses",
     "lineage_state",
     "lineage_jobs",
@@ -52,6 +53,7 @@ INDEXES = {
     "run_events": {"ix_run_events_dag_run_id", "ix_run_events_event_time"},
     "lineage_jobs": {"ix_lineage_jobs_seq"},
     "lineage_runs": {"ix_lineage_runs_seq"},
+    "incident_downstream": {"ix_incident_downstream_dag"},
 }
 
 
@@ -99,7 +101,7 @@ async def test_upgrade_creates_tables_indexes_and_constraints(database_url: str)
     schema = await on_connection(database_url, describe)
 
     assert schema["tables"] == TABLES
-    assert schema["version"] == "0015"
+    assert schema["version"] == "0016"
     for table, names in INDEXES.items():
         assert names <= schema["indexes"][table]
     assert schema["checks"] == {
@@ -249,9 +251,17 @@ async def test_0007_turns_stored_impact_text_views_into_typed_snapshots(database
         rows = conn.execute(text("SELECT id, impact FROM incidents"))
         return {i: json.loads(v) if isinstance(v, str) else v for i, v in rows}
 
+    def below(conn: Connection) -> list[tuple[str, str, str]]:
+        query = "SELECT incident_id, namespace, dag_id FROM incident_downstream"
+        return sorted((i, n, d) for i, n, d in conn.execute(text(query)))
+
     await on_connection(database_url, add)
     upgrade(database_url)
     stored = await on_connection(database_url, impacts)
+    # 0016: what the snapshots listed downstream became rows (the snapshots keep them too)
+    assert await on_connection(database_url, below) == [
+        ("known", "food_delivery", "example.etl_orders_7_days")
+    ]
 
     known = ImpactSnapshot.from_json(stored["known"])
     assert known.status == ImpactStatus.KNOWN

@@ -103,11 +103,13 @@ class AlertView:
     """Resolved by a rerun outside the bot: what is downstream still holds bad data."""
 
 
-def _names(items: Sequence[str], noun: str) -> str:
+def _names(items: Sequence[str], noun: str, total: int | None = None) -> str:
+    """The first names and how many more (`total`: all there are, when `items` is the first
+    of them)."""
     if not items:
         return "none"
     shown = ", ".join(items[:_LISTED])
-    more = len(items) - _LISTED
+    more = (len(items) if total is None else max(total, len(items))) - _LISTED
     return f"{shown} and {more} more {noun}" if more > 0 else shown
 
 
@@ -117,7 +119,9 @@ def _downstream(impact: ImpactSnapshot) -> str:
     if impact.status == ImpactStatus.UNAVAILABLE:
         return f"unknown ({impact.error})" if impact.error else "unknown"
     downstream = [d.dag_id for d in impact.downstream]
-    return _names(downstream, "DAGs") if downstream else "nothing downstream"
+    return (
+        _names(downstream, "DAGs", impact.downstream_count) if downstream else "nothing downstream"
+    )
 
 
 def alert(view: AlertView) -> dict[str, Any]:
@@ -143,7 +147,7 @@ def alert(view: AlertView) -> dict[str, Any]:
         else "",
         "downstream": clip(_downstream(impact), 1200),
         "reports": clip(_names(reports, "reports"), 800),
-        "datasets": str(len(impact.datasets)),
+        "datasets": str(impact.datasets_count),
         "mentions": _mentions(view.mentions[:_MENTIONS], 1000),
         "grouped": view.grouped,
         "grouped_text": plural(view.grouped, "downstream failure") + " joined",
@@ -163,7 +167,7 @@ def alert(view: AlertView) -> dict[str, Any]:
         "confirm": _confirm_words(view),
         "backfill_state": IN_ALERT.get(view.backfill_state or "", "requested"),
         "recovered": view.recovered,
-        "downstream_count": len(impact.downstream),
+        "downstream_count": impact.downstream_count,
     }
     return render("incidents/incident_alert.json.j2", page)
 
@@ -195,7 +199,7 @@ def _proposal_words(proposal: Proposal) -> str:
 def _confirm_words(view: AlertView) -> Mrkdwn:
     """The confirm dialog of Approve backfill / Backfill downstream: what starts at once
     (within the dialog's 300 characters: the DAG id and the interval are cut)."""
-    others = plural(len(view.impact.downstream), "DAG")
+    others = plural(view.impact.downstream_count, "DAG")
     dag = code(view.dag_id, _CONFIRM_DAG)
     when = clip(view.interval, 120)
     if view.recovered:

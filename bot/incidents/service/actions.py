@@ -156,8 +156,7 @@ class IncidentActions:
             return incident
         config = self.backfills.config
         root = DagRef(incident.namespace, incident.dag_id)
-        downstream = store.impact_of(incident).downstream
-        also = also_approving(config, root, (name for dag in downstream for name in dag.owners))
+        also = also_approving(config, root, store.impact_of(incident).downstream_owners)
         denial = await may_snooze(config, self.backfills.groups, root, user=user, also=also)
         if denial is None:
             return None

@@ -125,7 +125,7 @@ class IncidentHub:
             at=moment,
             intervals=watch_messages.outage_words(runs),
             owners=owners(self.hub.config, dag, impact.root_owners),
-            severity=severity_of(downstream=len(impact.downstream), reports=len(reports)),
+            severity=severity_of(downstream=impact.downstream_count, reports=len(reports)),
             upstream=self.hub.upstream_of(dag),
             reports=reports,
             incident_id=incident.id,

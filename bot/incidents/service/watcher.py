@@ -186,9 +186,8 @@ class IncidentService:
     async def _root_for(self, session: AsyncSession, event: EventFacts) -> Incident | None:
         """The open incident upstream of this DAG whose failure explains this one, locked."""
         now = self.clock()
-        for incident in await store.open_roots(session):
-            below = store.impact_of(incident).downstream_of(event.dag_namespace, event.dag_id)
-            if below and explains(store.facts(incident), event, now=now):
+        for incident in await store.open_roots_above(session, event.dag_namespace, event.dag_id):
+            if explains(store.facts(incident), event, now=now):
                 return await store.get(session, incident.id, lock=True)
         return None
 
@@ -223,7 +222,7 @@ class IncidentService:
                     return
                 incident = store.opened(event, impact, now=self.clock())
                 session.add(incident)
-                await session.flush()
+                await store.set_impact(session, incident, impact)
                 await self.alerts.alert(session, incident, new=True, gather=True)
                 await self.alerts.hub.incident(session, incident, "failure.opened")
                 _log(session, incident, "opened")
@@ -300,7 +299,7 @@ class IncidentService:
                 await session.refresh(root)
                 # Only DAGs downstream in the root's impact can join it: load them all, so
                 # the reply's "and N more" counts every one.
-                most = max(50, len(store.impact_of(root).downstream))
+                most = max(50, store.impact_of(root).downstream_count)
                 dags = await store.grouped_dags(session, root.id, limit=most)
                 reply = watch_messages.grouped(root.grouped, dags)
                 await self.alerts.reply(session, root, reply, edit_key=GROUPED_REPLY)
@@ -395,9 +394,8 @@ class IncidentService:
             incident = await store.get(session, incident_id, lock=True)
             if incident is None:
                 return
-            incident.impact = impact.to_json()
             incident.updated_at = self.clock()
-            await session.flush()
+            await store.set_impact(session, incident, impact)
             await self.alerts.alert(session, incident, gather=True)
             if incident.state == IncidentState.OPEN and incident.acknowledged_at is None:
                 # Its severity and reports are known now: routes by severity, reports and
@@ -405,7 +403,7 @@ class IncidentService:
                 await self.alerts.hub.incident(session, incident, "failure.opened")
             mentions = self.alerts.mentions(incident, impact)
             if mentions and not self.alerts.snoozed(incident):
-                reply = watch_messages.impact_known(len(impact.downstream), mentions)
+                reply = watch_messages.impact_known(impact.downstream_count, mentions)
                 await self.alerts.reply(session, incident, reply)
 
 

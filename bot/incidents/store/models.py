@@ -76,3 +76,20 @@ class Incident(Base):
         CheckConstraint(one_of("state", IncidentState), name="state"),
         Index("ix_incidents_state_opened_at", "state", "opened_at"),
     )
+
+
+class IncidentDownstream(Base):
+    """Every DAG downstream of an incident when its impact was worked out (its snapshot names
+    the first hundred): a later failure of one joins the incident instead of alerting on its
+    own, and a late run of one is explained by it. Looked up by DAG, so tens of thousands of
+    rows cost one index probe per event, not a read of every open alert's impact."""
+
+    __tablename__ = "incident_downstream"
+
+    incident_id: Mapped[str] = mapped_column(
+        String(32), ForeignKey("incidents.id", ondelete="CASCADE"), primary_key=True
+    )
+    namespace: Mapped[str] = mapped_column(String(1024), primary_key=True)
+    dag_id: Mapped[str] = mapped_column(String(1024), primary_key=True)
+
+    __table_args__ = (Index("ix_incident_downstream_dag", "namespace", "dag_id"),)

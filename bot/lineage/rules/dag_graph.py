@@ -11,7 +11,6 @@ the planner's topological sort compares integers instead of name tuples.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from operator import attrgetter
@@ -29,15 +28,19 @@ class DagGraph:
 
     `succ`/`pred` map DAG refs to their neighbours for the generic walks (networkx's shape);
     `walk` is the planner's fast path over the integer ids (no DAG ref hashed per edge).
+
+    Sized for 100,000 DAGs: a node's neighbours are a tuple (a set only past `_SET_FROM`, as a
+    hub's are), and a link's count is kept only when more than one dataset makes it.
     """
 
     def __init__(self) -> None:
         self._ids: dict[DagRef, int] = {}
         self._refs: list[DagRef | None] = []
         self._free: list[int] = []
-        self._succ: list[set[int]] = []
-        self._pred: list[set[int]] = []
-        self._links: Counter[tuple[int, int]] = Counter()
+        self._succ: list[Side] = []
+        self._pred: list[Side] = []
+        self._edges = 0
+        self._extra: dict[int, int] = {}  # link key → datasets behind it beyond the first
         self._view: RankedView | None = None  # what walks read; rebuilt when nodes change
 
     def __contains__(self, dag: object) -> bool:
@@ -51,7 +54,7 @@ class DagGraph:
 
     @property
     def edge_count(self) -> int:
-        return len(self._links)
+        return self._edges
 
     @property
     def succ(self) -> Mapping[DagRef, list[DagRef]]:
@@ -75,8 +78,8 @@ class DagGraph:
         else:
             index = len(self._refs)
             self._refs.append(dag)
-            self._succ.append(set())
-            self._pred.append(set())
+            self._succ.append(())
+            self._pred.append(())
         self._ids[dag] = index
         self._view = None
 
@@ -86,32 +89,39 @@ class DagGraph:
         if index is None:
             return
         for other in self._succ[index]:
-            self._pred[other].discard(index)
+            _drop(self._pred, other, index)
         for other in self._pred[index]:
-            self._succ[other].discard(index)
-        self._succ[index], self._pred[index] = set(), set()
+            _drop(self._succ, other, index)
+        self._edges -= len(self._succ[index]) + len(self._pred[index])
+        self._succ[index], self._pred[index] = (), ()
         self._refs[index] = None
         self._free.append(index)
         self._view = None
 
     def link(self, producer: DagRef, consumer: DagRef) -> None:
         a, b = self._ids[producer], self._ids[consumer]
-        self._links[(a, b)] += 1
-        if b not in self._succ[a]:
-            self._succ[a].add(b)
-            self._pred[b].add(a)
-            if self._view is not None:
-                self._view.link(a, b)
+        if b in self._succ[a]:
+            key = a << 32 | b
+            self._extra[key] = self._extra.get(key, 0) + 1
+            return
+        _add(self._succ, a, b)
+        _add(self._pred, b, a)
+        self._edges += 1
+        if self._view is not None:
+            self._view.link(a, b)
 
     def unlink(self, producer: DagRef, consumer: DagRef) -> None:
-        key = (self._ids[producer], self._ids[consumer])
-        self._links[key] -= 1
-        if self._links[key] <= 0:
-            del self._links[key]
-            self._succ[key[0]].discard(key[1])
-            self._pred[key[1]].discard(key[0])
+        a, b = self._ids[producer], self._ids[consumer]
+        key = a << 32 | b
+        more = self._extra.pop(key, 0)
+        if more > 1:
+            self._extra[key] = more - 1
+        elif not more and b in self._succ[a]:
+            _drop(self._succ, a, b)
+            _drop(self._pred, b, a)
+            self._edges -= 1
             if self._view is not None:
-                self._view.unlink(*key)
+                self._view.unlink(a, b)
 
     def _ranked(self) -> RankedView:
         if self._view is None:
@@ -137,10 +147,34 @@ class DagGraph:
         return graph
 
 
+Side = tuple[int, ...] | set[int]
+"""One node's neighbours on one side."""
+
+_SET_FROM = 32  # neighbours from which a set's O(1) membership pays for its size
+
+
+def _add(sides: list[Side], node: int, other: int) -> None:
+    side = sides[node]
+    if isinstance(side, set):
+        side.add(other)
+    elif len(side) + 1 < _SET_FROM:
+        sides[node] = (*side, other)
+    else:
+        sides[node] = {*side, other}
+
+
+def _drop(sides: list[Side], node: int, other: int) -> None:
+    side = sides[node]
+    if isinstance(side, set):
+        side.discard(other)
+    else:
+        sides[node] = tuple(n for n in side if n != other)
+
+
 class _Neighbours(Mapping[DagRef, list[DagRef]]):
     """A read-only DAG ref view of one side of a `DagGraph`'s adjacency."""
 
-    def __init__(self, graph: DagGraph, sides: list[set[int]]) -> None:
+    def __init__(self, graph: DagGraph, sides: list[Side]) -> None:
         self._graph, self._sides = graph, sides
 
     def __getitem__(self, dag: DagRef) -> list[DagRef]:
@@ -187,31 +221,40 @@ class DagLineage:
 
     A dataset links every DAG producing it to every other DAG reading it (tasks of one DAG
     handing data to each other make no link), exactly as `LineageGraph.rebuild` does.
+
+    At 100,000 jobs the small containers are most of the memory, so a DAG's jobs and a
+    dataset's producing and reading DAGs are tuples (a dataset's hold one DAG per job, so a
+    DAG is there as many times as it has jobs on that side): one or two entries each as a
+    rule, 56 bytes where a set or a Counter costs over 200.
     """
 
     def __init__(self) -> None:
         self.jobs: dict[JobKey, JobLineage] = {}
         self.graph = DagGraph()
-        self.members: dict[DagRef, set[JobKey]] = {}
-        self._producers: dict[DatasetRef, Counter[DagRef]] = {}
-        self._consumers: dict[DatasetRef, Counter[DagRef]] = {}
+        self.members: dict[DagRef, tuple[JobKey, ...]] = {}
+        self._producers: dict[DatasetRef, tuple[DagRef, ...]] = {}
+        self._consumers: dict[DatasetRef, tuple[DagRef, ...]] = {}
 
     def _pairs(self, dataset: DatasetRef) -> set[tuple[DagRef, DagRef]]:
         makers = self._producers.get(dataset)
         readers = self._consumers.get(dataset)
         if not makers or not readers:
             return set()
-        return {(a, b) for a in makers for b in readers if a != b}
+        return {(a, b) for a in set(makers) for b in set(readers) if a != b}
 
     def _count(self, job: JobLineage, step: int) -> None:
         for side, datasets in ((self._consumers, job.inputs), (self._producers, job.outputs)):
             for dataset in datasets:
-                counter = side.setdefault(dataset, Counter())
-                counter[job.dag] += step
-                if counter[job.dag] <= 0:
-                    del counter[job.dag]
-                    if not counter:
-                        del side[dataset]
+                dags = side.get(dataset, ())
+                if step > 0:
+                    side[dataset] = (*dags, job.dag)
+                    continue
+                at = dags.index(job.dag)
+                rest = dags[:at] + dags[at + 1 :]
+                if rest:
+                    side[dataset] = rest
+                else:
+                    del side[dataset]
 
     def set_job(self, key: JobKey, job: JobLineage) -> bool:
         """Add or replace a job; returns whether anything the graph shows changed."""
@@ -226,13 +269,12 @@ class DagLineage:
             self._count(old, -1)
             self._leave(key, old.dag)
         self.jobs[key] = job
-        self.members.setdefault(job.dag, set()).add(key)
+        self.members[job.dag] = (*self.members.get(job.dag, ()), key)
         self.graph.add_node(job.dag)
         self._count(job, +1)
         self._relink(before)
-        if old is not None and not self.members.get(old.dag):
+        if old is not None and old.dag not in self.members:
             self.graph.remove_node(old.dag)
-            self.members.pop(old.dag, None)
         return True
 
     def remove_job(self, key: JobKey) -> bool:
@@ -243,15 +285,17 @@ class DagLineage:
         self._count(old, -1)
         self._leave(key, old.dag)
         self._relink(before)
-        if not self.members.get(old.dag):
+        if old.dag not in self.members:
             self.graph.remove_node(old.dag)
-            self.members.pop(old.dag, None)
         return True
 
     def _leave(self, key: JobKey, dag: DagRef) -> None:
-        jobs = self.members.get(dag)
-        if jobs is not None:
-            jobs.discard(key)
+        """`key` is no longer one of `dag`'s jobs (a DAG with none left is dropped)."""
+        rest = tuple(k for k in self.members.get(dag, ()) if k != key)
+        if rest:
+            self.members[dag] = rest
+        else:
+            self.members.pop(dag, None)
 
     def _relink(self, before: Mapping[DatasetRef, set[tuple[DagRef, DagRef]]]) -> None:
         for dataset, old_pairs in before.items():

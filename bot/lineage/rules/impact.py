@@ -6,7 +6,7 @@ could not be worked out is explicit, so no caller guesses from missing keys."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -17,6 +17,11 @@ from bot.ownership.rules import reports
 
 SCHEMA = 2
 """Version of the stored JSON (1 was the CLI's text view, converted by migration 0007)."""
+KEPT = 100
+"""DAGs downstream (and datasets) a snapshot names, in lineage order; the rest are counted.
+A failure at the top of 100,000 DAGs has tens of thousands downstream: listed, they were
+megabytes of JSON on the row, read back whenever the alert was drawn. Who is downstream,
+for grouping later failures under this one, is the incident's `incident_downstream` rows."""
 
 
 class ImpactStatus(StrEnum):
@@ -45,12 +50,35 @@ class ImpactSnapshot:
     status: ImpactStatus
     root_owners: tuple[str, ...] = ()
     downstream: tuple[DagImpact, ...] = ()
+    """The first `KEPT` DAGs downstream in lineage order (`downstream_count` says how many)."""
     datasets: tuple[str, ...] = ()
+    """The first `KEPT` datasets they write (`datasets_count` says how many)."""
     reports: tuple[ReportImpact, ...] = ()
     teams: tuple[str, ...] = ()
     """Every team that owns the root, a DAG downstream or a report reading what they write."""
     error: str | None = None
     """Why the impact is unavailable, in words for the alert."""
+    downstream_total: int | None = None
+    datasets_total: int | None = None
+    owners_downstream: tuple[str, ...] | None = None
+    """Every owner named by a DAG downstream, listed or not (who may act on the alert)."""
+    reach: frozenset[tuple[str, str]] = field(default=frozenset(), compare=False, repr=False)
+    """Every DAG downstream as (namespace, dag id) when just worked out: what the store writes
+    as the incident's downstream rows. Not part of the JSON."""
+
+    @property
+    def downstream_count(self) -> int:
+        return len(self.downstream) if self.downstream_total is None else self.downstream_total
+
+    @property
+    def datasets_count(self) -> int:
+        return len(self.datasets) if self.datasets_total is None else self.datasets_total
+
+    @property
+    def downstream_owners(self) -> tuple[str, ...]:
+        if self.owners_downstream is not None:
+            return self.owners_downstream
+        return tuple(dict.fromkeys(o for d in self.downstream for o in d.owners))
 
     @classmethod
     def pending(cls) -> ImpactSnapshot:
@@ -87,6 +115,9 @@ class ImpactSnapshot:
             ],
             "teams": list(self.teams),
             "error": self.error,
+            "downstream_count": self.downstream_count,
+            "datasets_count": self.datasets_count,
+            "downstream_owners": list(self.downstream_owners),
         }
 
     @classmethod
@@ -108,10 +139,17 @@ class ImpactSnapshot:
             ),
             teams=tuple(data.get("teams", ())),
             error=data.get("error"),
+            # absent from snapshots stored before they were capped: those list everything
+            downstream_total=_count(data.get("downstream_count")),
+            datasets_total=_count(data.get("datasets_count")),
+            owners_downstream=(
+                tuple(data["downstream_owners"]) if "downstream_owners" in data else None
+            ),
         )
 
-    def downstream_of(self, namespace: str, dag_id: str) -> bool:
-        return any(d.dag_id == dag_id and d.namespace == namespace for d in self.downstream)
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 @dataclass(frozen=True)
@@ -154,17 +192,24 @@ class Impact:
         return tuple(sorted(set(named)))
 
     def snapshot(self) -> ImpactSnapshot:
-        """What an incident records of this impact."""
+        """What an incident records of this impact (the first `KEPT` DAGs and datasets)."""
+        owners = self.owners
         return ImpactSnapshot(
             status=ImpactStatus.KNOWN,
-            root_owners=self.owners.get(self.root, ()),
+            root_owners=owners.get(self.root, ()),
             downstream=tuple(
-                DagImpact(d.namespace, d.dag_id, self.owners.get(d, ())) for d in self.downstream
+                DagImpact(d.namespace, d.dag_id, owners.get(d, ())) for d in self.downstream[:KEPT]
             ),
-            datasets=tuple(str(d) for d in self.datasets),
+            datasets=tuple(str(d) for d in self.datasets[:KEPT]),
             reports=tuple(
                 ReportImpact(h.report.name, str(h.dataset), h.report.team, h.report.url)
                 for h in self.reports
             ),
             teams=self.teams,
+            downstream_total=len(self.downstream),
+            datasets_total=len(self.datasets),
+            owners_downstream=tuple(
+                dict.fromkeys(o for d in self.downstream for o in owners.get(d, ()))
+            ),
+            reach=frozenset((d.namespace, d.dag_id) for d in self.downstream),
         )

@@ -15,7 +15,7 @@ when a link appears or disappears.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from itertools import compress
 from operator import ne
 
@@ -33,7 +33,10 @@ class RankedView:
     __slots__ = ("above", "above_refs", "rank", "refs", "succ")
 
     def __init__(
-        self, ids: Mapping[DagRef, int], succ: list[set[int]], pred: list[set[int]]
+        self,
+        ids: Mapping[DagRef, int],
+        succ: Sequence[Iterable[int]],
+        pred: Sequence[Iterable[int]],
     ) -> None:
         live = sorted(ids.items(), key=lambda item: (item[0].dag_id, item[0].namespace))
         rank = [-1] * len(succ)  # node id → rank (-1: a free id)

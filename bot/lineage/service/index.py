@@ -11,9 +11,11 @@ one object), and the graph as integer adjacency sets (`bot/lineage/rules/dag_gra
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+import contextlib
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime
+from operator import attrgetter
 from sys import intern
 from typing import Any
 
@@ -32,6 +34,9 @@ _UNSCHEDULED = Unscheduled()
 HISTORY_RUNS = 60  # as many runs per DAG as the crawl planner reads
 _CHUNK = 400
 LOAD_CHUNK = 5_000
+ASKERS_FIRST_S = 15.0
+"""How long the full reconcile holds a page for plans asking Marquez: above a walk's budget
+(bot/lineage/service/neighbourhood.py), far below its lease."""
 
 
 @dataclass(frozen=True)
@@ -55,12 +60,35 @@ class LineageIndex:
         self._shared: dict[tuple[Interval, ...], Schedule] = {}
         self._intervals: dict[Interval, Interval] = {}
         self._datasets: dict[tuple[str, str], DatasetRef] = {}
-        self._tasks: dict[str, set[DagRef]] = {}  # task job name → its DAG(s)
+        # task job name → its DAG(s): a tuple, as a rule of one (a set costs 216 bytes)
+        self._tasks: dict[str, tuple[DagRef, ...]] = {}
         self._by_name: dict[str, list[DagRef]] | None = None
         self._lock = asyncio.Lock()
         self.ready = asyncio.Event()
         """Set once the index holds a full reconcile with Marquez (this process's or another
         replica's). Nothing waits for it to plan; benchmarks and tests watch it."""
+        self._asking = 0
+        self._quiet = asyncio.Event()
+        self._quiet.set()
+
+    @contextlib.asynccontextmanager
+    async def asking(self) -> AsyncIterator[None]:
+        """Someone waits on Marquez through this index (a preview or an alert planning while
+        it loads): the full reconcile holds its next page until they have their answer, so
+        Marquez and this process answer them first."""
+        self._asking += 1
+        self._quiet.clear()
+        try:
+            yield
+        finally:
+            self._asking -= 1
+            if not self._asking:
+                self._quiet.set()
+
+    async def let_askers_first(self, limit_s: float = ASKERS_FIRST_S) -> None:
+        """Wait (at most `limit_s`) until nobody is `asking`."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._quiet.wait(), limit_s)
 
     @property
     def graph(self) -> DagGraph:
@@ -145,7 +173,7 @@ class LineageIndex:
             key = (intern(row.namespace), row.name)
             old = self.lineage.jobs.get(key)
             if old is not None and key != (old.dag.namespace, old.dag.dag_id):
-                self._tasks.get(row.name, set()).discard(old.dag)
+                self._untask(row.name, old.dag)
             if row.deleted:
                 changed = self.lineage.remove_job(key)
             else:
@@ -155,7 +183,7 @@ class LineageIndex:
                 job = JobLineage.of(dag, inputs, outputs, owners)
                 changed = self.lineage.set_job(key, job)
                 if not row.is_dag:
-                    self._tasks.setdefault(row.name, set()).add(dag)
+                    self._task(row.name, dag)
                 kept.append(key)
             if changed:
                 self._by_name = None
@@ -177,8 +205,20 @@ class LineageIndex:
             top = top_dag(job.dag, parent_of)
             if top != job.dag:
                 self.lineage.set_job(key, replace(job, dag=top))
-                self._tasks.setdefault(key[1], set()).add(top)
+                self._task(key[1], top)
                 self._by_name = None
+
+    def _task(self, name: str, dag: DagRef) -> None:
+        dags = self._tasks.get(name, ())
+        if dag not in dags:
+            self._tasks[name] = (*dags, dag)
+
+    def _untask(self, name: str, dag: DagRef) -> None:
+        rest = tuple(d for d in self._tasks.get(name, ()) if d != dag)
+        if rest:
+            self._tasks[name] = rest
+        else:
+            self._tasks.pop(name, None)
 
     def _dataset(self, namespace: str, name: str) -> DatasetRef:
         key = (namespace, name)
@@ -287,4 +327,7 @@ class LineageIndex:
         )
 
     def outputs(self, dags: Iterable[DagRef]) -> list[DatasetRef]:
-        return sorted({d for dag in dags for d in self.lineage.outputs_of(dag)})
+        # Sorted by a tuple key: the dataclass's own `<` is Python code, and a failure at the
+        # top of 100,000 DAGs has as many datasets downstream.
+        found = {d for dag in dags for d in self.lineage.outputs_of(dag)}
+        return sorted(found, key=attrgetter("namespace", "name"))

@@ -115,9 +115,12 @@ def marquez_facts(job: dict[str, Any]) -> tuple[JobFacts, list[RunFacts]] | None
 
 
 async def write_marquez_jobs(
-    sessions: async_sessionmaker[AsyncSession], jobs: list[dict[str, Any]]
+    sessions: async_sessionmaker[AsyncSession],
+    jobs: list[dict[str, Any]],
+    *,
+    also: Callable[[AsyncSession], Awaitable[None]] | None = None,
 ) -> None:
-    """Index Marquez Job objects in one transaction."""
+    """Index Marquez Job objects in one transaction (with what `also` writes, if given)."""
     facts: dict[tuple[str, str], JobFacts] = {}
     runs: dict[tuple[DagRef, str], RunFacts] = {}
     for job in jobs:
@@ -128,6 +131,8 @@ async def write_marquez_jobs(
     async with sessions.begin() as session:
         seq = await apply_jobs(session, list(facts.values()), source="marquez")
         await upsert_runs(session, list(runs.values()), seq=seq)
+        if also is not None:
+            await also(session)
 
 
 class IndexPlanner:
@@ -185,8 +190,10 @@ class IndexPlanner:
 
     async def _root(self, name: str, namespace: str | None) -> DagRef:
         """`resolve`, then, while the index is loading, the DAG's downstream from Marquez."""
-        root = await self.resolve(name, namespace)
-        if self._loading():
+        if not self._loading():
+            return await self.resolve(name, namespace)
+        async with self.index.asking():
+            root = await self.resolve(name, namespace)
             found = await self._walk(root)
             async with self.index.sessions() as session:
                 progress = await read_progress(session)

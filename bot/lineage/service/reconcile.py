@@ -31,6 +31,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 from sqlalchemy import select
@@ -205,8 +206,13 @@ class Reconciler:
 
     async def _renew(self, **progress: Any) -> None:
         async with self.sessions.begin() as session:
-            if not await renew_lease(session, self.holder, self.clock(), LEASE, **progress):
-                raise LeaseLost("another replica took the lineage reconcile over")
+            await self._renew_in(session, **progress)
+
+    async def _renew_in(self, session: AsyncSession, **progress: Any) -> None:
+        """Extend the lease in `session` (its page is written only if this is still the
+        holder: one commit for both)."""
+        if not await renew_lease(session, self.holder, self.clock(), LEASE, **progress):
+            raise LeaseLost("another replica took the lineage reconcile over")
 
     async def _full(self) -> ReconcileResult:
         async with self.marquez() as client:
@@ -270,14 +276,14 @@ class Reconciler:
                 self._note_run(key, job)
                 keep.append(job)
             del page  # what is written is dropped: one page in memory at a time
-            await write_marquez_jobs(self.sessions, keep)
-            del keep
+            progress: dict[str, Any] = {}
             if full:
-                await self._renew(jobs_read=len(seen), jobs_total=total[0] if total else None)
-            else:
-                await self._renew()
+                progress = {"jobs_read": len(seen), "jobs_total": total[0] if total else None}
+            await write_marquez_jobs(self.sessions, keep, also=partial(self._renew_in, **progress))
+            del keep
             if older:
                 break
+            await self.index.let_askers_first()
         return pages, high
 
     def _note_run(self, key: tuple[str, str], job: dict[str, Any]) -> None:
