@@ -6,6 +6,8 @@ The client returns Marquez's JSON objects as plain dicts; parsing them is the ca
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import json
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -240,8 +242,56 @@ class MarquezClient(SessionOwner):
         """Every job of every namespace, one page at a time, most recently updated first
         (`GET /api/v1/jobs`): a caller may stop early, and never holds the whole catalog.
         `on_total` hears the first page's `totalCount` (unfiltered, so `JobDao.count()`: an
-        estimate of the pages to come, never what ends the listing)."""
-        return self._pages("/api/v1/jobs", "jobs", on_total=on_total)
+        estimate of the pages to come, never what ends the listing).
+
+        The next page's bytes are read while the caller handles this one (Marquez works on
+        it meanwhile, instead of waiting for the caller's writes); each is parsed only when
+        asked for, so one page of objects at a time. As `_pages`: an empty or short page
+        ends the list, one equal to the one before means Marquez ignores `offset`."""
+        return self._pages_ahead("/api/v1/jobs", "jobs", on_total=on_total)
+
+    async def _pages_ahead(
+        self, path: str, key: str, *, on_total: Callable[[int], None] | None = None
+    ) -> AsyncIterator[list[dict[str, Any]]]:
+        limit = self._page_size
+
+        def ask(offset: int) -> asyncio.Future[tuple[str, int, bytes]]:
+            query = [("limit", limit), ("offset", offset)]
+            future = asyncio.ensure_future(self._call("GET", path, query, slow=True))
+            # a caller that stops early leaves the last one: its failure is nobody's to report
+            future.add_done_callback(lambda done: done.cancelled() or done.exception())
+            return future
+
+        offset = 0
+        before: bytes | None = None
+        ahead: asyncio.Future[tuple[str, int, bytes]] | None = ask(0)
+        try:
+            while ahead is not None:
+                url, status, raw = await ahead
+                ahead = None
+                reply = self._parsed(f"GET {path}", url, status, raw)
+                total = reply.data.get("totalCount") if isinstance(reply.data, dict) else None
+                if on_total is not None and offset == 0 and type(total) is int and total >= 0:
+                    on_total(total)
+                items = reply.objects(key)
+                digest = hashlib.blake2b(raw, digest_size=16).digest()
+                del raw, reply
+                if not items:
+                    return
+                if digest == before:
+                    logger.warning(
+                        "Marquez ignored offset on %s; stopping after %d items", path, offset
+                    )
+                    return
+                before = digest
+                offset += len(items)
+                if len(items) >= limit:
+                    ahead = ask(offset)
+                yield items
+                del items
+        finally:
+            if ahead is not None:
+                ahead.cancel()
 
     async def get_job(self, namespace: str, name: str) -> dict[str, Any]:
         reply = await self._get(f"/api/v1/namespaces/{_seg(namespace)}/jobs/{_seg(name)}")
@@ -324,7 +374,10 @@ class MarquezClient(SessionOwner):
     ) -> _Reply:
         """`slow`: one of Marquez's heavy reads, given `lineage_timeout_s`."""
         url, status, raw = await self._call("GET", path, query, slow=slow)
-        reply = _Reply(f"GET {path}", url, status, None, self._on_error)
+        return self._parsed(f"GET {path}", url, status, raw)
+
+    def _parsed(self, endpoint: str, url: str, status: int, raw: bytes) -> _Reply:
+        reply = _Reply(endpoint, url, status, None, self._on_error)
         try:
             data = json.loads(raw)
         except ValueError as exc:

@@ -221,6 +221,45 @@ async def test_server_ignoring_offset_cannot_loop_forever(
     assert len(fake.seen) == 2
 
 
+@pytest.mark.parametrize(("count", "offsets"), [(5, ["0", "2", "4"]), (4, ["0", "2", "4"])])
+async def test_job_pages_read_the_next_page_while_the_caller_holds_this_one(
+    serve: Callable[[Handler], Awaitable[FakeMarquez]], count: int, offsets: list[str]
+) -> None:
+    jobs = [{**JOB, "name": f"j{i}"} for i in range(count)]
+    fake = await serve(paging("jobs", jobs))
+    totals: list[int] = []
+    pages: list[list[dict[str, Any]]] = []
+    asked: list[int] = []  # requests Marquez had when each page reached the caller
+    async with client(fake, page_size=2) as marquez:
+        async for page in marquez.job_pages(on_total=totals.append):
+            await asyncio.sleep(0.05)  # the caller writes the page
+            asked.append(len(fake.seen))
+            pages.append(page)
+    assert [job for page in pages for job in page] == jobs
+    assert [q["offset"] for q in fake.queries()] == [[offset] for offset in offsets]
+    assert asked == [2, 3, 3][: len(pages)]  # the next page was asked for meanwhile
+    assert totals == [999]
+
+
+async def test_job_pages_stop_where_marquez_ignores_offset_and_where_the_caller_stops(
+    serve: Callable[[Handler], Awaitable[FakeMarquez]], caplog: pytest.LogCaptureFixture
+) -> None:
+    jobs = [{**JOB, "name": f"j{i}"} for i in range(10)]
+    fake = await serve(paging("jobs", jobs, honour_offset=False))
+    async with client(fake, page_size=3) as marquez:
+        assert [page async for page in marquez.job_pages()] == [jobs[:3]]
+    assert len(fake.seen) == 2
+    assert "ignored offset" in caplog.text
+
+    fake = await serve(paging("jobs", [{**JOB, "name": f"j{i}"} for i in range(10)]))
+    async with client(fake, page_size=3) as marquez:
+        pages = marquez.job_pages()
+        async for _ in pages:
+            break  # an incremental reconcile past its stop
+        await pages.aclose()  # type: ignore[attr-defined]
+    assert len(fake.seen) <= 2  # the page asked for ahead, at most
+
+
 async def test_list_runs_stops_at_max_runs(
     serve: Callable[[Handler], Awaitable[FakeMarquez]],
 ) -> None:
