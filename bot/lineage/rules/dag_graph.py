@@ -11,9 +11,10 @@ the planner's topological sort compares integers instead of name tuples.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from operator import attrgetter
+from typing import TypeVar
 
 import networkx as nx
 
@@ -212,6 +213,27 @@ class JobLineage:
         return cls(dag, _sorted(inputs), _sorted(outputs), tuple(owners))
 
 
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+def add_to(table: dict[K, tuple[V, ...]], key: K, item: V) -> None:
+    """Add `item` to the tuple at `key`, once: the index's small groups are tuples (one or
+    two items as a rule, where a set costs 216 bytes)."""
+    items = table.get(key, ())
+    if item not in items:
+        table[key] = (*items, item)
+
+
+def take_from(table: dict[K, tuple[V, ...]], key: K, item: V) -> None:
+    """Remove `item` from the tuple at `key`, and the key with its last item."""
+    rest = tuple(i for i in table.get(key, ()) if i != item)
+    if rest:
+        table[key] = rest
+    else:
+        table.pop(key, None)
+
+
 def _sorted(datasets: Iterable[DatasetRef]) -> tuple[DatasetRef, ...]:
     return tuple(sorted(set(datasets), key=attrgetter("namespace", "name")))
 
@@ -269,7 +291,7 @@ class DagLineage:
             self._count(old, -1)
             self._leave(key, old.dag)
         self.jobs[key] = job
-        self.members[job.dag] = (*self.members.get(job.dag, ()), key)
+        add_to(self.members, job.dag, key)
         self.graph.add_node(job.dag)
         self._count(job, +1)
         self._relink(before)
@@ -291,11 +313,7 @@ class DagLineage:
 
     def _leave(self, key: JobKey, dag: DagRef) -> None:
         """`key` is no longer one of `dag`'s jobs (a DAG with none left is dropped)."""
-        rest = tuple(k for k in self.members.get(dag, ()) if k != key)
-        if rest:
-            self.members[dag] = rest
-        else:
-            self.members.pop(dag, None)
+        take_from(self.members, dag, key)
 
     def _relink(self, before: Mapping[DatasetRef, set[tuple[DagRef, DagRef]]]) -> None:
         for dataset, old_pairs in before.items():

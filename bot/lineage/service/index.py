@@ -23,7 +23,7 @@ from sqlalchemy import func, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.core.model import DagRef, DatasetRef, Interval
-from bot.lineage.rules.dag_graph import DagGraph, DagLineage, JobLineage
+from bot.lineage.rules.dag_graph import DagGraph, DagLineage, JobLineage, add_to, take_from
 from bot.lineage.rules.graph import top_dag
 from bot.lineage.rules.schedule import Schedule, Unscheduled, schedule_from_intervals
 from bot.lineage.service.catalog import resolve_among
@@ -173,7 +173,7 @@ class LineageIndex:
             key = (intern(row.namespace), row.name)
             old = self.lineage.jobs.get(key)
             if old is not None and key != (old.dag.namespace, old.dag.dag_id):
-                self._untask(row.name, old.dag)
+                take_from(self._tasks, row.name, old.dag)
             if row.deleted:
                 changed = self.lineage.remove_job(key)
             else:
@@ -183,7 +183,7 @@ class LineageIndex:
                 job = JobLineage.of(dag, inputs, outputs, owners)
                 changed = self.lineage.set_job(key, job)
                 if not row.is_dag:
-                    self._task(row.name, dag)
+                    add_to(self._tasks, row.name, dag)
                 kept.append(key)
             if changed:
                 self._by_name = None
@@ -205,20 +205,8 @@ class LineageIndex:
             top = top_dag(job.dag, parent_of)
             if top != job.dag:
                 self.lineage.set_job(key, replace(job, dag=top))
-                self._task(key[1], top)
+                add_to(self._tasks, key[1], top)
                 self._by_name = None
-
-    def _task(self, name: str, dag: DagRef) -> None:
-        dags = self._tasks.get(name, ())
-        if dag not in dags:
-            self._tasks[name] = (*dags, dag)
-
-    def _untask(self, name: str, dag: DagRef) -> None:
-        rest = tuple(d for d in self._tasks.get(name, ()) if d != dag)
-        if rest:
-            self._tasks[name] = rest
-        else:
-            self._tasks.pop(name, None)
 
     def _dataset(self, namespace: str, name: str) -> DatasetRef:
         key = (namespace, name)
