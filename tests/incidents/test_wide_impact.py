@@ -96,8 +96,13 @@ async def test_a_failure_past_the_hundredth_dag_downstream_joins_the_incident(
             assert len(incident.impact["downstream"]) == KEPT
             assert incident.impact["downstream_count"] == PARTS
             assert incident.impact["downstream"][-1]["dag_id"] == f"part_{KEPT - 1:03d}"
-            rows = select(func.count()).where(IncidentDownstream.incident_id == incident.id)
-            assert await session.scalar(rows) == PARTS
+        rows = select(func.count()).where(IncidentDownstream.incident_id == incident.id)
+
+        async def rows_written() -> bool:  # just after the alert's own transaction
+            async with bot.services.sessions() as session:
+                return await session.scalar(rows) == PARTS
+
+        await eventually(rows_written)
 
         last = f"part_{PARTS - 1:03d}"  # not in the snapshot's list
         await post(bot, run_event("FAIL", DAY, run_id=str(uuid.uuid4()), dag=last))

@@ -222,7 +222,7 @@ class IncidentService:
                     return
                 incident = store.opened(event, impact, now=self.clock())
                 session.add(incident)
-                await store.set_impact(session, incident, impact)
+                await session.flush()
                 await self.alerts.alert(session, incident, new=True, gather=True)
                 await self.alerts.hub.incident(session, incident, "failure.opened")
                 _log(session, incident, "opened")
@@ -236,6 +236,12 @@ class IncidentService:
         if not done:
             # its impact when it is known, without holding up the rows after this one
             self._follow(incident.id, task)
+        else:
+            await self._set_downstream(incident.id, impact)
+
+    async def _set_downstream(self, incident_id: str, impact: ImpactSnapshot) -> None:
+        async with self.sessions.begin() as session:
+            await store.set_downstream(session, incident_id, impact)
 
     async def _repeat(
         self, session: AsyncSession, incident: Incident, event: EventFacts, batch: _Batch
@@ -394,8 +400,9 @@ class IncidentService:
             incident = await store.get(session, incident_id, lock=True)
             if incident is None:
                 return
+            incident.impact = impact.to_json()
             incident.updated_at = self.clock()
-            await store.set_impact(session, incident, impact)
+            await session.flush()
             await self.alerts.alert(session, incident, gather=True)
             if incident.state == IncidentState.OPEN and incident.acknowledged_at is None:
                 # Its severity and reports are known now: routes by severity, reports and
@@ -405,6 +412,7 @@ class IncidentService:
             if mentions and not self.alerts.snoozed(incident):
                 reply = watch_messages.impact_known(impact.downstream_count, mentions)
                 await self.alerts.reply(session, incident, reply)
+        await self._set_downstream(incident_id, impact)
 
 
 def _log(session: AsyncSession, incident: Incident, what: str) -> None:
