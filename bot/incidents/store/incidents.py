@@ -186,27 +186,26 @@ async def open_roots_above(session: AsyncSession, namespace: str, dag_id: str) -
     )
 
 
-async def set_downstream(session: AsyncSession, incident_id: str, impact: ImpactSnapshot) -> None:
-    """Every DAG downstream of an impact just worked out, as the incident's `incident_downstream`
-    rows (one read back from the incident's row lists only the first hundred: its rows stay).
-
-    Written after the alert's own transaction: 100,000 rows take most of a second, which the
-    alert need not wait for (until they are in, a failure downstream alerts on its own, as
-    while an impact is still being worked out)."""
+def downstream_rows(incident_id: str, impact: ImpactSnapshot) -> list[dict[str, str]] | None:
+    """The `incident_downstream` rows of an impact just worked out (every DAG downstream; the
+    incident's own row lists only the first hundred); None for one read back from that row,
+    whose rows stay as they are."""
     if impact.status == ImpactStatus.KNOWN and impact.downstream_count and not impact.reach:
-        return
-    below = IncidentDownstream
-    await session.execute(delete(below).where(below.incident_id == incident_id))
-    rows = [
+        return None
+    return [
         {"incident_id": incident_id, "namespace": namespace, "dag_id": dag_id}
         for namespace, dag_id in sorted(impact.reach)
     ]
-    table = cast(Table, below.__table__)  # Core's executemany: the ORM's bulk path costs 3x
-    for at in range(0, len(rows), _ROWS_AT_ONCE):
-        await session.execute(insert(table), rows[at : at + _ROWS_AT_ONCE])
 
 
-_ROWS_AT_ONCE = 5_000
+async def clear_downstream(session: AsyncSession, incident_id: str) -> None:
+    below = IncidentDownstream
+    await session.execute(delete(below).where(below.incident_id == incident_id))
+
+
+async def add_downstream(session: AsyncSession, rows: list[dict[str, str]]) -> None:
+    table = cast(Table, IncidentDownstream.__table__)  # Core's executemany: the ORM's costs 3x
+    await session.execute(insert(table), rows)
 
 
 async def grouped_dags(session: AsyncSession, root_id: str, *, limit: int = 50) -> list[str]:
