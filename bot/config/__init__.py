@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
@@ -233,13 +232,23 @@ class IndexSettings(Strict):
     """Jobs per `GET /api/v1/jobs` page while reconciling."""
 
 
-@lru_cache(maxsize=8)
-def _owner_tests(
-    ownership: tuple[Ownership, ...],
-) -> tuple[tuple[Callable[[str, str], bool], str], ...]:
+_OWNER_TESTS: dict[int, tuple[tuple[Ownership, ...], OwnerTests]] = {}
+OwnerTests = tuple[tuple[Callable[[str, str], bool], str], ...]
+
+
+def _owner_tests(ownership: tuple[Ownership, ...]) -> OwnerTests:
     """Each ownership rule's pattern compiled (`matcher`), with its team: an alert on a DAG
-    with 100,000 downstream asks whose each one is."""
-    return tuple((matcher([o.pattern]), o.team) for o in ownership)
+    with 100,000 downstream asks whose each one is. Kept by the rules' identity (hashing
+    them costs more than the match); the entry holds them, so the id is not reused."""
+    found = _OWNER_TESTS.get(id(ownership))
+    if found is None or found[0] is not ownership:
+        if len(_OWNER_TESTS) > 8:  # configs reloaded (tests parse hundreds)
+            _OWNER_TESTS.clear()
+        found = _OWNER_TESTS[id(ownership)] = (
+            ownership,
+            tuple((matcher([o.pattern]), o.team) for o in ownership),
+        )
+    return found[1]
 
 
 class BotConfig(Strict):

@@ -33,8 +33,11 @@ def team_name(owner: str) -> str:
 def owners(config: BotConfig, dag: DagRef, lineage: Iterable[str] = ()) -> tuple[str, ...]:
     """Who owns `dag`: the teams BOT_CONFIG's ownership rules name (in file order), then those
     the lineage names (its `ownership` facet), each once."""
+    configured = config.owners_of(dag)
+    if not lineage:
+        return configured
     named = [team_name(owner) for owner in lineage]
-    return tuple(dict.fromkeys([*config.owners_of(dag), *named]))
+    return tuple(dict.fromkeys([*configured, *named]))
 
 
 def reports(config: BotConfig, datasets: Iterable[DatasetRef]) -> list[tuple[Report, DatasetRef]]:

@@ -193,8 +193,8 @@ def downstream_rows(incident_id: str, impact: ImpactSnapshot) -> list[dict[str, 
     if impact.status == ImpactStatus.KNOWN and impact.downstream_count and not impact.reach:
         return None
     return [
-        {"incident_id": incident_id, "namespace": namespace, "dag_id": dag_id}
-        for namespace, dag_id in sorted(impact.reach)
+        {"incident_id": incident_id, "namespace": dag.namespace, "dag_id": dag.dag_id}
+        for dag in impact.reach
     ]
 
 

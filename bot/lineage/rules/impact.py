@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from itertools import chain
 from typing import Any
 
 from bot.config import BotConfig, Report
@@ -62,8 +63,8 @@ class ImpactSnapshot:
     datasets_total: int | None = None
     owners_downstream: tuple[str, ...] | None = None
     """Every owner named by a DAG downstream, listed or not (who may act on the alert)."""
-    reach: frozenset[tuple[str, str]] = field(default=frozenset(), compare=False, repr=False)
-    """Every DAG downstream as (namespace, dag id) when just worked out: what the store writes
+    reach: tuple[DagRef, ...] = field(default=(), compare=False, repr=False)
+    """Every DAG downstream when just worked out (each once): what the store writes
     as the incident's downstream rows. Not part of the JSON."""
 
     @property
@@ -187,13 +188,21 @@ class Impact:
 
     @property
     def teams(self) -> tuple[str, ...]:
-        named = [t for dag in (self.root, *self.downstream) for t in self.owners.get(dag, ())]
-        named += [hit.report.team for hit in self.reports if hit.report.team]
-        return tuple(sorted(set(named)))
+        return self._teams(self._owners_below())
+
+    def _owners_below(self) -> tuple[str, ...]:
+        """Every owner of a DAG downstream, once each, in lineage order."""
+        owners = self.owners
+        return tuple(dict.fromkeys(chain.from_iterable(owners.get(d, ()) for d in self.downstream)))
+
+    def _teams(self, below: tuple[str, ...]) -> tuple[str, ...]:
+        reporting = (hit.report.team for hit in self.reports if hit.report.team)
+        return tuple(sorted({*self.owners.get(self.root, ()), *below, *reporting}))
 
     def snapshot(self) -> ImpactSnapshot:
         """What an incident records of this impact (the first `KEPT` DAGs and datasets)."""
         owners = self.owners
+        below = self._owners_below()
         return ImpactSnapshot(
             status=ImpactStatus.KNOWN,
             root_owners=owners.get(self.root, ()),
@@ -205,11 +214,9 @@ class Impact:
                 ReportImpact(h.report.name, str(h.dataset), h.report.team, h.report.url)
                 for h in self.reports
             ),
-            teams=self.teams,
+            teams=self._teams(below),
             downstream_total=len(self.downstream),
             datasets_total=len(self.datasets),
-            owners_downstream=tuple(
-                dict.fromkeys(o for d in self.downstream for o in owners.get(d, ()))
-            ),
-            reach=frozenset((d.namespace, d.dag_id) for d in self.downstream),
+            owners_downstream=below,
+            reach=self.downstream,
         )

@@ -317,5 +317,6 @@ class LineageIndex:
     def outputs(self, dags: Iterable[DagRef]) -> list[DatasetRef]:
         # Sorted by a tuple key: the dataclass's own `<` is Python code, and a failure at the
         # top of 100,000 DAGs has as many datasets downstream.
-        found = {d for dag in dags for d in self.lineage.outputs_of(dag)}
+        members, jobs = self.lineage.members, self.lineage.jobs
+        found = {d for dag in dags for key in members.get(dag, ()) for d in jobs[key].outputs}
         return sorted(found, key=attrgetter("namespace", "name"))
