@@ -10,7 +10,7 @@ import asyncio
 import hashlib
 import json
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Literal, cast
@@ -238,7 +238,7 @@ class MarquezClient(SessionOwner):
 
     def job_pages(
         self, *, on_total: Callable[[int], None] | None = None
-    ) -> AsyncIterator[list[dict[str, Any]]]:
+    ) -> AsyncGenerator[list[dict[str, Any]]]:
         """Every job of every namespace, one page at a time, most recently updated first
         (`GET /api/v1/jobs`): a caller may stop early, and never holds the whole catalog.
         `on_total` hears the first page's `totalCount` (unfiltered, so `JobDao.count()`: an
@@ -252,7 +252,7 @@ class MarquezClient(SessionOwner):
 
     async def _pages_ahead(
         self, path: str, key: str, *, on_total: Callable[[int], None] | None = None
-    ) -> AsyncIterator[list[dict[str, Any]]]:
+    ) -> AsyncGenerator[list[dict[str, Any]]]:
         limit = self._page_size
 
         def ask(offset: int) -> asyncio.Future[tuple[str, int, bytes]]:

@@ -10,7 +10,7 @@ import asyncio
 import gc
 import json
 import weakref
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from datetime import timedelta
 from typing import Any
 
@@ -106,10 +106,10 @@ def page_watching(url: str) -> tuple[Callable[[], MarquezClient], list[int]]:
     class Watching(MarquezClient):
         def job_pages(
             self, *, on_total: Callable[[int], None] | None = None
-        ) -> AsyncIterator[list[dict[str, Any]]]:
+        ) -> AsyncGenerator[list[dict[str, Any]]]:
             pages = super().job_pages(on_total=on_total)
 
-            async def watched() -> AsyncIterator[list[dict[str, Any]]]:
+            async def watched() -> AsyncGenerator[list[dict[str, Any]]]:
                 async for page in pages:
                     gc.collect()
                     handed = _Page(page)
