@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from bot.core.model import DagRef, DatasetRef
 from bot.events.rules.producers import AirflowRef
 from bot.incidents.rules.lifecycle import (
     TRANSITIONS,
@@ -25,7 +26,14 @@ from bot.incidents.rules.lifecycle import (
     span,
     with_failure,
 )
-from bot.lineage.rules.impact import DagImpact, ImpactSnapshot, ImpactStatus, ReportImpact
+from bot.lineage.rules.impact import (
+    KEPT,
+    DagImpact,
+    Impact,
+    ImpactSnapshot,
+    ImpactStatus,
+    ReportImpact,
+)
 
 DAY = datetime(2021, 6, 4, tzinfo=UTC)
 T0 = DAY + timedelta(days=1, hours=1)
@@ -251,6 +259,28 @@ def test_an_impact_snapshot_round_trips_through_json() -> None:
     assert ImpactSnapshot.pending().with_root_owners(["orders"]).root_owners == ("orders",)
     assert snapshot.with_root_owners(["platform"]).root_owners == ("orders",)
     assert ImpactSnapshot.from_json({}).status == ImpactStatus.UNAVAILABLE
+
+
+def test_a_snapshot_names_the_first_dags_and_counts_and_owns_them_all() -> None:
+    root = DagRef("ns", "root")
+    below = tuple(DagRef("ns", f"part_{n:03d}") for n in range(KEPT + 50))
+    impact = Impact(
+        root,
+        downstream=below,
+        datasets=tuple(DatasetRef("ns", f"out_{n}") for n in range(KEPT + 50)),
+        reports=(),
+        owners={root: ("orders",), below[-1]: ("late_team",)},  # past the hundredth
+    )
+    snapshot = impact.snapshot()
+    assert [d.dag_id for d in snapshot.downstream] == [d.dag_id for d in below[:KEPT]]
+    assert (snapshot.downstream_count, snapshot.datasets_count) == (KEPT + 50, KEPT + 50)
+    assert len(snapshot.datasets) == KEPT
+    assert snapshot.downstream_owners == ("late_team",)  # who may snooze under all_owners
+    assert snapshot.teams == ("late_team", "orders")
+    assert snapshot.reach == below  # the incident's downstream rows
+    read = ImpactSnapshot.from_json(snapshot.to_json())
+    assert (read.downstream_count, read.downstream_owners) == (KEPT + 50, ("late_team",))
+    assert read.reach == ()  # rows are written once, from the fresh snapshot
 
 
 # -- which failure's Airflow run, task and try the alert links to --------------------------------
