@@ -274,11 +274,14 @@ class Reconciler:
                 del keep
                 if older:
                     break
-                if full and pages % CATCH_UP_PAGES == 0:
-                    # this process's index loads as the pages come (as a replica's does), not
-                    # all at the end: 100,000 jobs loaded at once held `ready` back 30 s
-                    await self.index.catch_up()
-                await self.index.let_askers_first()
+                if full:
+                    if pages % CATCH_UP_PAGES == 0:
+                        # this process's index loads as the pages come (as a replica's does),
+                        # not all at the end: 100,000 jobs at once held `ready` back 30 s
+                        await self.index.catch_up()
+                    # Not in an incremental one: a plan looking for a new DAG may be what
+                    # asked for it, and waits for its pages.
+                    await self.index.let_askers_first()
         return pages, high
 
     def _take(
