@@ -1,10 +1,10 @@
-"""Buttons: Approve, Cancel, Retry, Show full plan (a request id each), and an incident alert's
-Approve backfill, Review plan, Backfill downstream, Acknowledge, Snooze, Unsnooze, the older
-Backfill, and its links (an incident id each). Services reload what the id names on every
-click, and act only if it belongs to the channel the click came from (passed as `channel`);
-each answers with an outcome, which this module turns into the ephemeral reply through the
-capability's `answers`, sent back by handlers/_replies.py (by the click's response_url, or
-through the Web API when the click came without one)."""
+"""Buttons: Approve, Cancel, Retry, Pause, Resume, Show full plan (a request id each), and an
+incident alert's Approve backfill, Review plan, Backfill downstream, Acknowledge, Snooze,
+Unsnooze, the older Backfill, and its links (an incident id each). Services reload what the id
+names on every click, and act only if it belongs to the channel the click came from (passed as
+`channel`); each answers with an outcome, which this module turns into the ephemeral reply
+through the capability's `answers`, sent back by handlers/_replies.py (by the click's
+response_url, or through the Web API when the click came without one)."""
 
 from __future__ import annotations
 
@@ -70,6 +70,8 @@ def register(app: AsyncApp, services: Services) -> None:
         ActionId.APPROVE: (backfills.approve, backfill_answers.answer),
         ActionId.CANCEL: (backfills.cancel, backfill_answers.answer),
         ActionId.RETRY: (services.retries.retry, backfill_answers.answer),
+        ActionId.PAUSE: (backfills.control.pause, backfill_answers.answer),
+        ActionId.RESUME: (backfills.control.resume, backfill_answers.answer),
         ActionId.INCIDENT_APPROVE: (alerts.approve, incident_answers.answer),
         ActionId.INCIDENT_DOWNSTREAM: (alerts.downstream, incident_answers.answer),
         ActionId.INCIDENT_BACKFILL: (alerts.backfill, incident_answers.answer),

@@ -18,6 +18,7 @@ from bot.slack.rules.commands import (
     Command,
     CommandError,
     HelpCommand,
+    PauseCommand,
     PlanCommand,
     StatusCommand,
     SubscribeCommand,
@@ -87,6 +88,11 @@ async def _answered(
             parsed.subscription_id, user=user, channel=channel
         )
         return subscription_answers.answer(removed)
+    if isinstance(parsed, PauseCommand):
+        control = services.backfills.control
+        act = control.resume if parsed.resume else control.pause
+        changed = await act(parsed.request_id, user=user, channel=channel, command=True)
+        return backfill_answers.answer(changed)
     assert isinstance(parsed, CancelCommand)
     cancelled = await services.backfills.cancel(
         parsed.request_id, user=user, channel=channel, command=True

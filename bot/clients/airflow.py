@@ -231,6 +231,15 @@ class Airflow3Client(AirflowHttp):
         )
         return reply.parse.backfill(reply.data)
 
+    async def set_backfill_paused(self, backfill_id: int, paused: bool) -> BackfillInfo:
+        """Pause (its queued runs wait, running ones finish) or unpause a backfill; 409 once it
+        has completed."""
+        action = "pause" if paused else "unpause"
+        reply = await self._request(
+            "PUT", f"/api/v2/backfills/{int(backfill_id)}/{action}", retry_safe=True
+        )
+        return reply.parse.backfill(reply.data)
+
     async def list_dag_runs(
         self,
         dag_id: str,

@@ -10,18 +10,19 @@ from bot.ownership.rules import Denial, DenialKind
 from bot.slack.messages.render import LIST, NAME, clip, join_clipped
 
 
-def denied(denial: Denial, *, action: Literal["approve", "cancel"]) -> str:
-    """Why someone may not approve (or cancel) a backfill, and whom to ask instead."""
+def denied(denial: Denial, *, action: Literal["approve", "cancel", "pause", "resume"]) -> str:
+    """Why someone may not approve (or cancel, pause, resume) a backfill, and whom to ask."""
     dag, who = denial.dag_id, ", ".join(denial.teams) or "none"
-    if action == "cancel":
+    if action != "approve":  # cancel, pause and resume: the requester, owners or approvers
         if denial.kind == DenialKind.NO_ONE:
             return (
                 f"No team owns {dag} and no approvers are configured, so only its requester "
-                "may cancel this backfill. Add an ownership rule or approvers to BOT_CONFIG."
+                f"may {action} this backfill. Add an ownership rule or approvers to BOT_CONFIG."
             )
         return (
-            f"You may not cancel backfills of {dag}: only the requester, members of its owning "
-            f"teams ({who}) or the configured approvers may. Ask one of them to click Cancel."
+            f"You may not {action} backfills of {dag}: only the requester, members of its "
+            f"owning teams ({who}) or the configured approvers may. Ask one of them to click "
+            f"{action.capitalize()}."
         )
     if denial.kind == DenialKind.SECOND_PERSON:
         return (

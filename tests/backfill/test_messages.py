@@ -23,7 +23,8 @@ from bot.backfill.messages.backfill import (
     status_list,
 )
 from bot.backfill.rules.states import REQUEST_TRANSITIONS, RequestState, StepState
-from bot.backfill.rules.status import RequestStatus, StepStatus
+from bot.backfill.rules.options import RunOptions
+from bot.backfill.rules.status import Hold, RequestStatus, StepStatus
 from bot.core.model import DagRef, DateRange, Interval
 from bot.lineage.rules.planner import LineageLoading, Plan, PlanStep
 from bot.ownership.messages import denied
@@ -79,8 +80,10 @@ def make_plan(
 STEPS_OF: Mapping[str, str] = {
     RequestState.PREVIEWED: StepState.PENDING,
     RequestState.APPROVED: StepState.PENDING,
+    RequestState.SCHEDULED: StepState.PENDING,
     RequestState.REFUSED: StepState.PENDING,
     RequestState.RUNNING: StepState.RUNNING,
+    RequestState.PAUSED: StepState.RUNNING,
     RequestState.SUCCEEDED: StepState.SUCCEEDED,
     RequestState.FAILED: StepState.FAILED,
     RequestState.CANCELLED: StepState.CANCELLED,
@@ -109,7 +112,27 @@ def make_status(state: str, downstream: int = 3, *, at: int = 1) -> RequestStatu
             for i, s in enumerate(plan.steps)
         ),
         cancellable=RequestState.CANCELLED in REQUEST_TRANSITIONS.get(state, frozenset()),
+        hold=HOLDS.get(state),
     )
+
+
+AT = datetime(2021, 6, 7, 14, 2, tzinfo=UTC)
+HOLDS: Mapping[str, Hold] = {
+    RequestState.PAUSED: Hold("U0PAUSER", AT),
+    RequestState.SCHEDULED: Hold(None, None, "--at", datetime(2021, 6, 7, 20, 0, tzinfo=UTC)),
+}
+OPTIONS: dict[str, Any] = {
+    **RunOptions(
+        rerun="failed",
+        backwards=True,
+        conf={"full_refresh": True, "note": "<b>&"},
+        max_active=2,
+        reason="orders feed was late <again> & *twice*",
+        stop_on_failure=True,
+    ).to_json(),
+    "counts": {"missing": 3, "failed": 5, "all": 12, "known": True},
+    "unhonoured": ["airflow 2 keeps a cleared run's conf"],
+}
 
 
 WEIRD = make_plan(
@@ -151,6 +174,34 @@ CASES: dict[str, Case] = {
         PREVIEW,
         lambda: preview(
             replace(make_plan(3), lineage_loading=LineageLoading(4200, 100_000, 3, False))
+        ),
+    ),
+    "plan_preview_options": Case(PREVIEW, lambda: preview(make_plan(3), options=OPTIONS)),
+    "plan_preview_options_no_history": Case(
+        PREVIEW,
+        lambda: preview(
+            make_plan(1),
+            options={**OPTIONS, "counts": {"missing": 4, "failed": 4, "all": 4, "known": False}},
+        ),
+    ),
+    "request_status_paused_failure": Case(
+        STATUS,
+        lambda: request_status(
+            replace(
+                make_status("paused"),
+                hold=Hold("failure", AT, "stopped at a failed run of example.dag_001"),
+                options=RunOptions.from_json(OPTIONS).described(),
+                reason="orders feed was late",
+            )
+        ),
+    ),
+    "request_status_paused_window": Case(
+        STATUS,
+        lambda: request_status(
+            replace(
+                make_status("paused"),
+                hold=Hold("window", AT, "", datetime(2021, 6, 7, 18, 0, tzinfo=UTC)),
+            )
         ),
     ),
     "plan_modal_short": Case(MODAL, lambda: plan_modal(make_plan(3), request_id=REQUEST)),
@@ -351,10 +402,18 @@ def test_clip_and_join_count_escaped_characters() -> None:
     assert joined.endswith(f"and {100 - joined.count(',') - 1} more")
 
 
-def test_status_cancel_button_only_while_cancellable() -> None:
-    running = request_status(make_status("running"))
-    assert [(e["action_id"], e["value"]) for e in elements(running)] == [(ActionId.CANCEL, REQUEST)]
-    assert not list(elements(request_status(make_status("succeeded"))))
+def test_status_buttons_follow_the_state() -> None:
+    def buttons(status: RequestStatus) -> list[tuple[str, str]]:
+        return [(e["action_id"], e["value"]) for e in elements(request_status(status))]
+
+    running = buttons(make_status("running"))
+    assert running == [(ActionId.PAUSE, REQUEST), (ActionId.CANCEL, REQUEST)]
+    assert buttons(make_status("paused")) == [(ActionId.RESUME, REQUEST), (ActionId.CANCEL, REQUEST)]
+    # The bot resumes a backfill its window paused: nobody can resume it early from here.
+    window = replace(make_status("paused"), hold=Hold("window", AT, "", AT))
+    assert buttons(window) == [(ActionId.CANCEL, REQUEST)]
+    assert buttons(make_status("scheduled")) == [(ActionId.CANCEL, REQUEST)]
+    assert not buttons(make_status("succeeded"))
 
 
 def test_long_status_shows_the_failure_and_what_comes_next() -> None:

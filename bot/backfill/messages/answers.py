@@ -23,8 +23,11 @@ from bot.backfill.rules.outcomes import (
     Denied,
     DryRun,
     NotFound,
+    NotPausable,
     Outcome,
+    Paused,
     Previewed,
+    Resumed,
     RetryPosted,
     RetryRefused,
     SecondPersonAsked,
@@ -41,7 +44,9 @@ from bot.slack.messages.render import code, plural, sentence, user_mention
 
 STATE_WORDS = {
     RequestState.APPROVED: "was already approved",
+    RequestState.SCHEDULED: "is scheduled and has not started",
     RequestState.RUNNING: "is already running",
+    RequestState.PAUSED: "is paused",
     RequestState.SUCCEEDED: "has already finished",
     RequestState.FAILED: "has already failed",
     RequestState.CANCELLED: "was cancelled",
@@ -49,7 +54,7 @@ STATE_WORDS = {
 }
 """Why a click on a request in that state changed nothing."""
 
-REFUSALS = (NotFound, Ambiguous, Denied, Busy, Unplannable, Blocked, RetryRefused)
+REFUSALS = (NotFound, Ambiguous, Denied, Busy, Unplannable, Blocked, RetryRefused, NotPausable)
 """Outcomes answered as a refusal (the rest as a result)."""
 
 
@@ -101,6 +106,15 @@ def reason(outcome: Outcome) -> str:
             )
         case Cancelled(request_id=request_id):
             return f"Cancelled backfill {request_id}."
+        case Paused(request_id=request_id):
+            return (
+                f"Paused backfill {request_id}: nothing new starts, what runs finishes. "
+                f"Resume it with the button or `/backfill resume {request_id}`."
+            )
+        case Resumed(request_id=request_id):
+            return f"Resumed backfill {request_id}."
+        case NotPausable():
+            return _not_pausable(outcome)
         case RetryRefused():
             return _retry_refused(outcome)
         case RetryPosted(request_id=request_id, of=of):
@@ -111,8 +125,10 @@ def reason(outcome: Outcome) -> str:
 def answer(outcome: Outcome) -> dict[str, Any]:
     """The ephemeral reply to whoever acted."""
     match outcome:
-        case DryRun(plan=plan, requester=requester):
-            return plan_preview(plan, request_id="", requester=requester, dry_run=True)
+        case DryRun(plan=plan, requester=requester, options=options):
+            return plan_preview(
+                plan, request_id="", requester=requester, dry_run=True, options=options
+            )
         case StatusShown(status=status):
             return request_status(status)
         case StatusListed(statuses=statuses):
@@ -122,6 +138,34 @@ def answer(outcome: Outcome) -> dict[str, Any]:
         case _ if isinstance(outcome, REFUSALS):
             return refusal(reason(outcome))
     return action_result(reason(outcome))
+
+
+def _not_pausable(outcome: NotPausable) -> str:
+    state = RequestState(outcome.state)
+    until = f" at {outcome.until.strftime('%Y-%m-%d %H:%M UTC')}" if outcome.until else ""
+    if state == RequestState.PREVIEWED:
+        return f"Backfill {outcome.request_id} is still waiting for approval: nothing runs yet."
+    if state == RequestState.SCHEDULED:
+        return (
+            f"Backfill {outcome.request_id} has not started: it starts by itself{until}. "
+            "Cancel it if it should not run."
+        )
+    if outcome.verb == "pause" and state == RequestState.PAUSED:
+        if outcome.by and outcome.by.startswith(("U", "W")):  # a person, not the bot
+            return sentence(
+                "Nothing changed: backfill {} is already paused by {}.",
+                outcome.request_id,
+                user_mention(outcome.by),
+            )
+        return f"Nothing changed: backfill {outcome.request_id} is already paused."
+    if outcome.verb == "resume" and state == RequestState.RUNNING:
+        return f"Nothing changed: backfill {outcome.request_id} is running, not paused."
+    if outcome.verb == "resume" and state == RequestState.PAUSED:
+        return (
+            f"Backfill {outcome.request_id} waits for its off-peak window, which opens{until}; "
+            f"it resumes by itself then. To run it now, start a new one with `--now`."
+        )
+    return f"Nothing changed: backfill {outcome.request_id} {STATE_WORDS[state]}."
 
 
 def _unchanged(outcome: Unchanged) -> str:

@@ -5,9 +5,10 @@ on a request. Layout in templates/backfill/."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import Any
 
+from bot.backfill.rules.options import RERUN_CHOICES, RerunCounts, RunOptions
 from bot.backfill.rules.states import RequestState, StepState
 from bot.backfill.rules.status import RequestStatus, StepStatus
 from bot.core.model import Interval
@@ -31,7 +32,9 @@ _LISTED_RUNS = 3  # a step lists this many intervals, then summarises them
 REQUEST_LOOK: Mapping[str, tuple[str, str]] = {
     RequestState.PREVIEWED: (":memo:", "Waiting for approval"),
     RequestState.APPROVED: (":white_check_mark:", "Approved"),
+    RequestState.SCHEDULED: (":calendar:", "Scheduled"),
     RequestState.RUNNING: (":arrows_counterclockwise:", "Running"),
+    RequestState.PAUSED: (":double_vertical_bar:", "Paused"),
     RequestState.SUCCEEDED: (":large_green_circle:", "Succeeded"),
     RequestState.FAILED: (":red_circle:", "Failed"),
     RequestState.CANCELLED: (":no_entry_sign:", "Cancelled"),
@@ -40,7 +43,9 @@ REQUEST_LOOK: Mapping[str, tuple[str, str]] = {
 IN_ALERT: Mapping[str, str] = {
     RequestState.PREVIEWED: "waiting for approval (see the thread)",
     RequestState.APPROVED: "approved",
+    RequestState.SCHEDULED: "scheduled (it starts by itself; see the thread)",
     RequestState.RUNNING: "running (progress in the thread)",
+    RequestState.PAUSED: "paused (see the thread)",
     RequestState.SUCCEEDED: "succeeded",
     RequestState.FAILED: "failed (Retry is in the thread)",
     RequestState.CANCELLED: "cancelled",
@@ -134,6 +139,27 @@ def _awaiting(teams: Sequence[str], limit: int = 8) -> dict[str, Any]:
     return {"teams": [clip(t, 80) for t in teams[:limit]], "more": len(teams[limit:])}
 
 
+def _when(moment: datetime | None) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC") if moment else ""
+
+
+def _hold_view(status: RequestStatus) -> dict[str, Any] | None:
+    """The paused (or scheduled) line's parts: who, when, why, until when, what is left."""
+    hold = status.hold
+    if hold is None:
+        return None
+    dags, runs = status.still_to_run
+    return {
+        "scheduled": status.state == RequestState.SCHEDULED,
+        "by": clip(hold.by or "", 40),
+        "person": bool(hold.by) and hold.by not in ("failure", "window"),
+        "at": _when(hold.at),
+        "reason": clip(hold.reason, 300),
+        "until": _when(hold.until),
+        "left": f"{plural(dags, 'DAG')}, {plural(runs, 'run')}",
+    }
+
+
 def _status_view(status: RequestStatus, *, max_rows: int) -> dict[str, Any]:
     emoji, label = _request_look(status.state)
     ranked = sorted(
@@ -174,6 +200,12 @@ def _status_view(status: RequestStatus, *, max_rows: int) -> dict[str, Any]:
         "rows": rows,
         "more": plural(hidden, "more DAG") if hidden else "",
         "cancellable": status.cancellable,
+        "pausable": status.state == RequestState.RUNNING,
+        "resumable": status.state == RequestState.PAUSED
+        and (status.hold is None or status.hold.by != "window"),
+        "hold": _hold_view(status),
+        "options": join_clipped(list(status.options), SECTION_TEXT // 4, sep=" · "),
+        "reason": clip(status.reason, 300),
         # What did not succeed can be run again (bot/backfill/service/retry.py).
         "retryable": status.state == RequestState.FAILED,
         "awaiting": _awaiting(status.awaiting),
@@ -197,11 +229,14 @@ def plan_preview(
     max_rows: int = 12,
     awaiting: tuple[str, ...] = (),
     retry_of: str = "",
+    options: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The plan posted after `/backfill`: steps up to `max_rows`, then Approve and Cancel;
     `awaiting` names the teams whose approval is still needed, `retry_of` the failed backfill
-    this plan runs again."""
-    frame = _PREVIEW_FRAME + bool(awaiting) + bool(retry_of)
+    this plan runs again, `options` what the request stores of its options (the options
+    chosen, the runs each `--rerun` choice means, what the executor cannot honour)."""
+    chosen = _options_view(options)
+    frame = _PREVIEW_FRAME + bool(awaiting) + bool(retry_of) + 2 * bool(chosen)
     max_rows = min(max_rows, MESSAGE_BLOCKS - frame)
     notes = {n.dag_id: n for n in plan.notes}
     rows = [_step_row(i, s, notes) for i, s in enumerate(plan.steps[:max_rows], start=1)]
@@ -223,8 +258,36 @@ def plan_preview(
         "awaiting": _awaiting(awaiting),
         "retry_of": retry_of,  # a request id: never cut
         "loading": loading_line(plan),
+        "chosen": chosen,
     }
     return render("backfill/plan_preview.json.j2", view)
+
+
+def _options_view(options: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The preview's options lines: the options in words (with the reason), how many runs
+    each `--rerun` choice means, and what the executor cannot honour."""
+    if not options:
+        return None
+    chosen = RunOptions.from_json(options)
+    counts = RerunCounts.from_json(options.get("counts"))
+    choices = ""
+    if counts is not None and counts.known:
+        picked = chosen.chosen_rerun
+        parts = [
+            f"{'*' if c == picked else ''}--rerun {c}: {plural(counts.of(c), 'run')}"
+            f"{'*' if c == picked else ''}"
+            for c in RERUN_CHOICES
+        ]
+        choices = "From the run history: " + " · ".join(parts)
+    elif counts is not None:
+        choices = "No run history to choose from: every interval runs again."
+    unhonoured = [str(u) for u in options.get("unhonoured") or () if isinstance(u, str)]
+    return {
+        "described": join_clipped(list(chosen.described()), SECTION_TEXT // 4, sep=" · "),
+        "reason": clip(chosen.reason, 300),
+        "choices": choices,
+        "unhonoured": clip(" ".join(f"{u[0].upper()}{u[1:]}." for u in unhonoured), 900),
+    }
 
 
 def loading_line(plan: Plan) -> str:

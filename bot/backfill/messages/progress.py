@@ -17,9 +17,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bot.backfill.messages.backfill import REQUEST_LOOK, STEP_LOOK, request_status
+from bot.backfill.rules.options import RunOptions
 from bot.backfill.rules.progress import Counts, duration_text
 from bot.backfill.rules.states import OPEN, RequestState, StepState
-from bot.backfill.rules.status import RequestStatus, StepStatus
+from bot.backfill.rules.status import Hold, RequestStatus, StepStatus
 from bot.backfill.rules.status import StoredRequest as BackfillRequest
 from bot.backfill.rules.status import StoredStep as BackfillStep
 from bot.slack.messages.limits import MESSAGE_BLOCKS, MESSAGE_TEXT, SECTION_TEXT
@@ -66,7 +67,21 @@ class Summary:
     state: str
 
 
-Event = Started | Finished | Skipped | Summary
+@dataclass(frozen=True)
+class Paused:
+    by: str
+    """A Slack user id, or `failure` / `window` when the bot paused it."""
+    reason: str = ""
+    until: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Resumed:
+    by: str
+    """A Slack user id, `window` (its window opened) or `schedule` (its start time came)."""
+
+
+Event = Started | Finished | Skipped | Summary | Paused | Resumed
 
 
 def span(start: datetime | None, end: datetime | None) -> timedelta | None:
@@ -106,7 +121,19 @@ def status_of(request: BackfillRequest, *, awaiting: tuple[str, ...] = ()) -> Re
         ),
         cancellable=request.state in OPEN,
         awaiting=awaiting,
+        options=RunOptions.from_json(request.options).described() if request.options else (),
+        reason=str((request.options or {}).get("reason") or ""),
+        hold=_hold(request),
     )
+
+
+def _hold(request: BackfillRequest) -> Hold | None:
+    if request.state == RequestState.PAUSED:
+        return Hold(request.paused_by, request.paused_at, request.pause_reason or "",
+                    request.resume_at)  # fmt: skip
+    if request.state == RequestState.SCHEDULED:
+        return Hold(None, None, request.pause_reason or "", request.resume_at)
+    return None
 
 
 def status_payload(request: BackfillRequest) -> dict[str, Any]:
@@ -152,6 +179,12 @@ def _lines_of(event: Event, request: BackfillRequest) -> list[str]:
             str(macros.skipped({"dag_id": _clip(dag), "why": _clip(why, 300)}))
             for dag, why in event.steps
         ]
+    if isinstance(event, Paused):
+        until = event.until.strftime("%Y-%m-%d %H:%M UTC") if event.until else ""
+        view = {"by": event.by, "reason": _clip(event.reason, 300), "until": until}
+        return [str(macros.paused(view))]
+    if isinstance(event, Resumed):
+        return [str(macros.resumed({"by": event.by}))]
     return _summary_lines(event, request)
 
 
@@ -196,9 +229,14 @@ _FAILED_MARK = f"{STEP_LOOK[StepState.FAILED][0]} `"
 """How a line about a failed DAG begins (progress_macros.finished with the failed emoji)."""
 
 
+_STOPPED_MARK = ":double_vertical_bar: *Paused at a failed run*"
+"""How the line saying `--stop-on-failure` paused a backfill begins (progress_macros.paused)."""
+
+
 def tells_failure(lines: Sequence[str]) -> bool:
-    """Whether any of these lines says a DAG failed: such news may be posted sooner."""
-    return any(line.startswith(_FAILED_MARK) for line in lines)
+    """Whether any of these lines says a DAG failed (or a failed run paused the backfill):
+    such news may be posted sooner."""
+    return any(line.startswith((_FAILED_MARK, _STOPPED_MARK)) for line in lines)
 
 
 def reply(lines: Sequence[str]) -> dict[str, Any]:

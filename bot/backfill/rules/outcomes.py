@@ -8,8 +8,10 @@ reads them, and so do the tests.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar, Literal
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, ClassVar, Literal
 
 from bot.backfill.rules.status import RequestStatus
 from bot.lineage.rules.planner import Plan
@@ -57,10 +59,11 @@ class Unchanged:
 
 @dataclass(frozen=True)
 class Denied:
-    """The person may not approve (or cancel) this backfill; the denial names who may."""
+    """The person may not approve (or cancel, pause, resume) this backfill; the denial names
+    who may."""
 
     denial: Denial
-    verb: Literal["approve", "cancel"]
+    verb: Literal["approve", "cancel", "pause", "resume"]
     request_id: str | None = None
     """The request they acted on (None: refused before any was made)."""
     changed: ClassVar[bool] = False
@@ -101,6 +104,8 @@ class DryRun(_Unchanged):
 
     plan: Plan
     requester: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+    """The options as a request would store them (bot/backfill/service/planned.py)."""
 
 
 @dataclass(frozen=True)
@@ -164,6 +169,32 @@ class Cancelled:
 
 
 @dataclass(frozen=True)
+class Paused:
+    request_id: str
+    changed: ClassVar[bool] = True
+
+
+@dataclass(frozen=True)
+class Resumed:
+    request_id: str
+    changed: ClassVar[bool] = True
+
+
+@dataclass(frozen=True)
+class NotPausable:
+    """Pause or Resume changed nothing: the request is not running (or not paused)."""
+
+    request_id: str
+    state: str
+    verb: Literal["pause", "resume"]
+    by: str | None = None
+    """Who paused it (a paused request asked to pause again)."""
+    until: datetime | None = None
+    """When a scheduled or window-paused request starts or resumes by itself."""
+    changed: ClassVar[bool] = False
+
+
+@dataclass(frozen=True)
 class StatusShown(_Unchanged):
     """`/backfill status ID`: one request's status."""
 
@@ -216,6 +247,9 @@ Outcome = (
     | StartedFromAlert
     | SecondPersonAsked
     | Cancelled
+    | Paused
+    | Resumed
+    | NotPausable
     | StatusShown
     | StatusListed
     | RetryRefused

@@ -48,8 +48,11 @@ class Moves:
     """(step id, why) for steps that will never run."""
 
 
-def next_moves(steps: Sequence[StepView], *, cancelled: bool, max_parallel: int) -> Moves:
-    """Which pending steps to start and which to skip; `steps` are in plan (topological) order."""
+def next_moves(
+    steps: Sequence[StepView], *, cancelled: bool, max_parallel: int, paused: bool = False
+) -> Moves:
+    """Which pending steps to start and which to skip; `steps` are in plan (topological) order.
+    A paused request starts nothing (what depends on a failure is still skipped)."""
     state = {s.dag_id: s.state for s in steps}
     skip: list[tuple[str, str]] = []
     ready: list[str] = []
@@ -68,6 +71,8 @@ def next_moves(steps: Sequence[StepView], *, cancelled: bool, max_parallel: int)
         elif all(state[u] == StepState.SUCCEEDED for u in known):
             ready.append(step.id)
     room = max(0, max_parallel - sum(1 for s in steps if s.state in STEP_ACTIVE))
+    if paused:
+        room = 0
     return Moves(start=tuple(ready[:room]), skip=tuple(skip))
 
 

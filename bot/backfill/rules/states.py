@@ -12,7 +12,11 @@ class RequestState(StrEnum):
 
     PREVIEWED = "previewed"
     APPROVED = "approved"
+    SCHEDULED = "scheduled"
+    """Approved, waiting for its start time or its off-peak window to open."""
     RUNNING = "running"
+    PAUSED = "paused"
+    """Started: what runs finishes, nothing new starts until it is resumed."""
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELLED = "cancelled"
@@ -36,10 +40,15 @@ REQUEST_TRANSITIONS: Mapping[str, frozenset[str]] = {
         {RequestState.APPROVED, RequestState.REFUSED, RequestState.CANCELLED}
     ),
     RequestState.APPROVED: frozenset(
-        {RequestState.RUNNING, RequestState.CANCELLED, RequestState.FAILED}
+        {RequestState.RUNNING, RequestState.SCHEDULED, RequestState.CANCELLED, RequestState.FAILED}
     ),
+    RequestState.SCHEDULED: frozenset({RequestState.RUNNING, RequestState.CANCELLED}),
     RequestState.RUNNING: frozenset(
-        {RequestState.SUCCEEDED, RequestState.FAILED, RequestState.CANCELLED}
+        {RequestState.SUCCEEDED, RequestState.FAILED, RequestState.CANCELLED, RequestState.PAUSED}
+    ),
+    # What was running when it paused may still end it.
+    RequestState.PAUSED: frozenset(
+        {RequestState.RUNNING, RequestState.CANCELLED, RequestState.SUCCEEDED, RequestState.FAILED}
     ),
 }
 """Allowed request moves: state → the states it may move to. States not listed are final."""
@@ -55,15 +64,20 @@ STEP_TRANSITIONS: Mapping[str, frozenset[str]] = {
 
 
 OPEN: frozenset[str] = frozenset(REQUEST_TRANSITIONS)
-"""States a request may still leave: previewed, approved, running. An open request can be
-cancelled, and blocks another backfill of the same DAG intervals once approved."""
-ACTIVE: frozenset[str] = frozenset({RequestState.APPROVED, RequestState.RUNNING})
-"""Approved and not finished: its work is (or is about to be) under way."""
+"""States a request may still leave: previewed, approved, scheduled, running, paused. An open
+request can be cancelled, and blocks another backfill of the same DAG intervals once approved."""
+ACTIVE: frozenset[str] = frozenset(
+    {RequestState.APPROVED, RequestState.SCHEDULED, RequestState.RUNNING, RequestState.PAUSED}
+)
+"""Approved and not finished: its work is (or is about to be) under way; a paused or scheduled
+backfill still holds its DAG intervals."""
 FINAL: frozenset[str] = frozenset(RequestState) - OPEN
 """Ended for good: succeeded, failed, cancelled, refused."""
-FOLLOWED: frozenset[str] = frozenset({RequestState.RUNNING})
+FOLLOWED: frozenset[str] = frozenset({RequestState.RUNNING, RequestState.PAUSED})
 """Whose steps the runner polls each pass (a cancelled request too, until its started work
-has wound down)."""
+has wound down; a paused one, while what it started finishes)."""
+PAUSABLE: frozenset[str] = frozenset({RequestState.RUNNING})
+"""States `/backfill pause` and the Pause button act on."""
 
 STEP_ACTIVE: frozenset[str] = frozenset({StepState.SUBMITTED, StepState.RUNNING})
 """A step whose work the executor has taken on and not finished."""

@@ -10,6 +10,7 @@ from datetime import date, datetime
 from typing import Any, Protocol
 
 from bot.backfill.rules.progress import Counts
+from bot.backfill.rules.states import STEP_FINAL
 
 
 class StoredStep(Protocol):
@@ -70,6 +71,33 @@ class StoredRequest(Protocol):
     @property
     def steps(self) -> Sequence[StoredStep]: ...
 
+    @property
+    def options(self) -> dict[str, Any]: ...
+
+    @property
+    def paused_by(self) -> str | None: ...
+
+    @property
+    def paused_at(self) -> datetime | None: ...
+
+    @property
+    def pause_reason(self) -> str | None: ...
+
+    @property
+    def resume_at(self) -> datetime | None: ...
+
+
+@dataclass(frozen=True)
+class Hold:
+    """Why a request is paused or has not started, and until when."""
+
+    by: str | None
+    """A Slack user id; `failure` (--stop-on-failure), `window` or None (scheduled)."""
+    at: datetime | None
+    reason: str = ""
+    until: datetime | None = None
+    """When the bot starts or resumes it by itself."""
+
 
 @dataclass(frozen=True)
 class StepStatus:
@@ -94,3 +122,21 @@ class RequestStatus:
     cancellable: bool
     awaiting: tuple[str, ...] = ()
     """Teams whose approval is still needed."""
+    options: tuple[str, ...] = ()
+    """The options chosen, in words (bot/backfill/rules/options.py `RunOptions.described`)."""
+    reason: str = ""
+    """Why it was asked for (`--reason`)."""
+    hold: Hold | None = None
+    """Set while it is paused or scheduled."""
+
+    @property
+    def still_to_run(self) -> tuple[int, int]:
+        """DAGs not finished, and the runs they have not finished."""
+        dags = runs = 0
+        for step in self.steps:
+            if step.state in STEP_FINAL:
+                continue
+            dags += 1
+            done = step.counts.succeeded + step.counts.failed if step.counts else 0
+            runs += max(0, step.runs - done)
+        return dags, runs

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
+from bot.backfill.rules.options import RunOptions
 from bot.backfill.run.airflow2 import Airflow2Steps
 from bot.backfill.run.airflow3 import Airflow3Steps
 from bot.backfill.run.backends import Finding, Progress, State, StepRejected, StepWork
@@ -25,7 +26,7 @@ from bot.clients.airflow import (
     connect_airflow,
 )
 from bot.config import AirflowExecution
-from bot.core.model import DagRef
+from bot.core.model import DagRef, Interval
 
 _CHECKS_AT_ONCE = 8
 
@@ -115,6 +116,32 @@ class AirflowBackend:
 
     async def cancel(self, work: StepWork) -> State | None:
         return await (await self.steps()).cancel(work)
+
+    async def pause(self, work: StepWork, paused: bool) -> State | None:
+        return await (await self.steps()).pause(work, paused)
+
+    async def history(self, dag: DagRef, intervals: Sequence[Interval]) -> list[str | None] | None:
+        if not intervals:
+            return []
+        client = (await self.steps()).client
+        try:
+            runs = await client.list_dag_runs(
+                self.settings.dag_id_for(dag),
+                logical_date_gte=min(i.start for i in intervals),
+                logical_date_lte=max(i.start for i in intervals),
+            )
+        except AirflowNotFound:
+            return [None] * len(intervals)  # the preview's check says the DAG is missing
+        latest = {run.logical_date: run.state for run in runs if run.logical_date is not None}
+        return [latest.get(i.start) for i in intervals]
+
+    def unhonoured(self, options: RunOptions) -> tuple[str, ...]:
+        if self.version == 2 and options.conf:
+            return (
+                "Airflow 2 clears an interval that already has a run, and a cleared run keeps "
+                "the conf it had: --conf reaches only the runs the bot triggers anew",
+            )
+        return ()
 
     def link(self, work: StepWork) -> str | None:
         if self._steps is None:

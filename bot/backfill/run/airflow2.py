@@ -16,6 +16,11 @@ runs found in Airflow under our run ids count as triggered too, so a bot that di
 triggering and recording neither triggers an interval twice nor forgets the rest. Until they
 are triggered, intervals count as queued.
 
+Which intervals run follows the request's `--rerun` (bot/backfill/rules/options.py `redone`,
+Airflow 3's rule), decided once at submit from the DAG's run history and kept in the step's
+state (`skipped`); they are triggered oldest first, or newest first with `--backwards`, each with
+the request's `--conf`. While the request is paused nothing more is triggered.
+
 Cancel triggers nothing more and sets every queued or running run to failed
 (`PATCH .../dagRuns/{id}`): Airflow 2.11 then fails the running task instances, whose task
 processes notice at their next heartbeat and are killed, and skips the tasks not started yet.
@@ -29,6 +34,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
+from bot.backfill.rules.options import redone
 from bot.backfill.rules.progress import Counts
 from bot.backfill.run.airflow3 import ready
 from bot.backfill.run.backends import Progress, State, StepWork
@@ -53,12 +59,20 @@ def _cap(work: StepWork) -> int:
     return cap if isinstance(cap, int) and cap > 0 else len(work.intervals)
 
 
+def _todo(work: StepWork) -> list[Interval]:
+    """The intervals this step runs, in the order it triggers them."""
+    skipped = set(work.state.get("skipped", ()))
+    return [i for i in work.ordered() if iso(i.start) not in skipped]
+
+
 class Airflow2Steps:
     def __init__(self, client: Airflow2Client, settings: AirflowExecution) -> None:
         self.client = client
         self.settings = settings
 
-    async def _resolve_cap(self, dag_id: str) -> int:
+    async def _resolve_cap(self, work: StepWork, dag_id: str) -> int:
+        if work.options.max_active is not None:
+            return work.options.max_active
         if self.settings.max_active_runs_per_dag is not None:
             return self.settings.max_active_runs_per_dag
         info = await self.client.get_dag(dag_id)
@@ -67,10 +81,33 @@ class Airflow2Steps:
     async def submit(self, work: StepWork) -> State:
         dag_id = self.settings.dag_id_for(work.dag)
         await ready(self.client, dag_id, self.settings)
-        state: dict[str, Any] = {**work.state, "cap": await self._resolve_cap(dag_id)}
+        state: dict[str, Any] = {**work.state, "cap": await self._resolve_cap(work, dag_id)}
+        if "skipped" not in state:
+            state["skipped"] = await self._not_redone(work, dag_id)
         work = replace(work, state=state)
         state.update(await self._top_up(work, await self._runs(work)))
-        return {**state, "handle": f"{len(work.intervals)} DAG runs"}
+        return {**state, "handle": f"{len(_todo(work))} DAG runs"}
+
+    async def _not_redone(self, work: StepWork, dag_id: str) -> list[str]:
+        """Intervals whose run `--rerun` leaves alone (a success under `failed`, any run under
+        `missing`), from the runs Airflow has now. Runs the bot triggered for this step are
+        not history: they are this step's own, found again after a crash."""
+        if work.options.chosen_rerun == "all":
+            return []
+        mine = {run_id_for(work, i) for i in work.intervals}
+        latest: dict[datetime, str] = {}
+        for run in await self.client.list_dag_runs(
+            dag_id,
+            logical_date_gte=work.intervals[0].start,
+            logical_date_lte=work.intervals[-1].start,
+        ):
+            if run.logical_date is not None and run.run_id not in mine:
+                latest[run.logical_date] = run.state
+        return [
+            iso(i.start)
+            for i in work.intervals
+            if not redone(latest.get(i.start), work.options.chosen_rerun)
+        ]
 
     async def _top_up(self, work: StepWork, runs: Mapping[datetime, DagRunInfo]) -> State:
         """Trigger the oldest untriggered intervals while fewer than the cap of the bot's runs
@@ -79,11 +116,12 @@ class Airflow2Steps:
         dag_id = self.settings.dag_id_for(work.dag)
         adopted: dict[str, str] = dict(work.state.get("adopted", {}))
         triggered = self._triggered(work, runs)
+        todo = _todo(work)
         # The step's own active runs alone may fill the cap: then the DAG-wide list is not needed.
         active = sum(run.state in ACTIVE for run in runs.values())
-        if active < _cap(work) and len(triggered) < len(work.intervals):
+        if active < _cap(work) and len(triggered) < len(todo):
             active = await self._active_for_cap(dag_id, adopted.values())
-        for interval in work.intervals:
+        for interval in todo:
             key = iso(interval.start)
             if active >= _cap(work):
                 break
@@ -92,7 +130,7 @@ class Airflow2Steps:
             await self._trigger(work, dag_id, interval, adopted)
             triggered.add(key)
             active += 1
-        order = [iso(i.start) for i in work.intervals]
+        order = [iso(i.start) for i in todo]
         return {"adopted": adopted, "triggered": [k for k in order if k in triggered]}
 
     async def _active_for_cap(self, dag_id: str, adopted: Collection[str]) -> int:
@@ -125,6 +163,7 @@ class Airflow2Steps:
                 logical_date=interval.start,
                 data_interval_start=interval.start,
                 data_interval_end=interval.end,
+                conf=work.options.conf,
                 note=f"backfill-bot request {work.request_id}",
             )
         except AirflowConflict:
@@ -169,8 +208,8 @@ class Airflow2Steps:
             # What was triggered is all there is: the rest never will be.
             expected = len(self._triggered(work, runs))
         else:
-            expected = len(work.intervals)
-            if len(self._triggered(work, runs)) < expected:
+            expected = len(_todo(work))
+            if len(self._triggered(work, runs)) < expected and not work.pausing:
                 topped = await self._top_up(work, runs)
                 # Recorded only when it changed: an unchanged state costs a write per pass.
                 if any(topped[key] != work.state.get(key) for key in topped):
@@ -178,7 +217,7 @@ class Airflow2Steps:
         counts = Counts.of([r.state for r in runs.values()], expected=expected)
         if expected and not counts.finished:
             return Progress(counts, state=new_state)
-        never = len(work.intervals) - expected
+        never = len(_todo(work)) - expected
         if work.cancelling and (counts.failed or never):
             stopped = f"{counts.failed} of {counts.total} runs failed or were stopped"
             left = f"{never} interval{'s' if never != 1 else ''} never triggered"
@@ -187,7 +226,16 @@ class Airflow2Steps:
         if counts.failed:
             message = f"{counts.failed} of {counts.total} runs failed"
             return Progress(counts, done=True, message=message)
-        return Progress(counts, done=True, ok=True)
+        alone = len(work.intervals) - expected
+        if not alone:
+            return Progress(counts, done=True, ok=True)
+        message = (
+            f"{alone} interval{'s' if alone != 1 else ''} left alone (--rerun {work.options.rerun})"
+        )
+        return Progress(counts, done=True, ok=True, message=message)
+
+    async def pause(self, work: StepWork, paused: bool) -> State | None:
+        return None  # a paused request's polls trigger nothing more; what runs finishes
 
     async def cancel(self, work: StepWork) -> State | None:
         dag_id = self.settings.dag_id_for(work.dag)

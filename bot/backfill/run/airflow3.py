@@ -67,7 +67,13 @@ class Airflow3Steps:
         await ready(self.client, dag_id, self.settings)
 
     def _chunks(self, work: StepWork) -> list[list[Interval]]:
-        return contiguous(work.intervals)
+        """Runs of contiguous intervals, in the order their backfills are created (newest
+        first with `--backwards`, like the runs inside each)."""
+        chunks = contiguous(work.intervals)
+        return chunks[::-1] if work.options.backwards else chunks
+
+    def _max_active(self, work: StepWork) -> int:
+        return work.options.max_active or self.settings.max_active_runs
 
     async def submit(self, work: StepWork) -> State:
         return await self._start_chunk(work, int(work.state.get("chunk", 0)), dict(work.state))
@@ -95,20 +101,28 @@ class Airflow3Steps:
         existing = await self.client.list_backfills(dag_id)
         backfill = self._mine(existing, first, last, work.since)
         if backfill is None:
+            options = work.options
             dates = await self.client.dry_run_backfill(
                 dag_id,
                 first,
                 last,
-                reprocess_behavior=self.settings.reprocess_behavior,
-                max_active_runs=self.settings.max_active_runs,
+                reprocess_behavior=options.reprocess_behavior,
+                max_active_runs=self._max_active(work),
             )
+            if not dates:
+                # Nothing in this range to redo under the chosen --rerun: Airflow would answer
+                # 500 for a backfill with no runs. Recorded as a finished, empty chunk.
+                empty: State = {"chunk": index, "backfill_id": None, "expected": []}
+                return {**state, **empty, "from": iso(first), "to": iso(last)}
             try:
                 backfill = await self.client.create_backfill(
                     dag_id,
                     first,
                     last,
-                    reprocess_behavior=self.settings.reprocess_behavior,
-                    max_active_runs=self.settings.max_active_runs,
+                    reprocess_behavior=options.reprocess_behavior,
+                    max_active_runs=self._max_active(work),
+                    run_backwards=options.backwards,
+                    dag_run_conf=options.conf,
                 )
             except AirflowConflict:
                 running = [
@@ -166,6 +180,8 @@ class Airflow3Steps:
         chunks = self._chunks(work)
         index = int(state.get("chunk", 0))
         if index + 1 < len(chunks) and not work.cancelling:
+            if work.pausing:
+                return Progress(counts)  # the next chunk's backfill waits for the resume
             state["prior"] = counts.to_json()
             state.pop("expected", None)
             try:
@@ -175,8 +191,22 @@ class Airflow3Steps:
             return Progress(counts, state=state)
         if work.cancelling and index + 1 < len(chunks):
             return Progress(counts, done=True, message="cancelled before every interval ran")
-        message = None if expected else "Airflow had no runs to redo in this range"
+        message = None if counts.total else self._nothing(work)
         return Progress(counts, done=True, ok=True, message=message)
+
+    @staticmethod
+    def _nothing(work: StepWork) -> str:
+        if work.options.rerun in ("missing", "failed"):
+            return f"nothing to redo with --rerun {work.options.rerun}: every interval had a run"
+        return "Airflow had no runs to redo in this range"
+
+    async def pause(self, work: StepWork, paused: bool) -> State | None:
+        backfill_id = work.state.get("backfill_id")
+        if isinstance(backfill_id, int):
+            # 409: completed meanwhile, nothing left to hold.
+            with contextlib.suppress(AirflowNotFound, AirflowConflict):
+                await self.client.set_backfill_paused(backfill_id, paused)
+        return None
 
     async def cancel(self, work: StepWork) -> State | None:
         backfill_id = work.state.get("backfill_id")

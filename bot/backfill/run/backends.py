@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from bot.backfill.rules.options import RunOptions
 from bot.backfill.rules.progress import Counts
 from bot.core.model import DagRef, Interval
 
@@ -31,6 +32,14 @@ class StepWork:
     cancelling: bool = False
     since: datetime | None = None
     """When the runner claimed the step: work found in the backend from before is not ours."""
+    options: RunOptions = field(default_factory=lambda: RunOptions(rerun="all"))
+    """What the request asked for: which runs to redo, order, conf, runs at once."""
+    pausing: bool = False
+    """The request is paused: start nothing new; what runs may finish."""
+
+    def ordered(self) -> tuple[Interval, ...]:
+        """The intervals in the order they run: oldest first, or newest first (`--backwards`)."""
+        return self.intervals[::-1] if self.options.backwards else self.intervals
 
 
 @dataclass(frozen=True)
@@ -81,6 +90,16 @@ class Backend(Protocol):
 
     async def cancel(self, work: StepWork) -> State | None:
         """Stop what has not started yet; what runs may finish. Returns new state or None."""
+
+    async def pause(self, work: StepWork, paused: bool) -> State | None:
+        """Hold (or release) what has not started yet; what runs may finish."""
+
+    async def history(self, dag: DagRef, intervals: Sequence[Interval]) -> list[str | None] | None:
+        """The latest run state of each interval (None: no run), or None when the backend keeps
+        no run history."""
+
+    def unhonoured(self, options: RunOptions) -> tuple[str, ...]:
+        """What of `options` this backend cannot do, in words for the preview."""
 
     def link(self, work: StepWork) -> str | None:
         """Where a person can watch the step (the Airflow UI), if anywhere."""

@@ -12,6 +12,7 @@ from typing import Protocol
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bot.backfill.rules.options import RerunCounts, RunOptions
 from bot.backfill.store.models import BackfillRequest
 from bot.lineage.rules.planner import Plan, PlanNote
 
@@ -31,3 +32,9 @@ class Executor(Protocol):
 
     async def check(self, plan: Plan) -> tuple[PlanNote, ...]:
         """What the preview must say about the plan's DAGs (missing, paused) before approval."""
+
+    def unhonoured(self, options: RunOptions) -> tuple[str, ...]:
+        """What of the chosen options this executor cannot do, in words for the preview."""
+
+    async def rerun_counts(self, plan: Plan) -> RerunCounts | None:
+        """How many runs each `--rerun` choice means, from the run history (None: unknown)."""

@@ -17,6 +17,7 @@ Everything the runner knows lives in the database, so a restarted bot carries on
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field, replace
@@ -26,6 +27,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.backfill.messages import progress as progress_messages
+from bot.backfill.rules.options import RerunCounts, RunOptions, default_rerun, rerun_counts
 from bot.backfill.rules.progress import (
     Counts,
     StepView,
@@ -36,7 +38,7 @@ from bot.backfill.rules.progress import (
 from bot.backfill.rules.states import STEP_ACTIVE, RequestState, StepState
 from bot.backfill.run.backends import Backend, Busy, Progress, StepRejected, StepWork
 from bot.backfill.run.submit_retry import SubmitRetry, span
-from bot.backfill.store import execution, repository
+from bot.backfill.store import control, execution, repository
 from bot.backfill.store.models import BackfillRequest, BackfillStep
 from bot.config import Execution
 from bot.core.after_commit import wake_after_commit, wake_on_commit
@@ -44,7 +46,7 @@ from bot.core.metrics import Metrics
 from bot.core.model import DagRef
 from bot.core.tables import utcnow
 from bot.core.worker import Worker
-from bot.lineage.rules.planner import Plan, PlanNote, interval_from_json
+from bot.lineage.rules.planner import Plan, PlanNote, PlanStep, interval_from_json
 from bot.slack.store import outbox
 from bot.slack.store.models import OutboxRole
 
@@ -52,6 +54,9 @@ logger = logging.getLogger(__name__)
 EndHook = Callable[[AsyncSession, BackfillRequest], Coroutine[Any, Any, None]]
 # A claimed step with no backend answer recorded this long ago was left by a crashed process.
 ORPHAN_AFTER = timedelta(minutes=2)
+# Run histories asked of the backend at once for a preview's counts.
+_HISTORY_AT_ONCE = 8
+_HISTORY_STEPS = 100
 # Step state kept while submissions fail: how many in a row, and since when.
 _FAILURE_KEYS = ("submit_failures", "failing_since")
 
@@ -135,6 +140,23 @@ class Runner:
             raise
         return tuple(PlanNote(dag.dag_id, f.text, f.blocking) for dag, f in findings.items())
 
+    def unhonoured(self, options: RunOptions) -> tuple[str, ...]:
+        return self.backend.unhonoured(options)
+
+    async def rerun_counts(self, plan: Plan) -> RerunCounts | None:
+        if len(plan.steps) > _HISTORY_STEPS:
+            return None  # a preview does not wait for hundreds of histories
+        limit = asyncio.Semaphore(_HISTORY_AT_ONCE)
+
+        async def one(step: PlanStep) -> list[str | None] | None:
+            async with limit:
+                return await self.backend.history(step.dag, step.intervals)
+
+        found = await asyncio.gather(*(one(s) for s in plan.steps))
+        if any(states is None for states in found):
+            return RerunCounts(plan.run_count, plan.run_count, plan.run_count, known=False)
+        return rerun_counts(state for states in found for state in states or ())
+
     # --- the loop ---------------------------------------------------------------------------
 
     def stop(self) -> None:
@@ -172,6 +194,10 @@ class Runner:
 
     # --- phase A: ask the backend -----------------------------------------------------------
 
+    def options(self, request: BackfillRequest) -> RunOptions:
+        default = default_rerun(self.settings.airflow.reprocess_behavior)
+        return RunOptions.from_json(request.options, default_rerun=default)
+
     def _work(self, request: BackfillRequest, step: BackfillStep, *, cancelling: bool) -> StepWork:
         return StepWork(
             request_id=request.id,
@@ -181,6 +207,8 @@ class Runner:
             state=dict(step.executor_state or {}),
             cancelling=cancelling,
             since=step.started_at,
+            options=self.options(request),
+            pausing=request.state == RequestState.PAUSED and not cancelling,
         )
 
     def _orphaned(self, step: BackfillStep, now: datetime) -> bool:
@@ -210,7 +238,7 @@ class Runner:
                 if cancelled and ("retry_at" in work.state or self._orphaned(step, now)):
                     # Nothing was started, and nobody is starting it right now.
                     seen.polled[step.id] = Progress(Counts(), done=True, ok=False)
-                elif not cancelled and self._needs_submit(step, now):
+                elif not cancelled and not work.pausing and self._needs_submit(step, now):
                     seen.resubmit.append(step.id)
                 continue
             result = await self._follow(request, work, seen)
@@ -241,6 +269,16 @@ class Runner:
                 merged = {**work.state, **(new_state or {}), "cancel_sent": True}
                 seen.cancel_states[work.step_id] = merged
                 work = replace(work, state=merged)
+        if not work.cancelling and bool(work.state.get("paused_sent")) != work.pausing:
+            try:
+                new_state = await self.backend.pause(work, work.pausing)
+            except Exception as exc:  # asked again next pass
+                self.metrics.request_failed(exc)
+                logger.warning("cannot pause %s of %s: %s", work.dag.dag_id, request.id, exc)
+            else:
+                merged = {**work.state, **(new_state or {}), "paused_sent": work.pausing}
+                seen.cancel_states[work.step_id] = merged
+                work = replace(work, state=merged)
         try:
             return await self.backend.poll(work)
         except StepRejected as exc:  # e.g. the DAG was paused or deleted between chunks
@@ -266,8 +304,12 @@ class Runner:
                 await self._apply(session, request, by_id[step_id], result, seen)
             request = await repository.get_request(session, request_id)
             views = [StepView(s.id, s.dag_id, s.state, tuple(s.upstream)) for s in request.steps]
+            paused = await self._stop_on_failure(session, request, seen, now)
             moves = next_moves(
-                views, cancelled=cancelled, max_parallel=self.settings.max_parallel_steps
+                views,
+                cancelled=cancelled,
+                max_parallel=self.settings.max_parallel_steps,
+                paused=paused or request.state == RequestState.PAUSED,
             )
             skipped = []
             for step_id, why in moves.skip:
@@ -371,13 +413,38 @@ class Runner:
             return
         if not await execution.mark_finished(session, request.id, at=now):
             return
-        if request.state == RequestState.RUNNING:
+        if request.state in (RequestState.RUNNING, RequestState.PAUSED):
             await repository.transition_request(
-                session, request.id, expected={RequestState.RUNNING}, to=final, actor="system"
+                session, request.id, expected={request.state}, to=final, actor="system"
             )
         if self.on_end is not None:
             await self.on_end(session, await repository.get_request(session, request.id))
         seen.events.append(progress_messages.Summary(final))
+
+    async def _stop_on_failure(
+        self, session: AsyncSession, request: BackfillRequest, seen: _Pass, now: datetime
+    ) -> bool:
+        """Pause a running `--stop-on-failure` request at a failed run it has not paused for;
+        True if it paused now."""
+        if request.state != RequestState.RUNNING or not self.options(request).stop_on_failure:
+            return False
+        failed = {s.dag_id: Counts.from_json(s.counts).failed or int(s.state == StepState.FAILED)
+                  for s in request.steps}  # fmt: skip
+        total = sum(failed.values())
+        if total <= request.failures_seen:
+            return False
+        dags = [dag for dag, n in failed.items() if n]
+        reason = f"stopped at a failed run of {dags[0]}" + (
+            f" (and {len(dags) - 1} more DAG{'s' if len(dags) > 2 else ''})"
+            if len(dags) > 1
+            else ""
+        )
+        paused = await control.pause(
+            session, request.id, by=control.BY_FAILURE, reason=reason, at=now, failures=total
+        )
+        if paused:
+            seen.events.append(progress_messages.Paused(control.BY_FAILURE, reason))
+        return paused
 
     async def _owe_messages(
         self, session: AsyncSession, request: BackfillRequest, seen: _Pass, now: datetime
@@ -432,6 +499,11 @@ class Runner:
         request = await self._load(request_id)
         step = next((s for s in request.steps if s.id == step_id), None) if request else None
         if request is None or step is None or step.state not in STEP_ACTIVE:
+            return False
+        if request.state == RequestState.PAUSED:
+            # Claimed just before the pause: submitted as soon as the request resumes.
+            waiting = {**(step.executor_state or {}), "retry_at": self.clock().isoformat()}
+            await self._note(step_id, waiting, message="waiting: the backfill is paused")
             return False
         if request.state != RequestState.RUNNING:
             return False

@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from bot.backfill.rules.options import RunOptions
 from bot.backfill.rules.progress import Counts
 from bot.backfill.run.backends import Finding, Progress, State, StepWork
 from bot.core.model import DagRef, Interval, iso
@@ -38,6 +39,11 @@ class _LocalRun:
     failed: str | None = None
     cancelled: bool = False
     task: asyncio.Task[None] | None = None
+    resumed: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set while the request runs; cleared while it is paused (no new interval starts)."""
+
+    def __post_init__(self) -> None:
+        self.resumed.set()
 
 
 class SparkBackend:
@@ -108,7 +114,9 @@ class SparkBackend:
         run = self._runs.get(work.step_id)
         if run is None or (run.task is not None and run.task.done() and run.failed):
             done = {str(d) for d in work.state.get("done", ())}
-            run = _LocalRun(work.intervals, done=done)
+            run = _LocalRun(work.ordered(), done=done)
+            if work.pausing:
+                run.resumed.clear()
             self._runs[work.step_id] = run
             run.task = asyncio.create_task(self._run(work.dag.dag_id, run))
         return {"boot": self.boot, "handle": f"Spark {self.master or 'local[*]'}"}
@@ -122,6 +130,7 @@ class SparkBackend:
                 key = iso(interval.start)
                 if key in run.done:
                     continue
+                await run.resumed.wait()
                 if run.cancelled:
                     return
                 run.current = interval
@@ -174,6 +183,7 @@ class SparkBackend:
         if run is None:
             return None
         run.cancelled = True
+        run.resumed.set()  # a paused run wakes to see it is cancelled
         if run.current is not None and self._session is not None:
             # Stops the interval's Spark jobs now; the run reports ABORT and raises.
             jobs = self._pipeline()
@@ -185,9 +195,33 @@ class SparkBackend:
     def link(self, work: StepWork) -> str | None:
         return None
 
+    async def pause(self, work: StepWork, paused: bool) -> State | None:
+        run = self._runs.get(work.step_id)
+        if run is not None:
+            if paused:
+                run.resumed.clear()
+            else:
+                run.resumed.set()
+        return None
+
+    async def history(self, dag: DagRef, intervals: Sequence[Interval]) -> list[str | None] | None:
+        return None  # local runs leave no history to choose from
+
+    def unhonoured(self, options: RunOptions) -> tuple[str, ...]:
+        cannot = []
+        if options.chosen_rerun != "all":
+            cannot.append(
+                f"the local Spark executor keeps no run history, so --rerun {options.rerun} "
+                "cannot be honoured: every interval runs again"
+            )
+        if options.conf:
+            cannot.append("the local Spark executor's jobs take no DAG run conf: --conf is ignored")
+        return tuple(cannot)
+
     async def close(self) -> None:
         for run in self._runs.values():
             run.cancelled = True
+            run.resumed.set()
         tasks = [r.task for r in self._runs.values() if r.task is not None]
         for task in tasks:
             task.cancel()

@@ -38,6 +38,7 @@ from bot.backfill.rules.outcomes import (
 )
 from bot.backfill.rules.states import OPEN, RequestState
 from bot.backfill.run.base import Executor
+from bot.backfill.service.control import BackfillControl
 from bot.backfill.service.lookup import RequestLookup
 from bot.backfill.service.notices import TeamNotices
 from bot.backfill.service.planned import PlanChecks
@@ -67,6 +68,7 @@ Refusal = TypeVar("Refusal", bound=Outcome)
 
 APPROVE_REFUSED = "approval.refused"
 CANCEL_REFUSED = "cancel.refused"
+PAUSE_REFUSED = "pause.refused"
 
 
 class _Busy(Exception):
@@ -96,6 +98,7 @@ class BackfillService:
         self.notices = notices
         self.checks = PlanChecks(sessions, config, planners, executor)
         self.lookup = RequestLookup(sessions, self.notices)
+        self.control = BackfillControl(self)
 
     async def _refuse(self, user: str, action: str, outcome: Refusal, **detail: Any) -> Refusal:
         """Audit a refusal (its sentence as the reason) and return it."""
@@ -136,13 +139,16 @@ class BackfillService:
         plan = await self._planned(command, user=user, change=change)
         if not isinstance(plan, Plan):
             return plan
+        options = await self.checks.options(command, plan)
         if command.dry_run:
             async with self.sessions.begin() as session:
                 await add_audit(
-                    session, actor=user, action="request.dry_run", detail=plan.to_json()
+                    session,
+                    actor=user,
+                    action="request.dry_run",
+                    detail={**plan.to_json(), "options": options},
                 )
-            return DryRun(plan, requester=user)
-        options = {"only": command.only, "exclude": list(command.exclude), "dry_run": False}
+            return DryRun(plan, requester=user, options=options)
         awaiting = await self._awaiting(plan, [])
         async with self.sessions.begin() as session:
             row = await repository.create_request(
@@ -151,7 +157,12 @@ class BackfillService:
             row.thread_ts, row.incident_id = thread_ts, incident_id
             await session.flush()
             preview = plan_preview(
-                plan, request_id=row.id, requester=user, dry_run=False, awaiting=awaiting
+                plan,
+                request_id=row.id,
+                requester=user,
+                dry_run=False,
+                awaiting=awaiting,
+                options=options,
             )
             await outbox.enqueue(
                 session,
@@ -233,7 +244,7 @@ class BackfillService:
             if second is not None:  # the clicker asked; someone else approves in the thread
                 return SecondPersonAsked(previewed.request_id, second)
             return await self.approve(previewed.request_id, user=user)
-        options = {"only": command.only, "exclude": list(command.exclude), "dry_run": False}
+        options = await self.checks.options(command, plan)
         try:
             async with self.sessions.begin() as session:
                 await execution.lock_dags(session, [s.dag.dag_id for s in plan.steps])
@@ -283,7 +294,7 @@ class BackfillService:
         if request.state != RequestState.PREVIEWED:
             return _unchanged(request)
         plan = plan_from_json(request.plan)
-        refused = await self._check_clicker(request, user, verb="approve", plan=plan)
+        refused = await self.check_clicker(request, user, verb="approve", plan=plan)
         if refused is not None:
             return refused
         if plan.blocked:
@@ -339,6 +350,7 @@ class BackfillService:
                     requester=request.requester,
                     dry_run=False,
                     awaiting=awaiting,
+                    options=request.options,
                 )
                 await outbox.enqueue(
                     session,
@@ -400,7 +412,7 @@ class BackfillService:
         if request.state not in OPEN:
             return _unchanged(request)
         if user != request.requester:  # requesters may always withdraw their own request
-            refused = await self._check_clicker(request, user, verb="cancel")
+            refused = await self.check_clicker(request, user, verb="cancel")
             if refused is not None:
                 return refused
         try:
@@ -416,18 +428,18 @@ class BackfillService:
                     await self.executor.cancel(session, cancelled)
                 if request.state == RequestState.APPROVED:
                     await self.notices.ended(session, cancelled)  # a running one: the runner
-                await self._owe_status_update(session, cancelled)
+                await self.owe_status_update(session, cancelled)
         except repository.InvalidTransition:
             fresh = await self._load(request.id)
             return _unchanged(fresh or request)
         return Cancelled(request.id)
 
-    async def _check_clicker(
+    async def check_clicker(
         self,
         request: BackfillRequest,
         user: str,
         *,
-        verb: Literal["approve", "cancel"],
+        verb: Literal["approve", "cancel", "pause", "resume"],
         plan: Plan | None = None,
     ) -> Denied | None:
         """None if `user` may approve (or cancel) the request; else the audited refusal. Under
@@ -441,7 +453,7 @@ class BackfillService:
         if denial is None:
             return None
         refused = Denied(denial, verb, request_id=request.id)
-        action = APPROVE_REFUSED if verb == "approve" else CANCEL_REFUSED
+        action = {"approve": APPROVE_REFUSED, "cancel": CANCEL_REFUSED}.get(verb, PAUSE_REFUSED)
         reason = answers.reason(refused)
         async with self.sessions.begin() as session:
             await add_audit(
@@ -449,7 +461,7 @@ class BackfillService:
             )
         return refused
 
-    async def _owe_status_update(self, session: AsyncSession, request: BackfillRequest) -> None:
+    async def owe_status_update(self, session: AsyncSession, request: BackfillRequest) -> None:
         """Rewrite the request's current message (preview or status) to show its state."""
         await outbox.enqueue(
             session,

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.backfill.messages import answers
+from bot.backfill.rules.options import default_rerun
 from bot.backfill.rules.outcomes import Busy
 from bot.backfill.run.base import Executor
 from bot.backfill.store import execution
@@ -72,6 +74,26 @@ class PlanChecks:
             logger.warning("cannot check the plan with %s: %s", self.executor.name, exc)
             note = answers.check_failed(self.executor.name, str(exc))
             return (PlanNote(plan.root.dag_id, note, blocking=False),)
+
+    async def options(self, command: PlanCommand, plan: Plan) -> dict[str, Any]:
+        """What the request stores of its options: the command's flags, the run options (the
+        bot's default `--rerun` written in), how many runs each `--rerun` choice means, and
+        what the executor cannot honour."""
+        default = default_rerun(self.config.execution.airflow.reprocess_behavior)
+        chosen = command.options.resolved(default)
+        try:
+            counts = await self.executor.rerun_counts(plan)
+        except Exception as exc:  # the preview goes out without the counts
+            logger.warning("cannot read the run history for %s: %s", plan.root.dag_id, exc)
+            counts = None
+        return {
+            "only": command.only,
+            "exclude": list(command.exclude),
+            "dry_run": command.dry_run,
+            **chosen.to_json(),
+            "counts": counts.to_json() if counts else None,
+            "unhonoured": list(self.executor.unhonoured(chosen)),
+        }
 
     async def busy(
         self,

@@ -108,7 +108,12 @@ class RetryService:
                 at=self.clock(),
             )
             preview = plan_preview(
-                plan, request_id=row.id, requester=user, dry_run=False, retry_of=old.id
+                plan,
+                request_id=row.id,
+                requester=user,
+                dry_run=False,
+                retry_of=old.id,
+                options=old.options,
             )
             await outbox.enqueue(
                 session,

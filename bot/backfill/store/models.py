@@ -53,6 +53,16 @@ class BackfillRequest(Base):
     progress replies go there instead of the channel."""
     retry_of: Mapped[str | None] = mapped_column(String(32))
     """The failed request this one retries (its failed and skipped DAGs)."""
+    start_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    """When a scheduled request (`--at`) may start; None: as soon as it is approved."""
+    paused_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    paused_by: Mapped[str | None] = mapped_column(String(64))
+    """Who paused it: a Slack user id, or `failure` / `window` when the bot did."""
+    pause_reason: Mapped[str | None] = mapped_column(String(300))
+    resume_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    """When the bot resumes (or starts) it by itself: its off-peak window opens."""
+    failures_seen: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    """Failed runs counted when `--stop-on-failure` last paused it: only a new one pauses."""
     pending_lines: Mapped[list[str] | None] = mapped_column(JSON)
     """Progress lines seen but not posted yet: the runner gathers them into fewer replies."""
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
@@ -74,6 +84,7 @@ class BackfillRequest(Base):
         Index("ix_backfill_requests_requester_created_at", "requester", "created_at"),
         Index("ix_backfill_requests_created_at", "created_at"),
         Index("ix_backfill_requests_incident_id", "incident_id"),
+        Index("ix_backfill_requests_state_resume_at", "state", "resume_at"),
     )
 
 

@@ -3,11 +3,24 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+import shlex
+from dataclasses import dataclass, field
 
+from bot.backfill.rules.options import (
+    OptionError,
+    RunOptions,
+    parse_conf,
+    parse_max_active,
+    parse_reason,
+    parse_rerun,
+)
 from bot.config.hub import EVENT_CLASSES, EventClass
 
-USAGE = "/backfill DAG START..END [--only] [--exclude DAG[,DAG]] [--namespace NS] [--dry-run]"
+USAGE = (
+    "/backfill DAG START..END [--only] [--exclude DAG[,DAG]] [--namespace NS] [--dry-run] "
+    "[--rerun missing|failed|all] [--backwards] [--conf JSON] [--max-active N] "
+    '[--reason "TEXT"] [--stop-on-failure]'
+)
 SUBSCRIBE_USAGE = (
     "/backfill subscribe PATTERN [--failures] [--sla] [--backfills] [--reports] [--downstream]"
 )
@@ -37,6 +50,13 @@ class CancelCommand:
 
 
 @dataclass(frozen=True)
+class PauseCommand:
+    request_id: str
+    resume: bool = False
+    """`/backfill resume ID` (else `/backfill pause ID`)."""
+
+
+@dataclass(frozen=True)
 class PlanCommand:
     dag: str
     range_text: str
@@ -44,6 +64,7 @@ class PlanCommand:
     exclude: tuple[str, ...] = ()
     namespace: str | None = None
     dry_run: bool = False
+    options: RunOptions = field(default_factory=RunOptions)
 
 
 @dataclass(frozen=True)
@@ -69,6 +90,7 @@ Command = (
     HelpCommand
     | StatusCommand
     | CancelCommand
+    | PauseCommand
     | PlanCommand
     | SubscribeCommand
     | SubscriptionsCommand
@@ -159,12 +181,30 @@ def _parse_subscribe(words: list[str]) -> SubscribeCommand:
     return SubscribeCommand(check_pattern(patterns[0]), chosen, downstream)
 
 
+# Slack clients may send non-breaking spaces, smart dashes and smart quotes from autocorrect.
+_TYPED = str.maketrans({"\u00a0": " ", "\u2014": "--", "\u2013": "--", "\u201c": '"',
+                        "\u201d": '"', "\u2018": "'", "\u2019": "'"})  # fmt: skip
+
+
+def _words(text: str) -> list[str]:
+    """The command's words, quotes honoured (`--reason "late feed"`, `--conf '{"a": 1}'`)."""
+    lexer = shlex.shlex((text or "").translate(_TYPED), posix=True, punctuation_chars=False)
+    lexer.whitespace_split = True
+    lexer.escape = ""  # a backslash is kept as typed: JSON and regexes need it
+    lexer.commenters = ""  # `#` is a character like any other (Slack writes channels as <#C…>)
+    try:
+        return list(lexer)
+    except ValueError:
+        raise CommandError(
+            "A quote is not closed. Put a value with spaces in quotes, e.g. "
+            '--reason "orders feed was late" or --conf \'{"full_refresh": true}\''
+        ) from None
+
+
 def parse_command(text: str) -> Command:
-    """`help`, `status [ID]`, `cancel ID`, `subscribe PATTERN [flags]`, `subscriptions`,
-    `unsubscribe ID`, or `DAG START..END` with options."""
-    # Slack clients may send non-breaking spaces and smart dashes from autocorrect.
-    cleaned = (text or "").replace("\u00a0", " ").replace("\u2014", "--").replace("\u2013", "--")
-    words = cleaned.split()
+    """`help`, `status [ID]`, `cancel ID`, `pause ID`, `resume ID`, `subscribe PATTERN
+    [flags]`, `subscriptions`, `unsubscribe ID`, or `DAG START..END` with options."""
+    words = _words(text)
     if not words or words[0].lower() in {"help", "-h", "--help"}:
         return HelpCommand()
     head = words[0].lower()
@@ -176,6 +216,10 @@ def parse_command(text: str) -> Command:
         if len(words) != 2:
             raise CommandError("Usage: /backfill cancel REQUEST_ID (see /backfill status)")
         return CancelCommand(request_id(words[1]))
+    if head in {"pause", "resume"}:
+        if len(words) != 2:
+            raise CommandError(f"Usage: /backfill {head} REQUEST_ID (see /backfill status)")
+        return PauseCommand(request_id(words[1]), resume=head == "resume")
     if head == "subscribe":
         return _parse_subscribe(words[1:])
     if head == "subscriptions":
@@ -188,27 +232,37 @@ def parse_command(text: str) -> Command:
         if len(words) != 2:
             raise CommandError("Usage: /backfill unsubscribe ID (see /backfill subscriptions)")
         return UnsubscribeCommand(subscription_id(words[1]))
+    return _parse_plan(words)
+
+
+_FLAGS = frozenset({"--only", "--dry-run", "--backwards", "--stop-on-failure"})
+_VALUED = frozenset({"--exclude", "--namespace", "--rerun", "--conf", "--max-active", "--reason"})
+
+
+def _parse_plan(words: list[str]) -> PlanCommand:
     positional: list[str] = []
-    only = dry_run = False
+    flags: set[str] = set()
+    values: dict[str, str] = {}
     exclude: list[str] = []
-    namespace: str | None = None
     index = 0
     while index < len(words):
         word = words[index]
-        option, _, inline = word.partition("=")
-        if option in {"--only", "--dry-run"} and not inline:
-            only = only or option == "--only"
-            dry_run = dry_run or option == "--dry-run"
-        elif option in {"--exclude", "--namespace"}:
-            if not inline:
+        option, equals, inline = word.partition("=")
+        if option.lower() in _FLAGS and not equals:
+            flags.add(option.lower())
+        elif option.lower() in _VALUED:
+            option = option.lower()
+            if not equals:
                 index += 1
                 if index >= len(words) or words[index].startswith("--"):
                     raise CommandError(f"{option} needs a value. Usage: {USAGE}")
                 inline = words[index]
             if option == "--exclude":
                 exclude.extend(_split_exclusions(inline))
+            elif option in values and values[option] != inline:
+                raise CommandError(f"{option} is given twice; give it once.")
             else:
-                namespace = inline
+                values[option] = inline
         elif word.startswith("--"):
             raise CommandError(f"Unknown option {word}. Usage: {USAGE}")
         else:
@@ -218,4 +272,28 @@ def parse_command(text: str) -> Command:
         raise CommandError(
             f"Expected a DAG and a date range, got {len(positional)} argument(s). Usage: {USAGE}"
         )
-    return PlanCommand(positional[0], positional[1], only, tuple(exclude), namespace, dry_run)
+    return PlanCommand(
+        positional[0],
+        positional[1],
+        "--only" in flags,
+        tuple(exclude),
+        values.get("--namespace"),
+        "--dry-run" in flags,
+        _options(flags, values),
+    )
+
+
+def _options(flags: set[str], values: dict[str, str]) -> RunOptions:
+    try:
+        return RunOptions(
+            rerun=parse_rerun(values["--rerun"]) if "--rerun" in values else None,
+            backwards="--backwards" in flags,
+            conf=parse_conf(values["--conf"]) if "--conf" in values else None,
+            max_active=parse_max_active(values["--max-active"])
+            if "--max-active" in values
+            else None,
+            reason=parse_reason(values["--reason"]) if "--reason" in values else "",
+            stop_on_failure="--stop-on-failure" in flags,
+        )
+    except OptionError as exc:
+        raise CommandError(str(exc)) from None

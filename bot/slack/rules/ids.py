@@ -28,6 +28,8 @@ class ActionId(StrEnum):
     INCIDENT_AIRFLOW = "incident.open_airflow"
     INCIDENT_LOG = "incident.open_log"
     RETRY = "backfill.retry"
+    PAUSE = "backfill.pause"
+    RESUME = "backfill.resume"
     SLA_ACK = "sla.acknowledge"
     SLA_AIRFLOW = "sla.open_airflow"
     SLA_MARQUEZ = "sla.open_marquez"
@@ -35,7 +37,8 @@ class ActionId(StrEnum):
 
 DECIDING_CLICKS: frozenset[str] = frozenset(
     {
-        ActionId.APPROVE, ActionId.CANCEL, ActionId.RETRY, ActionId.INCIDENT_APPROVE,
+        ActionId.APPROVE, ActionId.CANCEL, ActionId.RETRY, ActionId.PAUSE, ActionId.RESUME,
+        ActionId.INCIDENT_APPROVE,
         ActionId.INCIDENT_DOWNSTREAM, ActionId.INCIDENT_BACKFILL, ActionId.INCIDENT_ACK,
         ActionId.INCIDENT_SNOOZE_1H, ActionId.INCIDENT_SNOOZE_24H, ActionId.INCIDENT_UNSNOOZE,
         ActionId.SLA_ACK,
