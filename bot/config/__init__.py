@@ -1,7 +1,8 @@
 """The BOT_CONFIG YAML file: teams, ownership, approvers, reports, schedules, SLA rules, limits.
 
-Its parts: `base` (the error, DAG patterns, durations), `hub` (routes, quiet hours, escalation)
-and `sinks` (where notices go besides Slack); this module is the file as a whole.
+Its parts: `base` (the error, DAG patterns, durations), `hub` (routes, quiet hours, escalation),
+`sinks` (where notices go besides Slack) and `execution` (how backfills run, their off-peak
+windows); this module is the file as a whole.
 """
 
 from __future__ import annotations
@@ -16,6 +17,10 @@ from croniter import croniter
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from bot.config.base import ConfigError, Duration, Strict, matcher, matches, parse_duration
+from bot.config.execution import AirflowExecution as AirflowExecution
+from bot.config.execution import Execution as Execution
+from bot.config.execution import SparkExecution as SparkExecution
+from bot.config.execution import WindowRule
 from bot.config.hub import Escalation, QuietHours, Route
 from bot.config.sinks import HubSettings, PagerDutySink, Sink, expand_references
 from bot.core.model import DagRef
@@ -113,51 +118,6 @@ class Limits(Strict):
     still_planning_s: float = Field(default=5.0, gt=0, le=600)
     """After this long without a plan, `/backfill` tells the person it is still asking Marquez
     (a big Marquez takes 10-15 s for a deep lineage graph), so the wait is never silent."""
-
-
-class AirflowExecution(Strict):
-    """How approved steps are submitted to Airflow."""
-
-    # "completed" reruns every interval asked for, even those that already succeeded: a backfill
-    # exists because that data is wrong. "failed" or "none" skip intervals Airflow thinks are done.
-    reprocess_behavior: Literal["completed", "failed", "none"] = "completed"
-    max_active_runs: int = Field(default=4, ge=1, le=64)
-    """Airflow 3: the `max_active_runs` of each backfill the bot creates."""
-    max_active_runs_per_dag: int | None = Field(default=None, ge=1, le=64)
-    """Airflow 2: how many runs the bot triggered for one DAG may be active (queued or running)
-    at once, across all its backfills of that DAG; later intervals are triggered as earlier runs
-    finish. Runs Airflow scheduled or someone triggered by hand do not count (the DAG's own
-    `max_active_runs` bounds them). Default: the DAG's own `max_active_runs`."""
-    on_paused: Literal["refuse", "unpause"] = "refuse"
-    dag_ids: dict[str, str] = Field(default_factory=dict)
-    """Marquez DAG name (or `NS::name`) → Airflow dag_id, where they differ."""
-    ui_url: str | None = None
-    """Base URL of the Airflow UI for links, when it differs from AIRFLOW_URL."""
-
-    def dag_id_for(self, dag: DagRef) -> str:
-        return self.dag_ids.get(f"{dag.namespace}::{dag.dag_id}") or self.dag_ids.get(
-            dag.dag_id, dag.dag_id
-        )
-
-
-class SparkExecution(Strict):
-    """The local executor: the example pipeline's PySpark jobs on one shared session."""
-
-    warehouse: Path = Path("var/warehouse")
-    send_lineage: bool = True
-    """Send the jobs' OpenLineage events to MARQUEZ_URL, so Marquez sees the rerun."""
-    options: dict[str, int | str] = Field(default_factory=dict)
-    """More settings of the pipeline (e.g. `orders_per_day` of the example's generator)."""
-
-
-class Execution(Strict):
-    max_parallel_steps: int = Field(default=4, ge=1, le=64)
-    poll_interval_s: float = Field(default=5.0, gt=0, le=600)
-    progress_update_s: float = Field(default=5.0, ge=0, le=600)
-    """The status message is edited at most once per this many seconds."""
-    conflict_retry_s: float = Field(default=30.0, gt=0, le=3600)
-    airflow: AirflowExecution = AirflowExecution()
-    spark: SparkExecution = SparkExecution()
 
 
 MAX_LATE_BUCKETS = 288
@@ -277,6 +237,7 @@ class BotConfig(Strict):
         referenced = [("ownership", o.team) for o in self.ownership]
         referenced += [("reports", r.team) for r in self.reports if r.team]
         referenced += [("sla", team) for rule in self.sla for team in rule.notify]
+        referenced += [("execution.windows", w.team) for w in self.execution.windows if w.team]
         for section, team in referenced:
             if team not in known:
                 raise ValueError(
@@ -320,6 +281,20 @@ class BotConfig(Strict):
             (s for s in self.schedules if matches(s.pattern, dag.namespace, dag.dag_id)), None
         )
         return rule.cron if rule else None
+
+    def window_for(self, dag: DagRef) -> WindowRule | None:
+        """The first `execution.windows` rule for a backfill of `dag`: one naming a DAG pattern
+        that matches it, a team that owns it, or neither (every DAG)."""
+        owners: tuple[str, ...] | None = None
+        for rule in self.execution.windows:
+            if rule.dags is not None and not matches(rule.dags, dag.namespace, dag.dag_id):
+                continue
+            if rule.team is not None:
+                owners = self.owners_of(dag) if owners is None else owners
+                if rule.team not in owners:
+                    continue
+            return rule
+        return None
 
     def sla_for(self, dag: DagRef) -> SlaRule | None:
         return next((r for r in self.sla if matches(r.pattern, dag.namespace, dag.dag_id)), None)

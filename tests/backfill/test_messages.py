@@ -22,8 +22,8 @@ from bot.backfill.messages.backfill import (
     request_status,
     status_list,
 )
-from bot.backfill.rules.states import REQUEST_TRANSITIONS, RequestState, StepState
 from bot.backfill.rules.options import RunOptions
+from bot.backfill.rules.states import REQUEST_TRANSITIONS, RequestState, StepState
 from bot.backfill.rules.status import Hold, RequestStatus, StepStatus
 from bot.core.model import DagRef, DateRange, Interval
 from bot.lineage.rules.planner import LineageLoading, Plan, PlanStep
@@ -408,7 +408,10 @@ def test_status_buttons_follow_the_state() -> None:
 
     running = buttons(make_status("running"))
     assert running == [(ActionId.PAUSE, REQUEST), (ActionId.CANCEL, REQUEST)]
-    assert buttons(make_status("paused")) == [(ActionId.RESUME, REQUEST), (ActionId.CANCEL, REQUEST)]
+    assert buttons(make_status("paused")) == [
+        (ActionId.RESUME, REQUEST),
+        (ActionId.CANCEL, REQUEST),
+    ]
     # The bot resumes a backfill its window paused: nobody can resume it early from here.
     window = replace(make_status("paused"), hold=Hold("window", AT, "", AT))
     assert buttons(window) == [(ActionId.CANCEL, REQUEST)]

@@ -12,6 +12,7 @@ from bot.backfill.rules.options import RERUN_CHOICES, RerunCounts, RunOptions
 from bot.backfill.rules.states import RequestState, StepState
 from bot.backfill.rules.status import RequestStatus, StepStatus
 from bot.core.model import Interval
+from bot.core.windows import Window
 from bot.lineage.rules.planner import Plan, PlanStep
 from bot.slack.messages.limits import MESSAGE_BLOCKS, SECTION_TEXT, VIEW_BLOCKS
 from bot.slack.messages.render import (
@@ -230,13 +231,15 @@ def plan_preview(
     awaiting: tuple[str, ...] = (),
     retry_of: str = "",
     options: Mapping[str, Any] | None = None,
+    start_at: datetime | None = None,
 ) -> dict[str, Any]:
     """The plan posted after `/backfill`: steps up to `max_rows`, then Approve and Cancel;
     `awaiting` names the teams whose approval is still needed, `retry_of` the failed backfill
     this plan runs again, `options` what the request stores of its options (the options
-    chosen, the runs each `--rerun` choice means, what the executor cannot honour)."""
-    chosen = _options_view(options)
-    frame = _PREVIEW_FRAME + bool(awaiting) + bool(retry_of) + 2 * bool(chosen)
+    chosen, the runs each `--rerun` choice means, what the executor cannot honour, its off-peak
+    window), `start_at` its `--at`."""
+    chosen = _options_view(options, start_at)
+    frame = _PREVIEW_FRAME + bool(awaiting) + bool(retry_of) + 3 * bool(chosen)
     max_rows = min(max_rows, MESSAGE_BLOCKS - frame)
     notes = {n.dag_id: n for n in plan.notes}
     rows = [_step_row(i, s, notes) for i, s in enumerate(plan.steps[:max_rows], start=1)]
@@ -263,9 +266,27 @@ def plan_preview(
     return render("backfill/plan_preview.json.j2", view)
 
 
-def _options_view(options: Mapping[str, Any] | None) -> dict[str, Any] | None:
+def _when_text(options: Mapping[str, Any], start_at: datetime | None) -> str:
+    """When it runs: at its `--at`, within its off-peak window, or at once despite one."""
+    parts = []
+    if start_at is not None:
+        parts.append(f"Starts at {_when(start_at)} once approved.")
+    window = Window.from_json(options.get("window"))
+    if window is not None:
+        parts.append(
+            f"Runs only within its off-peak window ({window.described()}): outside it, it "
+            "waits, and a running backfill pauses at its next run boundary."
+        )
+    elif options.get("now"):
+        parts.append("`--now`: runs at once, regardless of its off-peak window.")
+    return " ".join(parts)
+
+
+def _options_view(
+    options: Mapping[str, Any] | None, start_at: datetime | None = None
+) -> dict[str, Any] | None:
     """The preview's options lines: the options in words (with the reason), how many runs
-    each `--rerun` choice means, and what the executor cannot honour."""
+    each `--rerun` choice means, what the executor cannot honour, and when it runs."""
     if not options:
         return None
     chosen = RunOptions.from_json(options)
@@ -287,6 +308,7 @@ def _options_view(options: Mapping[str, Any] | None) -> dict[str, Any] | None:
         "reason": clip(chosen.reason, 300),
         "choices": choices,
         "unhonoured": clip(" ".join(f"{u[0].upper()}{u[1:]}." for u in unhonoured), 900),
+        "when": clip(_when_text(options, start_at), 600),
     }
 
 

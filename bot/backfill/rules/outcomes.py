@@ -86,7 +86,7 @@ class Busy:
 class Unplannable(_Unchanged):
     """No plan can be made: Marquez is unreachable or answered badly, or planning failed."""
 
-    why: Literal["marquez_unavailable", "marquez_error", "planning"]
+    why: Literal["marquez_unavailable", "marquez_error", "planning", "options"]
     detail: str
 
 

@@ -37,8 +37,9 @@ from bot.backfill.rules.progress import (
 )
 from bot.backfill.rules.states import STEP_ACTIVE, RequestState, StepState
 from bot.backfill.run.backends import Backend, Busy, Progress, StepRejected, StepWork
+from bot.backfill.run.holds import Holds
 from bot.backfill.run.submit_retry import SubmitRetry, span
-from bot.backfill.store import control, execution, repository
+from bot.backfill.store import execution, repository
 from bot.backfill.store.models import BackfillRequest, BackfillStep
 from bot.config import Execution
 from bot.core.after_commit import wake_after_commit, wake_on_commit
@@ -96,6 +97,7 @@ class Runner:
         self.on_end = on_end
         self._in_flight: set[str] = set()
         self._worker = Worker("runner", self.tick, every_s=self.settings.poll_interval_s)
+        self.holds = Holds(sessions, self.options)
         wake_on_commit(sessions, execution.OWED, self.wake)  # a hand-off wakes the runner
         self._booted = clock()
 
@@ -106,6 +108,10 @@ class Runner:
     # --- the Executor protocol (called inside the caller's transaction) -----------------
 
     async def start(self, session: AsyncSession, request: BackfillRequest) -> None:
+        """Start at once, or hold it `scheduled` until its `--at` and its off-peak window."""
+        now = self.clock()
+        if await self.holds.held(session, request, now):
+            return
         await repository.transition_request(
             session,
             request.id,
@@ -114,7 +120,7 @@ class Runner:
             actor="system",
             detail={"executor": self.name},
         )
-        await execution.mark_started(session, request.id, at=self.clock())
+        await execution.mark_started(session, request.id, at=now)
         wake_after_commit(session, execution.OWED)
 
     async def cancel(self, session: AsyncSession, request: BackfillRequest) -> None:
@@ -168,6 +174,7 @@ class Runner:
 
     async def tick(self) -> int:
         """One pass over every request that needs attention; returns how many there were."""
+        await self.holds.wake_due(self.clock())
         async with self.sessions() as session:
             ids = await execution.requests_to_follow(session)
         for request_id in ids:
@@ -304,7 +311,7 @@ class Runner:
                 await self._apply(session, request, by_id[step_id], result, seen)
             request = await repository.get_request(session, request_id)
             views = [StepView(s.id, s.dag_id, s.state, tuple(s.upstream)) for s in request.steps]
-            paused = await self._stop_on_failure(session, request, seen, now)
+            paused = await self.holds.pause_if_due(session, request, seen.events, now)
             moves = next_moves(
                 views,
                 cancelled=cancelled,
@@ -420,31 +427,6 @@ class Runner:
         if self.on_end is not None:
             await self.on_end(session, await repository.get_request(session, request.id))
         seen.events.append(progress_messages.Summary(final))
-
-    async def _stop_on_failure(
-        self, session: AsyncSession, request: BackfillRequest, seen: _Pass, now: datetime
-    ) -> bool:
-        """Pause a running `--stop-on-failure` request at a failed run it has not paused for;
-        True if it paused now."""
-        if request.state != RequestState.RUNNING or not self.options(request).stop_on_failure:
-            return False
-        failed = {s.dag_id: Counts.from_json(s.counts).failed or int(s.state == StepState.FAILED)
-                  for s in request.steps}  # fmt: skip
-        total = sum(failed.values())
-        if total <= request.failures_seen:
-            return False
-        dags = [dag for dag, n in failed.items() if n]
-        reason = f"stopped at a failed run of {dags[0]}" + (
-            f" (and {len(dags) - 1} more DAG{'s' if len(dags) > 2 else ''})"
-            if len(dags) > 1
-            else ""
-        )
-        paused = await control.pause(
-            session, request.id, by=control.BY_FAILURE, reason=reason, at=now, failures=total
-        )
-        if paused:
-            seen.events.append(progress_messages.Paused(control.BY_FAILURE, reason))
-        return paused
 
     async def _owe_messages(
         self, session: AsyncSession, request: BackfillRequest, seen: _Pass, now: datetime

@@ -48,6 +48,8 @@ from bot.clients.marquez import MarquezError, MarquezUnavailable
 from bot.config import BotConfig
 from bot.core.audit import add_audit
 from bot.core.model import DagRef
+from bot.core.tables import utcnow
+from bot.core.windows import WindowError
 from bot.lineage.rules.errors import PlanningError
 from bot.lineage.rules.planner import Plan, plan_from_json
 from bot.lineage.service.planning import PlannerFactory
@@ -136,6 +138,10 @@ class BackfillService:
         alert, the request lives in the alert's thread (`thread_ts`) and names its incident;
         `change` adjusts the plan (Backfill downstream drops the root); `linked` records the
         request where it was asked from, in the transaction that records the request."""
+        try:
+            start_at = self.checks.start_at(command, utcnow())
+        except WindowError as exc:
+            return await self._refuse(user, "command.refused", Unplannable("options", str(exc)))
         plan = await self._planned(command, user=user, change=change)
         if not isinstance(plan, Plan):
             return plan
@@ -152,7 +158,12 @@ class BackfillService:
         awaiting = await self._awaiting(plan, [])
         async with self.sessions.begin() as session:
             row = await repository.create_request(
-                session, plan=plan.to_json(), requester=user, channel=channel, options=options
+                session,
+                plan=plan.to_json(),
+                requester=user,
+                channel=channel,
+                options=options,
+                start_at=start_at,
             )
             row.thread_ts, row.incident_id = thread_ts, incident_id
             await session.flush()
@@ -163,6 +174,7 @@ class BackfillService:
                 dry_run=False,
                 awaiting=awaiting,
                 options=options,
+                start_at=start_at,
             )
             await outbox.enqueue(
                 session,
@@ -351,6 +363,7 @@ class BackfillService:
                     dry_run=False,
                     awaiting=awaiting,
                     options=request.options,
+                    start_at=request.start_at,
                 )
                 await outbox.enqueue(
                     session,
@@ -426,7 +439,7 @@ class BackfillService:
                 )
                 if request.state != RequestState.PREVIEWED:
                     await self.executor.cancel(session, cancelled)
-                if request.state == RequestState.APPROVED:
+                if request.state in (RequestState.APPROVED, RequestState.SCHEDULED):
                     await self.notices.ended(session, cancelled)  # a running one: the runner
                 await self.owe_status_update(session, cancelled)
         except repository.InvalidTransition:

@@ -9,27 +9,38 @@ interval) while what runs finishes. A paused backfill still holds its DAG interv
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
 
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.backfill.messages import progress as progress_messages
 from bot.backfill.rules.outcomes import Denied, Lookup, NotPausable, Paused, Resumed
 from bot.backfill.rules.states import RequestState
+from bot.backfill.service.lookup import RequestLookup
 from bot.backfill.store import control, repository
 from bot.backfill.store.models import BackfillRequest
 from bot.core.tables import utcnow
 from bot.slack.store import outbox
 from bot.slack.store.models import OutboxRole
 
-if TYPE_CHECKING:
-    from bot.backfill.service.backfills import BackfillService
-
 PAUSE_REFUSED = "pause.refused"
 
 
+class Requests(Protocol):
+    """What pausing shares with the other backfill use cases (`BackfillService`)."""
+
+    sessions: async_sessionmaker[AsyncSession]
+    lookup: RequestLookup
+
+    async def check_clicker(
+        self, request: BackfillRequest, user: str, *, verb: Literal["pause", "resume"]
+    ) -> Denied | None: ...
+
+    async def owe_status_update(self, session: AsyncSession, request: BackfillRequest) -> None: ...
+
+
 class BackfillControl:
-    def __init__(self, backfills: BackfillService) -> None:
+    def __init__(self, backfills: Requests) -> None:
         self.backfills = backfills
         self.sessions = backfills.sessions
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -17,6 +18,7 @@ from bot.backfill.run.base import Executor
 from bot.backfill.store import execution
 from bot.config import BotConfig
 from bot.core.model import DagRef
+from bot.core.windows import parse_at
 from bot.lineage.rules.planner import Plan, PlanNote, PlanStep
 from bot.lineage.service.planning import PlannerFactory, PlanRequest
 from bot.ownership.rules import requires_all_owners
@@ -75,10 +77,19 @@ class PlanChecks:
             note = answers.check_failed(self.executor.name, str(exc))
             return (PlanNote(plan.root.dag_id, note, blocking=False),)
 
+    def start_at(self, command: PlanCommand, now: datetime) -> datetime | None:
+        """`--at` as a UTC moment (raises WindowError, whose message says what to type)."""
+        if command.at is None:
+            return None
+        return parse_at(command.at, now=now, default_tz=self.config.execution.timezone)
+
     async def options(self, command: PlanCommand, plan: Plan) -> dict[str, Any]:
         """What the request stores of its options: the command's flags, the run options (the
-        bot's default `--rerun` written in), how many runs each `--rerun` choice means, and
-        what the executor cannot honour."""
+        bot's default `--rerun` written in), the off-peak window it keeps to (none with
+        `--now`), how many runs each `--rerun` choice means, and what the executor cannot
+        honour."""
+        rule = self.config.window_for(plan.root)
+        window = rule.window().to_json() if rule is not None else None
         default = default_rerun(self.config.execution.airflow.reprocess_behavior)
         chosen = command.options.resolved(default)
         try:
@@ -91,6 +102,8 @@ class PlanChecks:
             "exclude": list(command.exclude),
             "dry_run": command.dry_run,
             **chosen.to_json(),
+            "window": None if command.now else window,
+            "now": bool(command.now and window),
             "counts": counts.to_json() if counts else None,
             "unhonoured": list(self.executor.unhonoured(chosen)),
         }

@@ -88,6 +88,29 @@ async def schedule(session: AsyncSession, request_id: str, *, until: datetime, w
     await _set(session, request_id, {"resume_at": until, "pause_reason": why[:300]})
 
 
+async def start_scheduled(session: AsyncSession, request_id: str, *, at: datetime) -> bool:
+    """Move a scheduled request to running (its time came); False if it no longer waits."""
+    try:
+        await repository.transition_request(
+            session,
+            request_id,
+            expected={RequestState.SCHEDULED},
+            to=RequestState.RUNNING,
+            actor="system",
+            detail={"at": at.isoformat()},
+        )
+    except repository.InvalidTransition:
+        return False
+    await _set(session, request_id, {"resume_at": None, "pause_reason": None})
+    wake_after_commit(session, execution.OWED)
+    return True
+
+
+async def wait_more(session: AsyncSession, request_id: str, *, until: datetime) -> None:
+    """A waiting request's time came but its window is closed: wait for its next opening."""
+    await _set(session, request_id, {"resume_at": until})
+
+
 async def due(session: AsyncSession, *, now: datetime, limit: int = 100) -> list[str]:
     """Scheduled requests whose start time has come, and requests the bot paused that it
     resumes by itself (`resume_at` has come), oldest first."""

@@ -136,13 +136,15 @@ async def create_request(
     requester: str,
     channel: str | None = None,
     options: Mapping[str, Any] | None = None,
+    start_at: datetime | None = None,
 ) -> BackfillRequest:
     """Record a previewed request and its steps (in plan order) plus a `request.created` audit row.
 
     `plan` is the planner's JSON: `{"dag_id", "namespace"?, "start", "end", "steps": [{"dag_id",
     "namespace", "intervals": [{"start", "end"}], "upstream": [...]}, ...]}`; it is stored as is.
     `start`/`end` may be ISO dates (inclusive days) or datetimes (a half-open window); the request
-    keeps the calendar days they cover. `options` (only/exclude/dry_run) is stored as given.
+    keeps the calendar days they cover. `options` (only/exclude/dry_run and the run options of
+    bot/backfill/service/planned.py) is stored as given, and audited; `start_at` is `--at`.
     Raises ValueError for a plan of the wrong shape.
     """
     root_dag = _required(plan, "dag_id", "plan")
@@ -169,6 +171,7 @@ async def create_request(
         start_date=start_date,
         end_date=end_date,
         options=dict(options or {}),
+        start_at=start_at,
         plan=dict(plan),
         state=RequestState.PREVIEWED.value,
         approvers=[],
@@ -201,7 +204,7 @@ async def create_request(
         actor=requester,
         action="request.created",
         request_id=request.id,
-        detail={**detail, "steps": len(raw_steps)},
+        detail={**detail, "steps": len(raw_steps), "options": _chosen(options or {}, start_at)},
         at=now,
     )
     log_after_commit(
@@ -210,6 +213,14 @@ async def create_request(
         request_id=request.id, dag_id=root_dag, state=RequestState.PREVIEWED.value, actor=requester,
     )  # fmt: skip
     return request
+
+
+def _chosen(options: Mapping[str, Any], start_at: datetime | None) -> dict[str, Any]:
+    """What the requester chose, for the audit (not what the bot looked up for the preview)."""
+    chosen = {k: v for k, v in options.items() if k not in ("counts", "unhonoured")}
+    if start_at is not None:
+        chosen["at"] = start_at.isoformat()
+    return chosen
 
 
 async def link_retry(

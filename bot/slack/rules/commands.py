@@ -6,7 +6,8 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
-from bot.backfill.rules.options import (
+from bot.config.hub import EVENT_CLASSES, EventClass
+from bot.core.run_options import (
     OptionError,
     RunOptions,
     parse_conf,
@@ -14,12 +15,11 @@ from bot.backfill.rules.options import (
     parse_reason,
     parse_rerun,
 )
-from bot.config.hub import EVENT_CLASSES, EventClass
 
 USAGE = (
     "/backfill DAG START..END [--only] [--exclude DAG[,DAG]] [--namespace NS] [--dry-run] "
     "[--rerun missing|failed|all] [--backwards] [--conf JSON] [--max-active N] "
-    '[--reason "TEXT"] [--stop-on-failure]'
+    '[--reason "TEXT"] [--stop-on-failure] [--at "YYYY-MM-DD HH:MM [ZONE]"] [--now]'
 )
 SUBSCRIBE_USAGE = (
     "/backfill subscribe PATTERN [--failures] [--sla] [--backfills] [--reports] [--downstream]"
@@ -65,6 +65,10 @@ class PlanCommand:
     namespace: str | None = None
     dry_run: bool = False
     options: RunOptions = field(default_factory=RunOptions)
+    at: str | None = None
+    """`--at`, as typed: read by the service, which knows the clock and the bot's time zone."""
+    now: bool = False
+    """`--now`: run at once, whatever the off-peak window says."""
 
 
 @dataclass(frozen=True)
@@ -235,8 +239,10 @@ def parse_command(text: str) -> Command:
     return _parse_plan(words)
 
 
-_FLAGS = frozenset({"--only", "--dry-run", "--backwards", "--stop-on-failure"})
-_VALUED = frozenset({"--exclude", "--namespace", "--rerun", "--conf", "--max-active", "--reason"})
+_FLAGS = frozenset({"--only", "--dry-run", "--backwards", "--stop-on-failure", "--now"})
+_VALUED = frozenset(
+    {"--exclude", "--namespace", "--rerun", "--conf", "--max-active", "--reason", "--at"}
+)
 
 
 def _parse_plan(words: list[str]) -> PlanCommand:
@@ -272,6 +278,8 @@ def _parse_plan(words: list[str]) -> PlanCommand:
         raise CommandError(
             f"Expected a DAG and a date range, got {len(positional)} argument(s). Usage: {USAGE}"
         )
+    if "--now" in flags and "--at" in values:
+        raise CommandError("--now and --at contradict each other: give one of them.")
     return PlanCommand(
         positional[0],
         positional[1],
@@ -280,6 +288,8 @@ def _parse_plan(words: list[str]) -> PlanCommand:
         values.get("--namespace"),
         "--dry-run" in flags,
         _options(flags, values),
+        values.get("--at"),
+        "--now" in flags,
     )
 
 

@@ -1,0 +1,124 @@
+"""BOT_CONFIG's `execution` section: how approved backfills run (Airflow, local Spark), how
+much at once, and the off-peak windows backfills keep to (`windows`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from bot.config.base import Strict
+from bot.core.model import DagRef
+from bot.core.windows import Window, WindowError, parse_clock, parse_days, zone
+
+
+class AirflowExecution(Strict):
+    """How approved steps are submitted to Airflow."""
+
+    # "completed" reruns every interval asked for, even those that already succeeded: a backfill
+    # exists because that data is wrong. "failed" or "none" skip intervals Airflow thinks are done.
+    reprocess_behavior: Literal["completed", "failed", "none"] = "completed"
+    max_active_runs: int = Field(default=4, ge=1, le=64)
+    """Airflow 3: the `max_active_runs` of each backfill the bot creates."""
+    max_active_runs_per_dag: int | None = Field(default=None, ge=1, le=64)
+    """Airflow 2: how many runs the bot triggered for one DAG may be active (queued or running)
+    at once, across all its backfills of that DAG; later intervals are triggered as earlier runs
+    finish. Runs Airflow scheduled or someone triggered by hand do not count (the DAG's own
+    `max_active_runs` bounds them). Default: the DAG's own `max_active_runs`."""
+    on_paused: Literal["refuse", "unpause"] = "refuse"
+    dag_ids: dict[str, str] = Field(default_factory=dict)
+    """Marquez DAG name (or `NS::name`) → Airflow dag_id, where they differ."""
+    ui_url: str | None = None
+    """Base URL of the Airflow UI for links, when it differs from AIRFLOW_URL."""
+
+    def dag_id_for(self, dag: DagRef) -> str:
+        return self.dag_ids.get(f"{dag.namespace}::{dag.dag_id}") or self.dag_ids.get(
+            dag.dag_id, dag.dag_id
+        )
+
+
+class SparkExecution(Strict):
+    """The local executor: the example pipeline's PySpark jobs on one shared session."""
+
+    warehouse: Path = Path("var/warehouse")
+    send_lineage: bool = True
+    """Send the jobs' OpenLineage events to MARQUEZ_URL, so Marquez sees the rerun."""
+    options: dict[str, int | str] = Field(default_factory=dict)
+    """More settings of the pipeline (e.g. `orders_per_day` of the example's generator)."""
+
+
+class WindowRule(Strict):
+    """When backfills may run: e.g. `{days: mon-fri, start: "20:00", end: "06:00", timezone:
+    Europe/Berlin}`, for the DAGs `dags` matches and the teams `team` names (neither: all).
+    Outside it an approved backfill waits, and a running one pauses at its next run boundary
+    and resumes when the window opens; `--now` on `/backfill` runs one regardless."""
+
+    days: str = "daily"
+    start: str
+    end: str
+    timezone: str = "UTC"
+    team: str | None = None
+    """A team under `teams`: the window holds for backfills of DAGs it owns."""
+    dags: str | None = None
+    """A DAG pattern (`GLOB` or `NS::GLOB`) the window holds for."""
+
+    @field_validator("days")
+    @classmethod
+    def _days(cls, value: str) -> str:
+        try:
+            parse_days(value)
+        except WindowError as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
+    @field_validator("start", "end")
+    @classmethod
+    def _clock(cls, value: str) -> str:
+        try:
+            parse_clock(value)
+        except WindowError as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, value: str) -> str:
+        try:
+            zone(value)
+        except WindowError as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> WindowRule:
+        if self.start == self.end:
+            raise ValueError("a window's start and end must differ (for all day, leave it out)")
+        return self
+
+    def window(self) -> Window:
+        return Window(parse_days(self.days), parse_clock(self.start), parse_clock(self.end),
+                      self.timezone)  # fmt: skip
+
+
+class Execution(Strict):
+    max_parallel_steps: int = Field(default=4, ge=1, le=64)
+    poll_interval_s: float = Field(default=5.0, gt=0, le=600)
+    progress_update_s: float = Field(default=5.0, ge=0, le=600)
+    """The status message is edited at most once per this many seconds."""
+    conflict_retry_s: float = Field(default=30.0, gt=0, le=3600)
+    airflow: AirflowExecution = AirflowExecution()
+    spark: SparkExecution = SparkExecution()
+    windows: tuple[WindowRule, ...] = ()
+    """Off-peak windows, first match wins (`BotConfig.window_for`)."""
+    timezone: str = "UTC"
+    """How `/backfill … --at "2021-06-07 20:00"` reads a time given without a zone."""
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, value: str) -> str:
+        try:
+            zone(value)
+        except WindowError as exc:
+            raise ValueError(str(exc)) from None
+        return value
