@@ -22,6 +22,7 @@ import bot.schema  # noqa: F401  (every table registered before a session is mad
 import handlers.actions
 import handlers.commands
 import handlers.home
+import handlers.views
 from bot.app_services import Services
 from bot.backfill.run.airflow import AirflowBackend
 from bot.backfill.run.backends import Backend
@@ -356,4 +357,5 @@ def create_bolt_app(services: Services) -> AsyncApp:
     handlers.commands.register(app, services)
     handlers.actions.register(app, services)
     handlers.home.register(app, services)
+    handlers.views.register(app, services)
     return app

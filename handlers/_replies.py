@@ -61,12 +61,16 @@ class Click:
 class Replies:
     """The ephemeral answers to one click, by its response_url or through the Web API."""
 
-    def __init__(self, slack: AsyncWebClient, click: Click, respond: AsyncRespond) -> None:
+    def __init__(self, slack: AsyncWebClient, click: Click, respond: AsyncRespond | None) -> None:
         self.slack, self.click, self.respond = slack, click, respond
 
     async def send(self, payload: dict[str, Any]) -> None:
         """Show `payload` (text and blocks) to the person who clicked, and them only."""
-        if self.respond.response_url and await self._responded(payload):
+        if (
+            self.respond is not None
+            and self.respond.response_url
+            and await self._responded(payload)
+        ):
             return
         await self._post(payload)
 
@@ -95,6 +99,7 @@ class Replies:
         )
 
     async def _responded(self, payload: dict[str, Any]) -> bool:
+        assert self.respond is not None
         try:
             reply = await self.respond(response_type="ephemeral", replace_original=False, **payload)
         except SLACK_FAILURES as exc:

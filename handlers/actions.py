@@ -17,6 +17,9 @@ from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext, AsyncResp
 from bot.app_services import Services
 from bot.backfill.messages import answers as backfill_answers
 from bot.backfill.messages.backfill import plan_modal
+from bot.backfill.messages.options_form import options_modal
+from bot.backfill.rules.options import default_rerun
+from bot.backfill.rules.outcomes import ToReview
 from bot.incidents.messages import answers as incident_answers
 from bot.lineage.rules.planner import Plan
 from bot.sla import messages as sla_messages
@@ -106,8 +109,51 @@ def register(app: AsyncApp, services: Services) -> None:
 
     @app.action(ActionId.INCIDENT_REVIEW)
     async def review_plan(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
+        """The plan Approve backfill would run, with its options to choose (Review plan)."""
         await ack()
-        await open_plan(alerts.review, incident_answers.answer, "", body, respond)
+        reply = replies(body, respond)
+        click = reply.click
+        try:
+            found = await alerts.review(click.value, user=click.user, channel=click.channel)
+            if not isinstance(found, Plan):
+                await reply.send(incident_answers.answer(found))
+                return
+            target = {"incident": click.value, "channel": click.channel}
+            view = options_modal(
+                found, metadata=target, options=None, start_at=None,
+                default_rerun=default_rerun(services.config.execution.airflow.reprocess_behavior),
+                submit="Preview backfill",
+            )  # fmt: skip
+            await reply.open_view(view, partial(plan_not_opened, request_id=""))
+        except Exception:
+            await reply.failed()
+
+    @app.action(ActionId.REVIEW)
+    async def review_preview(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
+        """A preview's plan and options in a modal, to change them before approval."""
+        await ack()
+        reply = replies(body, respond)
+        click = reply.click
+        try:
+            found = await backfills.revisions.review(
+                click.value, user=click.user, channel=click.channel
+            )
+            if not isinstance(found, ToReview):
+                await reply.send(backfill_answers.answer(found))
+                return
+            view = options_modal(
+                found.plan, metadata={"request": found.of, "channel": click.channel},
+                options=found.options, start_at=found.start_at,
+                default_rerun=default_rerun(services.config.execution.airflow.reprocess_behavior),
+                submit="Update plan",
+            )  # fmt: skip
+            await reply.open_view(view, partial(plan_not_opened, request_id=found.of))
+        except Exception:
+            await reply.failed()
+
+    @app.action(ActionId.OPTION)
+    async def option_changed(ack: AsyncAck) -> None:
+        await ack()  # an input of Review plan: only its submission acts
 
     @app.action(ActionId.SLA_ACK)
     async def acknowledge_sla(

@@ -88,11 +88,11 @@ class WindowRule(Strict):
             zone(value)
         except WindowError as exc:
             raise ValueError(str(exc)) from None
-        return value
+        return value.strip()
 
     @model_validator(mode="after")
     def _not_empty(self) -> WindowRule:
-        if self.start == self.end:
+        if parse_clock(self.start) == parse_clock(self.end):
             raise ValueError("a window's start and end must differ (for all day, leave it out)")
         return self
 
@@ -121,4 +121,4 @@ class Execution(Strict):
             zone(value)
         except WindowError as exc:
             raise ValueError(str(exc)) from None
-        return value
+        return value.strip()

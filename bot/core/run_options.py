@@ -70,7 +70,8 @@ class RunOptions:
         cls, data: Mapping[str, Any] | None, *, default_rerun: Rerun = "all"
     ) -> RunOptions:
         """Options as stored; a request from before options existed gets the defaults."""
-        data = data or {}
+        if not isinstance(data, Mapping):
+            data = {}
         rerun = data.get("rerun")
         conf = data.get("conf")
         max_active = data.get("max_active")
@@ -78,7 +79,11 @@ class RunOptions:
             rerun=next((c for c in RERUN_CHOICES if c == rerun), default_rerun),
             backwards=bool(data.get("backwards", False)),
             conf=dict(conf) if isinstance(conf, dict) else None,
-            max_active=max_active if isinstance(max_active, int) and max_active > 0 else None,
+            max_active=max_active
+            if isinstance(max_active, int)
+            and not isinstance(max_active, bool)
+            and 0 < max_active <= MAX_ACTIVE
+            else None,
             reason=str(data.get("reason") or ""),
             stop_on_failure=bool(data.get("stop_on_failure", False)),
         )
@@ -142,7 +147,13 @@ def parse_conf(text: str) -> dict[str, Any]:
     if len(cleaned) > CONF_CHARS:
         raise OptionError(f"--conf is {len(cleaned)} characters long; at most {CONF_CHARS}.")
     try:
-        value = json.loads(cleaned)
+        value = json.loads(cleaned, parse_constant=_no_constant)
+    except RecursionError:
+        raise OptionError("--conf is nested too deeply; keep it to a few levels.") from None
+    except _NotJson as exc:
+        raise OptionError(
+            f"--conf must be JSON: {exc.args[0]} is not a JSON number (use null or a string)."
+        ) from None
     except json.JSONDecodeError as exc:
         raise OptionError(
             f"--conf must be a JSON object, e.g. --conf '{{\"full_refresh\": true}}' "
@@ -153,6 +164,14 @@ def parse_conf(text: str) -> dict[str, Any]:
             f'--conf must be a JSON object ({{"key": value, …}}), not a {type(value).__name__}.'
         )
     return value
+
+
+class _NotJson(ValueError):
+    """NaN or Infinity: Python's json reads them, JSON (and PostgreSQL's JSON) does not."""
+
+
+def _no_constant(name: str) -> Any:
+    raise _NotJson(name)
 
 
 def parse_max_active(text: str) -> int:

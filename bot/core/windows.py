@@ -62,20 +62,23 @@ def parse_clock(text: str) -> time:
 def zone(name: str) -> ZoneInfo:
     try:
         return ZoneInfo(name.strip())
-    except (ZoneInfoNotFoundError, ValueError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a folder, e.g. "Europe"
         raise WindowError(
             f"time zone {name!r} is not an IANA zone name (e.g. Europe/Berlin, UTC)"
         ) from None
 
 
 def _at(day: date, clock: time, tz: ZoneInfo) -> datetime:
-    """The UTC moment of a local wall-clock time; in a spring-forward gap, the moment after."""
-    local = datetime.combine(day, clock, tzinfo=tz)
-    moment = local.astimezone(UTC)
-    if moment.astimezone(tz).replace(tzinfo=None) != local.replace(tzinfo=None):
-        # Nonexistent local time: fold=1 reads it with the offset from after the change.
-        moment = local.replace(fold=1).astimezone(UTC)
-    return moment
+    """The UTC moment of a local wall-clock time. A time that does not exist (the hour the
+    clocks spring forward) is read as the first minute after the gap; a time that happens
+    twice (they fall back) as its first occurrence."""
+    local = datetime.combine(day, clock)
+    for minutes in range(0, 24 * 60):
+        candidate = (local + timedelta(minutes=minutes)).replace(tzinfo=tz)
+        moment = candidate.astimezone(UTC)
+        if moment.astimezone(tz).replace(tzinfo=None) == candidate.replace(tzinfo=None):
+            return moment
+    return local.replace(tzinfo=tz).astimezone(UTC)  # no zone has a day-long gap
 
 
 @dataclass(frozen=True)
@@ -130,11 +133,14 @@ class Window:
             return None
         try:
             days = frozenset(int(d) for d in data["days"] if 0 <= int(d) <= 6)
-            zone(str(data["timezone"]))
-            return cls(days, parse_clock(str(data["start"])), parse_clock(str(data["end"])),
-                       str(data["timezone"]))  # fmt: skip
+            name = str(data["timezone"]).strip()
+            zone(name)
+            start, end = parse_clock(str(data["start"])), parse_clock(str(data["end"]))
         except (KeyError, TypeError, ValueError):
             return None
+        if not days or start == end:
+            return None  # never open: no window to keep to
+        return cls(days, start, end, name)
 
 
 def _days_text(days: frozenset[int]) -> str:
@@ -160,7 +166,7 @@ def parse_at(text: str, *, now: datetime, default_tz: str = "UTC") -> datetime:
     moment_text, tz_name = cleaned, default_tz
     head, _, tail = cleaned.rpartition(" ")
     if head and ("/" in tail or tail.upper() == "UTC"):
-        moment_text, tz_name = head, tail
+        moment_text, tz_name = head, "UTC" if tail.upper() == "UTC" else tail
     try:
         moment = datetime.fromisoformat(moment_text)
     except ValueError:

@@ -10,7 +10,9 @@ from bot.ownership.rules import Denial, DenialKind
 from bot.slack.messages.render import LIST, NAME, clip, join_clipped
 
 
-def denied(denial: Denial, *, action: Literal["approve", "cancel", "pause", "resume"]) -> str:
+def denied(
+    denial: Denial, *, action: Literal["approve", "cancel", "pause", "resume", "change"]
+) -> str:
     """Why someone may not approve (or cancel, pause, resume) a backfill, and whom to ask."""
     dag, who = denial.dag_id, ", ".join(denial.teams) or "none"
     if action != "approve":  # cancel, pause and resume: the requester, owners or approvers

@@ -256,6 +256,7 @@ async def test_retry_posts_a_plan_of_what_did_not_succeed_in_the_failed_thread(
     assert "`kpis`" not in preview
     assert [(e["action_id"], e["value"]) for e in elements(posted.payload)] == [
         (ActionId.APPROVE, retry.id),
+        (ActionId.REVIEW, retry.id),
         (ActionId.CANCEL, retry.id),
     ]
     [audited] = await bot.audit("request.retry")

@@ -22,6 +22,7 @@ from bot.backfill.messages.backfill import (
     request_status,
     status_list,
 )
+from bot.backfill.messages.options_form import options_modal, read_form
 from bot.backfill.rules.options import RunOptions
 from bot.backfill.rules.states import REQUEST_TRANSITIONS, RequestState, StepState
 from bot.backfill.rules.status import Hold, RequestStatus, StepStatus
@@ -147,6 +148,7 @@ def preview(plan: Plan, **options: Any) -> dict[str, Any]:
 
 
 PREVIEW, MODAL = "backfill/plan_preview.json.j2", "backfill/plan_modal.json.j2"
+OPTIONS_MODAL = "backfill/options_modal.json.j2"
 STATUS, NOTICE = "backfill/request_status.json.j2", "slack/notice.json.j2"
 LIST = "backfill/status_list.json.j2"
 NOT_ALLOWED = Denial(DenialKind.NOT_ALLOWED, "example.etl_orders", ("orders", "finance"))
@@ -202,6 +204,39 @@ CASES: dict[str, Case] = {
                 make_status("paused"),
                 hold=Hold("window", AT, "", datetime(2021, 6, 7, 18, 0, tzinfo=UTC)),
             )
+        ),
+    ),
+    "options_modal_from_alert": Case(
+        OPTIONS_MODAL,
+        lambda: options_modal(
+            make_plan(3),
+            metadata={"incident": "i1", "channel": "C1"},
+            options=None,
+            start_at=None,
+            default_rerun="all",
+            submit="Preview backfill",
+        ),
+    ),
+    "options_modal_prefilled": Case(
+        OPTIONS_MODAL,
+        lambda: options_modal(
+            WEIRD,
+            metadata={"request": REQUEST, "channel": "C1"},
+            options={**OPTIONS, "now": False},
+            start_at=datetime(2021, 6, 7, 20, 0, tzinfo=UTC),
+            default_rerun="all",
+            submit="Update plan",
+        ),
+    ),
+    "options_modal_300": Case(
+        OPTIONS_MODAL,
+        lambda: options_modal(
+            make_plan(299),
+            metadata={"request": REQUEST},
+            options=OPTIONS,
+            start_at=None,
+            default_rerun="failed",
+            submit="Update plan",
         ),
     ),
     "plan_modal_short": Case(MODAL, lambda: plan_modal(make_plan(3), request_id=REQUEST)),
@@ -275,7 +310,7 @@ def test_long_plan_shows_max_rows_then_counts_the_rest(
 def test_approve_and_cancel_carry_only_the_request_id() -> None:
     payload = preview(make_plan(59))
     buttons = {e["action_id"]: e for e in elements(payload)}
-    assert set(buttons) == {ActionId.APPROVE, ActionId.CANCEL, ActionId.SHOW_PLAN}
+    assert set(buttons) == {ActionId.APPROVE, ActionId.REVIEW, ActionId.CANCEL, ActionId.SHOW_PLAN}
     assert all(e["value"] == REQUEST for e in buttons.values())
     approve, cancel = buttons[ActionId.APPROVE], buttons[ActionId.CANCEL]
     assert (approve["style"], cancel["style"]) == ("primary", "danger")
@@ -304,7 +339,10 @@ def test_every_action_id_comes_from_the_enum() -> None:
     for name, case in CASES.items():
         payload = case.build()
         if payload.get("type") == "modal":
-            assert payload["callback_id"] == ViewCallbackId.PLAN, name
+            assert payload["callback_id"] in set(ViewCallbackId), name
+            for block in payload["blocks"]:
+                if block["type"] == "input":
+                    assert block["element"]["action_id"] == ActionId.OPTION, name
             continue
         for element in elements(payload):
             assert element["action_id"] in set(ActionId), name
@@ -497,3 +535,60 @@ def test_approval_refusals_name_the_dag_and_who_may_approve() -> None:
     assert "second person" in denied(second, action="approve")
     nobody = Denial(DenialKind.NO_ONE, "example.etl_orders")
     assert denied(nobody, action="approve").startswith("No team owns example.etl_orders")
+
+
+def test_the_review_form_reads_back_what_it_was_prefilled_with() -> None:
+    view = options_modal(
+        make_plan(2),
+        metadata={"request": REQUEST},
+        options=OPTIONS,
+        start_at=None,
+        default_rerun="all",
+        submit="Update plan",
+    )
+    values: dict[str, Any] = {}
+    for block in view["blocks"]:
+        if block["type"] != "input":
+            continue
+        element = block["element"]
+        state: dict[str, Any] = {"type": element["type"]}
+        if element["type"] == "static_select":
+            state["selected_option"] = element["initial_option"]
+        elif element["type"] == "checkboxes":
+            state["selected_options"] = element.get("initial_options", [])
+        else:
+            state["value"] = element.get("initial_value")
+        values[block["block_id"]] = {element["action_id"]: state}
+    choices, errors = read_form(values)
+    assert errors == {}
+    assert choices is not None
+    assert choices.options == RunOptions.from_json(OPTIONS)
+    assert (choices.at, choices.now) == (None, False)
+
+
+def test_the_review_form_answers_each_bad_value_under_its_input() -> None:
+    from bot.slack.rules.ids import OptionBlock
+
+    def text(value: str) -> dict[str, Any]:
+        return {ActionId.OPTION: {"type": "plain_text_input", "value": value}}
+
+    values = {
+        OptionBlock.RERUN: {ActionId.OPTION: {"selected_option": {"value": "sometimes"}}},
+        OptionBlock.CONF: text("{not json"),
+        OptionBlock.MAX_ACTIVE: text("0"),
+        OptionBlock.REASON: text("bad\x07bell"),
+        OptionBlock.AT: text("2021-06-07 20:00"),
+        OptionBlock.FLAGS: {ActionId.OPTION: {"selected_options": [{"value": "now"}]}},
+    }
+    choices, errors = read_form(values)
+    assert choices is None
+    assert set(errors) == set(OptionBlock) - {OptionBlock.FLAGS}
+    assert "missing, failed or all" in errors[OptionBlock.RERUN]
+    assert "JSON object" in errors[OptionBlock.CONF]
+    assert "from 1 to 64" in errors[OptionBlock.MAX_ACTIVE]
+    assert "control characters" in errors[OptionBlock.REASON]
+    assert "Run now" in errors[OptionBlock.AT]
+    # Nothing given at all: the defaults.
+    empty, none = read_form({OptionBlock.RERUN: values[OptionBlock.RERUN] | {}})
+    assert empty is None
+    assert set(none) == {OptionBlock.RERUN}

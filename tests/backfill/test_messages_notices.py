@@ -4,6 +4,7 @@ escaping."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 
 import pytest
@@ -97,6 +98,12 @@ CASES: dict[str, Case] = {
     ),
     "team_notice_approved": Case(TEAM, lambda: teams.rerun_approved(RERUN, approver="U0BOB")),
     "team_notice_ended": Case(TEAM, lambda: teams.rerun_ended(RERUN, state="failed")),
+    "team_notice_with_reason": Case(
+        TEAM,
+        lambda: teams.rerun_approved(
+            replace(RERUN, reason="orders feed was late <!channel> & *bold*"), approver="U0BOB"
+        ),
+    ),
     "team_notice_escaping": Case(
         TEAM,
         lambda: teams.rerun_approved(

@@ -148,7 +148,7 @@ async def test_chat_answers_each_command_as_soon_as_the_bot_has(tmp_path: Path) 
     # that never came, so this script took over a minute.
     script = (
         b"/backfill help\n/backfill status\n"
-        b"/backfill example.etl_orders 2021-06-04 --only\nas U0ALICE001\nclick 2\nquit\n"
+        b"/backfill example.etl_orders 2021-06-04 --only\nas U0ALICE001\nclick 3\nquit\n"
     )
     out, err = await asyncio.wait_for(process.communicate(script), timeout=50)
     assert process.returncode == 0, err.decode()

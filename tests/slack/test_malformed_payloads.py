@@ -248,12 +248,13 @@ async def test_a_well_formed_payload_no_listener_answers_is_400_naming_it(bot: B
         body, headers = encoded(kind, base(bot, kind))
         reply = await bot.slack.send_raw(body, {**headers, **bot.slack.sign(body)})
         answered[kind] = (reply.status, reply.body)
-    assert answered == {
-        kind: (200, "")
-        if kind in ("block_actions", "event_callback")
-        else (400, f"{kind}: no listener for it")
-        for kind in KINDS
-    }
+    # A submission of a modal with no Submit of ours (only Review plan has one) is not Slack's.
+    expected = {kind: (400, f"{kind}: no listener for it") for kind in KINDS}
+    expected.update({
+        "block_actions": (200, ""), "event_callback": (200, ""),
+        "view_submission": (400, "view_submission: no listener for this callback_id"),
+    })  # fmt: skip
+    assert answered == expected
 
 
 async def test_every_button_the_bot_puts_on_a_message_is_answered(

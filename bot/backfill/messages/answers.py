@@ -24,6 +24,7 @@ from bot.backfill.rules.outcomes import (
     DryRun,
     NotFound,
     NotPausable,
+    OptionsChanged,
     Outcome,
     Paused,
     Previewed,
@@ -34,6 +35,7 @@ from bot.backfill.rules.outcomes import (
     StartedFromAlert,
     StatusListed,
     StatusShown,
+    ToReview,
     Unchanged,
     Unplannable,
 )
@@ -115,6 +117,11 @@ def reason(outcome: Outcome) -> str:
             return f"Resumed backfill {request_id}."
         case NotPausable():
             return _not_pausable(outcome)
+        case OptionsChanged(request_id=request_id, described=described, approvals_cleared=cleared):
+            again = " Approvals given before start over: approve it again." if cleared else ""
+            return f"Updated backfill {request_id}: {'; '.join(described)}.{again}"
+        case ToReview(of=of):
+            return f"Backfill {of} is open for review."
         case RetryRefused():
             return _retry_refused(outcome)
         case RetryPosted(request_id=request_id, of=of):

@@ -111,7 +111,8 @@ def _step_row(
     }
 
 
-def _plan_summary(plan: Plan) -> dict[str, Any]:
+def plan_summary(plan: Plan) -> dict[str, Any]:
+    """The plan's headline values for the preview and the modals."""
     return {
         "root": clip(plan.root.dag_id, 100),
         "range": str(plan.date_range),
@@ -213,6 +214,12 @@ def _status_view(status: RequestStatus, *, max_rows: int) -> dict[str, Any]:
     }
 
 
+def step_lines(plan: Plan) -> list[str]:
+    """Every step of the plan as the modals list them (mrkdwn, escaped)."""
+    notes = {n.dag_id: n for n in plan.notes}
+    return [_step_line(_step_row(i, s, notes)) for i, s in enumerate(plan.steps, start=1)]
+
+
 def _step_line(row: Mapping[str, Any]) -> str:
     """One plan step as the template writes it, for packing by rendered length."""
     return str(macros("backfill/macros.json.j2").step_line(row))
@@ -245,7 +252,7 @@ def plan_preview(
     rows = [_step_row(i, s, notes) for i, s in enumerate(plan.steps[:max_rows], start=1)]
     hidden = len(plan.steps) - len(rows)
     view = {
-        **_plan_summary(plan),
+        **plan_summary(plan),
         "request_id": request_id,
         "requester": clip(requester, 40),
         "rows": rows,
@@ -333,12 +340,11 @@ def loading_line(plan: Plan) -> str:
 
 def plan_modal(plan: Plan, *, request_id: str) -> dict[str, Any]:
     """The full plan in a modal: every step, several per section, within 100 blocks."""
-    notes = {n.dag_id: n for n in plan.notes}
-    lines = [_step_line(_step_row(i, s, notes)) for i, s in enumerate(plan.steps, start=1)]
+    lines = step_lines(plan)
     # One block for the summary and one for "… and N more" leave the rest for steps.
     sections, hidden = pack(lines, limit=SECTION_TEXT, sections=VIEW_BLOCKS - 2)
     view = {
-        **_plan_summary(plan),
+        **plan_summary(plan),
         "request_id": request_id,
         "sections": sections,
         "more": plural(hidden, "more DAG") if hidden else "",

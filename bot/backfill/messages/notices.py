@@ -25,6 +25,8 @@ class TeamRerun:
     channel: str
     """Where the backfill reports (its status message, or the alert's thread)."""
     thread_ts: str | None = None
+    reason: str = ""
+    """Why it was asked for (`--reason`): every team told reads it."""
 
 
 def thread_url(channel: str, ts: str | None) -> str:
@@ -49,6 +51,7 @@ def _view(rerun: TeamRerun) -> dict[str, Any]:
         "thread": link(thread_url(rerun.channel, rerun.thread_ts), "thread"),
         "approver": "",
         "ended": False,
+        "reason": clip(rerun.reason, 300),
     }
 
 

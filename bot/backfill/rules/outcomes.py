@@ -63,7 +63,7 @@ class Denied:
     who may."""
 
     denial: Denial
-    verb: Literal["approve", "cancel", "pause", "resume"]
+    verb: Literal["approve", "cancel", "pause", "resume", "change"]
     request_id: str | None = None
     """The request they acted on (None: refused before any was made)."""
     changed: ClassVar[bool] = False
@@ -195,6 +195,27 @@ class NotPausable:
 
 
 @dataclass(frozen=True)
+class ToReview(_Unchanged):
+    """Review plan: what the modal shows of a previewed request."""
+
+    plan: Plan
+    options: Mapping[str, Any]
+    start_at: datetime | None
+    of: str
+    """The request's id."""
+
+
+@dataclass(frozen=True)
+class OptionsChanged:
+    """Review plan was submitted: the preview shows the new options (approvals start over)."""
+
+    request_id: str
+    described: tuple[str, ...]
+    approvals_cleared: bool = False
+    changed: ClassVar[bool] = True
+
+
+@dataclass(frozen=True)
 class StatusShown(_Unchanged):
     """`/backfill status ID`: one request's status."""
 
@@ -249,6 +270,8 @@ Outcome = (
     | Cancelled
     | Paused
     | Resumed
+    | ToReview
+    | OptionsChanged
     | NotPausable
     | StatusShown
     | StatusListed

@@ -42,6 +42,7 @@ from bot.backfill.service.control import BackfillControl
 from bot.backfill.service.lookup import RequestLookup
 from bot.backfill.service.notices import TeamNotices
 from bot.backfill.service.planned import PlanChecks
+from bot.backfill.service.revise import PlanRevisions
 from bot.backfill.store import execution, guards, repository
 from bot.backfill.store.models import BackfillRequest
 from bot.clients.marquez import MarquezError, MarquezUnavailable
@@ -71,6 +72,7 @@ Refusal = TypeVar("Refusal", bound=Outcome)
 APPROVE_REFUSED = "approval.refused"
 CANCEL_REFUSED = "cancel.refused"
 PAUSE_REFUSED = "pause.refused"
+CHANGE_REFUSED = "options.refused"
 
 
 class _Busy(Exception):
@@ -101,6 +103,7 @@ class BackfillService:
         self.checks = PlanChecks(sessions, config, planners, executor)
         self.lookup = RequestLookup(sessions, self.notices)
         self.control = BackfillControl(self)
+        self.revisions = PlanRevisions(self, self.checks)
 
     async def _refuse(self, user: str, action: str, outcome: Refusal, **detail: Any) -> Refusal:
         """Audit a refusal (its sentence as the reason) and return it."""
@@ -155,7 +158,7 @@ class BackfillService:
                     detail={**plan.to_json(), "options": options},
                 )
             return DryRun(plan, requester=user, options=options)
-        awaiting = await self._awaiting(plan, [])
+        awaiting = await self.awaiting(plan, [])
         async with self.sessions.begin() as session:
             row = await repository.create_request(
                 session,
@@ -241,7 +244,7 @@ class BackfillService:
         second = await may_approve(
             self.config, self.groups, root, requester=user, user=user, also=also
         )
-        if plan.blocked or second is not None or await self._awaiting(plan, [user]):
+        if plan.blocked or second is not None or await self.awaiting(plan, [user]):
             previewed = await self.preview(
                 command,
                 user=user,
@@ -311,7 +314,7 @@ class BackfillService:
             return refused
         if plan.blocked:
             return Blocked(request.id)
-        awaiting = await self._awaiting(plan, [*request.approvers, user])
+        awaiting = await self.awaiting(plan, [*request.approvers, user])
         if awaiting:
             return await self._approve_in_part(request, plan, user, awaiting)
         try:
@@ -341,7 +344,7 @@ class BackfillService:
             logger.exception("hand-off of %s failed; it will be retried", request.id)
         return Approved(request.id)
 
-    async def _awaiting(self, plan: Plan, approvers: Sequence[str]) -> tuple[str, ...]:
+    async def awaiting(self, plan: Plan, approvers: Sequence[str]) -> tuple[str, ...]:
         """Teams whose approval the plan still needs (an `approve: all_owners` rule)."""
         owners = [name for step in plan.steps for name in step.owners]
         return await still_to_approve(self.config, self.groups, plan.root, owners, approvers)
@@ -452,7 +455,7 @@ class BackfillService:
         request: BackfillRequest,
         user: str,
         *,
-        verb: Literal["approve", "cancel", "pause", "resume"],
+        verb: Literal["approve", "cancel", "pause", "resume", "change"],
         plan: Plan | None = None,
     ) -> Denied | None:
         """None if `user` may approve (or cancel) the request; else the audited refusal. Under
@@ -466,7 +469,8 @@ class BackfillService:
         if denial is None:
             return None
         refused = Denied(denial, verb, request_id=request.id)
-        action = {"approve": APPROVE_REFUSED, "cancel": CANCEL_REFUSED}.get(verb, PAUSE_REFUSED)
+        refusals = {"approve": APPROVE_REFUSED, "cancel": CANCEL_REFUSED, "change": CHANGE_REFUSED}
+        action = refusals.get(verb, PAUSE_REFUSED)
         reason = answers.reason(refused)
         async with self.sessions.begin() as session:
             await add_audit(

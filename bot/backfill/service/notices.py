@@ -60,6 +60,7 @@ class TeamNotices:
                         dags=dags,
                         channel=home,
                         thread_ts=request.thread_ts or request.status_message_ts,
+                        reason=str((request.options or {}).get("reason") or ""),
                     ),
                 )
             )
@@ -121,6 +122,7 @@ class TeamNotices:
                 dags=[(d.dag_id, runs.get(d, 0)) for d in dags],
                 channel=home,
                 thread_ts=request.thread_ts or request.status_message_ts,
+                reason=str((request.options or {}).get("reason") or ""),
             )
             if kind == "backfill.ended":
                 return team_messages.rerun_ended(rerun, state=request.state)

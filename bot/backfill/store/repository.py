@@ -326,6 +326,47 @@ async def list_requests(
     return list((await session.scalars(stmt)).all())
 
 
+async def change_options(
+    session: AsyncSession,
+    request_id: str,
+    *,
+    options: Mapping[str, Any],
+    start_at: datetime | None,
+    actor: str,
+) -> BackfillRequest | None:
+    """Replace a previewed request's options (and `--at`), clear the approvals given so far
+    (they were for the old options) and audit `request.options_changed`; None when it is no
+    longer previewed."""
+    now = utcnow()
+    stmt = (
+        update(BackfillRequest)
+        .where(
+            BackfillRequest.id == request_id,
+            BackfillRequest.state == RequestState.PREVIEWED.value,
+        )
+        .values(
+            options=dict(options),
+            start_at=start_at,
+            approvers=[],
+            version=BackfillRequest.version + 1,
+            updated_at=now,
+        )
+        .execution_options(synchronize_session=False)
+    )
+    if await _affected(session, stmt) == 0:
+        return None
+    request = await get_request(session, request_id)
+    await add_audit(
+        session,
+        actor=actor,
+        action="request.options_changed",
+        request_id=request_id,
+        detail={"options": _chosen(options, start_at), "version": request.version},
+        at=now,
+    )
+    return request
+
+
 async def add_approval(session: AsyncSession, request_id: str, *, actor: str) -> BackfillRequest:
     """Record one approval of a previewed request that needs several (it stays previewed) and
     audit `request.approval_recorded`. Raises InvalidTransition when it is no longer previewed."""

@@ -11,12 +11,14 @@ Acknowledge is open to anyone in the channel. Each is audited, and so is each re
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime, timedelta
 from functools import partial
 from typing import Literal
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from bot.backfill.messages.options_form import Choices
 from bot.backfill.rules.outcomes import Outcome as BackfillOutcome
 from bot.backfill.rules.states import OPEN, RequestState
 from bot.backfill.service import requests
@@ -242,9 +244,15 @@ class IncidentActions:
         return plan
 
     async def backfill(
-        self, incident_id: str, *, user: str, channel: str | None = None
+        self,
+        incident_id: str,
+        *,
+        user: str,
+        channel: str | None = None,
+        choices: Choices | None = None,
     ) -> Outcome | BackfillOutcome:
-        """The older **Backfill** button: the plan preview in the alert's thread, then the
+        """The older **Backfill** button, and **Review plan**'s submission with the options
+        chosen in its modal (`choices`): the plan preview in the alert's thread, then the
         usual approval."""
         incident = await self._load(incident_id, user=user, channel=channel, verb="backfill")
         if not isinstance(incident, Incident):
@@ -252,12 +260,18 @@ class IncidentActions:
         command = self._command(incident)
         if not isinstance(command, PlanCommand):
             return command
+        change = None
+        if choices is not None:
+            command = replace(command, options=choices.options, at=choices.at, now=choices.now)
+            if incident.state == IncidentState.RESOLVED:  # what Review plan showed
+                change = partial(without_root, why=_RECOVERED_NOTE)
         return await self.backfills.preview(
             command,
             user=user,
             channel=incident.channel or user,
             thread_ts=incident.alert_ts,
             incident_id=incident.id,
+            change=change,
             linked=partial(self._link, incident_id, user=user, announce=True),
         )
 

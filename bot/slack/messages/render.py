@@ -32,7 +32,7 @@ from urllib.parse import quote
 from bot.core.model import Interval
 from bot.core.templates import environment
 from bot.slack.messages.limits import BUTTON_URL, check_message, check_view
-from bot.slack.rules.ids import ActionId, BlockId, ViewCallbackId
+from bot.slack.rules.ids import ActionId, BlockId, OptionBlock, ViewCallbackId
 
 logger = logging.getLogger(__name__)
 
@@ -297,7 +297,11 @@ def render(template: str, view: Mapping[str, Any]) -> dict[str, Any]:
     the bot did not build, and check the payload against Slack's limits: a modal or Home view
     with `check_view`, anything else as a message."""
     text = _env.get_template(template).render(
-        **view, ActionId=ActionId, BlockId=BlockId, ViewCallbackId=ViewCallbackId
+        **view,
+        ActionId=ActionId,
+        BlockId=BlockId,
+        ViewCallbackId=ViewCallbackId,
+        OptionBlock=OptionBlock,
     )
     payload = json.loads(text)
     if not isinstance(payload, dict):

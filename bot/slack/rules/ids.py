@@ -30,6 +30,10 @@ class ActionId(StrEnum):
     RETRY = "backfill.retry"
     PAUSE = "backfill.pause"
     RESUME = "backfill.resume"
+    REVIEW = "backfill.review"
+    """The preview's Review plan: the plan and its options in a modal."""
+    OPTION = "backfill.option"
+    """The one element of each input block of the Review plan modal (block ids tell them)."""
     SLA_ACK = "sla.acknowledge"
     SLA_AIRFLOW = "sla.open_airflow"
     SLA_MARQUEZ = "sla.open_marquez"
@@ -62,6 +66,19 @@ class ViewCallbackId(StrEnum):
     """`callback_id` of modal views."""
 
     PLAN = "backfill.plan_modal"
+    OPTIONS = "backfill.options_modal"
+    """Review plan: a backfill's options, submitted to change a preview or to make one."""
+
+
+class OptionBlock(StrEnum):
+    """`block_id` of the Review plan modal's inputs."""
+
+    RERUN = "backfill.option.rerun"
+    FLAGS = "backfill.option.flags"
+    CONF = "backfill.option.conf"
+    MAX_ACTIVE = "backfill.option.max_active"
+    REASON = "backfill.option.reason"
+    AT = "backfill.option.at"
 
 
 def is_direct_message(channel: str) -> bool:

@@ -29,7 +29,7 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.request.internals import build_normalized_headers, extract_content_type
 from slack_sdk.signature import SignatureVerifier
 
-from bot.slack.rules.ids import ActionId
+from bot.slack.rules.ids import ActionId, ViewCallbackId
 
 __all__ = ["WINDOW_S", "ReplayCache", "SlackEvents", "ignored", "parse_body", "problem"]
 
@@ -50,6 +50,8 @@ OBJECTS = ("event", "view", "message", "container", "channel", "user")
 # raise while composing its "unhandled request" hint.
 ANSWERED_ACTIONS = frozenset(ActionId)
 ANSWERED_EVENTS = frozenset({"app_home_opened"})
+ANSWERED_VIEWS = frozenset({ViewCallbackId.OPTIONS})
+"""Modals whose submission a listener answers (handlers/views.py); the others have no Submit."""
 # Slack's kinds of payloads look like this; a reason names no other `type` (nor a long one).
 _KIND = re.compile(r"[a-z_]{1,40}")
 # Ids bolt copies into its context, and from there into its per-request Web API client's
@@ -262,6 +264,10 @@ def _unanswered(body: dict[str, Any], kind: str) -> str | None:
         # what the other would have carried through the Web API.
         if "response_url" not in body and "trigger_id" not in body:
             return "block_actions without response_url or trigger_id"
+        return None
+    if kind == "view_submission":
+        if body["view"]["callback_id"] not in ANSWERED_VIEWS:
+            return "view_submission: no listener for this callback_id"
         return None
     if kind in ("event_callback", "url_verification", "app_rate_limited"):
         return None  # answered by bolt, or acknowledged unheard (see ignored())
