@@ -33,6 +33,12 @@ class HomeBackfill:
     end: date
     state: str
     dags: int
+    held_by: str | None = None
+    """Who paused it (a user id, `failure` or `window`); None if it is not paused."""
+    until: datetime | None = None
+    """When it starts (scheduled) or resumes (window) by itself."""
+    options: tuple[str, ...] = ()
+    reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -63,6 +69,11 @@ def _backfill(b: HomeBackfill) -> dict[str, Any]:
         "state": clip(b.state, 40),
         "dags": plural(b.dags, "DAG"),
         "request_id": clip(b.request_id, 64),
+        "held_by": clip(b.held_by or "", 40),
+        "person": bool(b.held_by) and b.held_by not in ("failure", "window"),
+        "until": f"{b.until:%Y-%m-%d %H:%M} UTC" if b.until else "",
+        "options": clip(" · ".join(b.options), 300),
+        "reason": clip(b.reason, 200),
     }
 
 

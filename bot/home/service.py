@@ -9,6 +9,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from bot.backfill.rules.options import RunOptions
 from bot.backfill.service import requests as requests_read
 from bot.config import BotConfig
 from bot.core.model import DagRef
@@ -90,6 +91,10 @@ class HomeService:
                     end=r.end_date,
                     state=r.state,
                     dags=len(r.steps),
+                    held_by=r.paused_by,
+                    until=r.resume_at,
+                    options=RunOptions.from_json(r.options).described() if r.options else (),
+                    reason=str((r.options or {}).get("reason") or ""),
                 )
                 for r in requests
             ],

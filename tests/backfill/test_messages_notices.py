@@ -74,6 +74,26 @@ def weird_home() -> dict[str, object]:
     )
 
 
+def held_home() -> dict[str, object]:
+    """Backfills paused by a person, by a failed run and by their window, and one scheduled."""
+    start, end = date(2021, 6, 4), date(2021, 6, 6)
+    until = datetime(2021, 6, 7, 18, 0, tzinfo=UTC)
+    chosen = ("reruns failed and missing runs", "newest interval first")
+    return home.home_view(
+        ["orders"],
+        [],
+        [
+            HomeBackfill(REQUEST, "a.paused", start, end, "paused", 3, "U0BOB", None, chosen),
+            HomeBackfill(REQUEST, "b.failed", start, end, "paused", 2, "failure"),
+            HomeBackfill(REQUEST, "c.window", start, end, "paused", 2, "window", until),
+            HomeBackfill(
+                REQUEST, "d.later", start, end, "scheduled", 1, None, until, (), "late <feed>"
+            ),
+        ],
+        [],
+    )
+
+
 CASES: dict[str, Case] = {
     "sla_notice_missing": Case(SLA, lambda: sla.late_notice("example.etl_orders", MISSING)),
     "sla_notice_late": Case(SLA, lambda: sla.late_notice("example.etl_orders_7_days", LATE)),
@@ -115,6 +135,7 @@ CASES: dict[str, Case] = {
     "home_long": Case(HOME, lambda: a_home(20)),
     "home_empty": Case(HOME, lambda: home.home_view([], [], [], [])),
     "home_escaping": Case(HOME, weird_home),
+    "home_held": Case(HOME, held_home),
     "ops_unreachable": Case(
         NOTICE,
         lambda: ops.unreachable(
@@ -186,7 +207,7 @@ def test_home_lists_the_newest_rows_and_counts_them_all() -> None:
 def test_an_empty_home_says_so() -> None:
     texts = mrkdwn_texts(home.home_view([], [], [], []))
     assert texts[0] == "You are in no team of BOT_CONFIG, so nothing is filtered for you yet."
-    assert {"No open incidents.", "No backfill is running.", "No SLA misses."} <= set(texts)
+    assert {"No open incidents.", "No backfill is under way.", "No SLA misses."} <= set(texts)
 
 
 def test_home_escapes_what_comes_from_outside() -> None:
