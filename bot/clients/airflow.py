@@ -36,6 +36,7 @@ from bot.clients.airflow_models import (
     AirflowUnavailable,
     BackfillInfo,
     DagInfo,
+    DagParam,
     DagRunInfo,
     Parser,
     error_detail,
@@ -56,6 +57,7 @@ __all__ = [
     "AirflowUnavailable",
     "BackfillInfo",
     "DagInfo",
+    "DagParam",
     "DagRunInfo",
     "RetryPolicy",
     "connect_airflow",
@@ -142,6 +144,12 @@ class Airflow3Client(AirflowHttp):
     async def get_dag(self, dag_id: str) -> DagInfo:
         reply = await self._request("GET", f"/api/v2/dags/{seg(dag_id)}", retry_safe=True)
         return reply.parse.dag_v3(reply.data)
+
+    async def get_dag_params(self, dag_id: str) -> dict[str, DagParam]:
+        """The DAG's params (`GET /api/v2/dags/{dag_id}/details`), by name."""
+        path = f"/api/v2/dags/{seg(dag_id)}/details"
+        reply = await self._request("GET", path, retry_safe=True)
+        return reply.parse.dag_params(reply.data)
 
     async def set_paused(self, dag_id: str, paused: bool) -> DagInfo:
         reply = await self._request(

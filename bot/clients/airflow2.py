@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.clients.airflow_http import AirflowHttp, Query, iso, seg
-from bot.clients.airflow_models import DagInfo, DagRunInfo, Parser
+from bot.clients.airflow_models import DagInfo, DagParam, DagRunInfo, Parser
 
 __all__ = ["Airflow2Client"]
 
@@ -36,6 +36,12 @@ class Airflow2Client(AirflowHttp):
     async def get_dag(self, dag_id: str) -> DagInfo:
         reply = await self._request("GET", f"/api/v1/dags/{seg(dag_id)}", retry_safe=True)
         return reply.parse.dag_v1(reply.data)
+
+    async def get_dag_params(self, dag_id: str) -> dict[str, DagParam]:
+        """The DAG's params (`GET /api/v1/dags/{dag_id}/details`), by name."""
+        path = f"/api/v1/dags/{seg(dag_id)}/details"
+        reply = await self._request("GET", path, retry_safe=True)
+        return reply.parse.dag_params(reply.data)
 
     async def set_paused(self, dag_id: str, paused: bool) -> DagInfo:
         reply = await self._request(

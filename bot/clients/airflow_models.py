@@ -96,6 +96,16 @@ class DagInfo:
 
 
 @dataclass(frozen=True)
+class DagParam:
+    """One of a DAG's params as its details show it (`Param.dump()`): its default and the
+    JSON types its schema allows (empty: any)."""
+
+    name: str
+    default: Any = None
+    types: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class DagRunInfo:
     dag_id: str
     run_id: str
@@ -245,6 +255,31 @@ class Parser:
             timetable_description=self.opt_str(dag, "timetable_description"),
             max_active_runs=self.opt_int(dag, "max_active_runs"),
         )
+
+    def dag_params(self, data: object) -> dict[str, DagParam]:
+        """The `params` of a DAG's details, v1 or v2: each `Param.dump()` ({"value",
+        "schema", …}) or, from an older Airflow, a bare value."""
+        raw = self.obj(data).get("params")
+        if raw is None:
+            return {}
+        if not isinstance(raw, Mapping):
+            raise self.bad("'params' is not an object")
+        found = {}
+        for name, dumped in raw.items():
+            if not isinstance(dumped, Mapping):
+                found[str(name)] = DagParam(str(name), dumped)
+                continue
+            schema = dumped.get("schema")
+            kind = schema.get("type") if isinstance(schema, Mapping) else None
+            types = (
+                (kind,)
+                if isinstance(kind, str)
+                else tuple(str(k) for k in kind if isinstance(k, str))
+                if isinstance(kind, list)
+                else ()
+            )
+            found[str(name)] = DagParam(str(name), dumped.get("value"), types)
+        return found
 
     def dag_v1(self, data: object) -> DagInfo:
         dag = self.obj(data)

@@ -149,6 +149,8 @@ class StandinDag:
     tags: tuple[str, ...] = ()
     description: str | None = None
     fail: bool = False
+    params: tuple[tuple[str, object, str | None], ...] = ()
+    """The DAG's params: (name, default value, JSON schema `type` or None)."""
 
     def __post_init__(self) -> None:
         CronTimetable(self.schedule)  # fail early on a bad expression

@@ -26,7 +26,7 @@ from standins.airflow.http import (
     sort_key,
 )
 from standins.airflow.state import DagRun, DagState
-from standins.airflow.views import dag_v1, run_v1, task_reference_v1
+from standins.airflow.views import dag_details_v1, dag_v1, run_v1, task_reference_v1
 
 VERSION = "2.10.5"
 MAX_PAGE_LIMIT = 100
@@ -169,6 +169,10 @@ async def list_dags(request: web.Request) -> web.Response:
     order = _order(request, "dag_id", {"dag_id": lambda d: d.dag_id})
     page = order(dags)[offset:][:limit]
     return reply({"dags": [dag_v1(state, d) for d in page], "total_entries": len(dags)})
+
+
+async def get_dag_details(request: web.Request) -> web.Response:
+    return reply(dag_details_v1(request.app[STATE], _dag(request)))
 
 
 async def get_dag(request: web.Request) -> web.Response:
@@ -384,6 +388,7 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get(f"{prefix}/health", health)
     app.router.add_get(f"{prefix}/dags", list_dags)
     app.router.add_get(f"{prefix}/dags/{{dag_id}}", get_dag)
+    app.router.add_get(f"{prefix}/dags/{{dag_id}}/details", get_dag_details)
     app.router.add_patch(f"{prefix}/dags/{{dag_id}}", patch_dag)
     app.router.add_post(f"{prefix}/dags/{{dag_id}}/clearTaskInstances", clear_task_instances)
     app.router.add_get(f"{prefix}/dags/{{dag_id}}/dagRuns", list_runs)

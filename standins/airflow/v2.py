@@ -30,7 +30,7 @@ from standins.airflow.http import (
     sort_key,
 )
 from standins.airflow.state import DagRun, DagState
-from standins.airflow.views import dag_v2, run_v2
+from standins.airflow.views import dag_details_v2, dag_v2, run_v2
 
 VERSION = "3.3.2"
 PAGE_LIMIT, MAX_PAGE_LIMIT = 50, 100
@@ -128,6 +128,10 @@ async def list_dags(request: web.Request) -> web.Response:
     )
     page = order(dags)[offset:][:limit]
     return reply({"dags": [dag_v2(state, d) for d in page], "total_entries": len(dags)})
+
+
+async def get_dag_details(request: web.Request) -> web.Response:
+    return reply(dag_details_v2(request.app[STATE], _dag(request)))
 
 
 async def get_dag(request: web.Request) -> web.Response:
@@ -302,6 +306,7 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get(f"{prefix}/monitor/health", health)
     app.router.add_get(f"{prefix}/dags", list_dags)
     app.router.add_get(f"{prefix}/dags/{{dag_id}}", get_dag)
+    app.router.add_get(f"{prefix}/dags/{{dag_id}}/details", get_dag_details)
     app.router.add_patch(f"{prefix}/dags/{{dag_id}}", patch_dag)
     app.router.add_get(f"{prefix}/dags/{{dag_id}}/dagRuns", list_runs)
     app.router.add_post(f"{prefix}/dags/{{dag_id}}/dagRuns", trigger_run)

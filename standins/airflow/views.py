@@ -180,3 +180,61 @@ def task_reference_v1(run: DagRun, task_id: str) -> JsonDict:
         "execution_date": iso_v1(run.logical_date),
         "dag_run_id": run.run_id,
     }
+
+
+def _params(dag: DagState, param_class: str) -> JsonDict:
+    """The DAG's params as `Param.dump()` writes each (airflow/models/param.py: the class under
+    `__class`, then the Param's attributes: value, description, schema; Airflow 3 adds source)."""
+    found: JsonDict = {}
+    for name, value, kind in dag.dag.params:
+        schema: JsonDict = {"type": kind} if kind else {}
+        found[name] = {"__class": param_class, "value": value, "description": None,
+                       "schema": schema}  # fmt: skip
+        if param_class.startswith("airflow.sdk"):
+            found[name]["source"] = None
+    return found
+
+
+def dag_details_v1(state: AirflowState, dag: DagState) -> JsonDict:
+    """GET /api/v1/dags/{dag_id}/details: the DAG and its details (DAGDetailSchema)."""
+    return {
+        **dag_v1(state, dag),
+        "timezone": "Timezone('UTC')",
+        "catchup": False,
+        "orientation": "LR",
+        "concurrency": 16,
+        "start_date": iso_v1(dag.created_at),
+        "dag_run_timeout": None,
+        "dataset_expression": None,
+        "doc_md": None,
+        "params": _params(dag, "airflow.models.param.Param"),
+        "end_date": None,
+        "is_paused_upon_creation": None,
+        "last_parsed": iso_v1(dag.created_at),
+        "template_search_path": None,
+        "render_template_as_native_obj": False,
+    }
+
+
+def dag_details_v2(state: AirflowState, dag: DagState) -> JsonDict:
+    """GET /api/v2/dags/{dag_id}/details (DAGDetailsResponse)."""
+    return {
+        **dag_v2(state, dag),
+        "catchup": False,
+        "dag_run_timeout": None,
+        "asset_expression": None,
+        "doc_md": None,
+        "start_date": iso_v2(dag.created_at),
+        "end_date": None,
+        "is_paused_upon_creation": None,
+        "params": _params(dag, "airflow.sdk.definitions.param.Param"),
+        "render_template_as_native_obj": False,
+        "template_search_path": None,
+        "timezone": "UTC",
+        "last_parsed": iso_v2(dag.created_at),
+        "default_args": {},
+        "is_favorite": False,
+        "active_runs_count": 0,
+        "concurrency": 16,
+        "latest_dag_version": None,
+    }

@@ -221,3 +221,32 @@ async def test_the_preview_counts_the_runs_each_rerun_choice_means(
         counts = await run.rerun_counts(plan_from_json(plan(ROOT, days(1, 5), child=False)))
         assert counts is not None
         assert (counts.missing, counts.failed, counts.all, counts.known) == (1, 3, 5, True)
+
+
+@pytest.mark.parametrize("api", [3, 2])
+async def test_the_conf_is_checked_against_the_dags_params(
+    sessions: async_sessionmaker[AsyncSession], api: int
+) -> None:
+    params = (("full_refresh", False, "boolean"), ("limit", 10, "integer"))
+    dags = [StandinDag(ROOT, params=params)]
+    async with (
+        running_airflow_standin(api=api, dags=dags) as server,
+        opened(backend(server)) as airflow,
+    ):
+        run = runner(sessions, airflow)
+        planned = plan_from_json(plan(ROOT, days(1, 2), child=False))
+
+        async def notes(conf: dict[str, object]) -> list[tuple[str, bool]]:
+            found = await run.check_options(planned, RunOptions(rerun="all", conf=conf))
+            return [(n.text, n.blocking) for n in found]
+
+        assert await notes({"full_refresh": True, "limit": 5}) == []
+        [(text, blocking)] = await notes({"full_refresh": "yes"})
+        assert blocking
+        assert "`full_refresh` a string; this DAG's param takes boolean" in text
+        [(text, blocking)] = await notes({"limit": 3, "colour": "red"})
+        assert not blocking
+        assert "sets colour, which this DAG has no param for (its params: full_refresh, limit)" in (
+            text
+        )
+        assert await run.check_options(planned, RunOptions(rerun="all")) == ()

@@ -180,6 +180,17 @@ async def test_v2_dag_get_list_and_pause(v2: Api) -> None:
     assert (status, body) == (404, {"detail": "Dag with id: nope was not found"})
 
 
+async def test_v2_dag_details_carry_its_params_as_param_dumps(v2: Api) -> None:
+    details = await v2.ok("GET", "/api/v2/dags/etl.weekly/details")
+    assert details["dag_id"] == "etl.weekly"
+    assert details["params"]["full_refresh"]["value"] is False
+    assert details["params"]["full_refresh"]["schema"] == {"type": "boolean"}
+    assert details["params"]["region"]["schema"] == {}
+    assert (await v2.ok("GET", "/api/v2/dags/etl.daily/details"))["params"] == {}
+    status, _ = await v2.call("GET", "/api/v2/dags/nope/details")
+    assert status == 404
+
+
 # -- Airflow 3 backfills --------------------------------------------------------------------------
 
 

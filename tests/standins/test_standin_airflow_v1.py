@@ -68,6 +68,18 @@ async def test_v1_dag_get_and_pause(v1: Api) -> None:
 # -- Airflow 2 ------------------------------------------------------------------------------------
 
 
+async def test_v1_dag_details_carry_its_params_as_param_dumps(v1: Api) -> None:
+    details = await v1.ok("GET", "/api/v1/dags/etl.weekly/details")
+    assert details["params"]["full_refresh"] == {
+        "__class": "airflow.models.param.Param",
+        "value": False,
+        "description": None,
+        "schema": {"type": "boolean"},
+    }
+    status, _ = await v1.call("GET", "/api/v1/dags/nope/details")
+    assert status == 404
+
+
 async def test_v1_trigger_with_an_explicit_interval(clock: ManualClock, v1: Api) -> None:
     body = {
         "dag_run_id": "backfill_bot__1",

@@ -41,7 +41,12 @@ RUN_SECONDS = 10.0
 COMPLETION_DELAY = 5.0
 DAGS = (
     StandinDag("etl.daily", "0 0 * * *"),
-    StandinDag("etl.weekly", "0 0 * * 0", tasks=("extract", "load")),
+    StandinDag(
+        "etl.weekly",
+        "0 0 * * 0",
+        tasks=("extract", "load"),
+        params=(("full_refresh", False, "boolean"), ("region", "eu", None)),
+    ),
     StandinDag("etl.paused", is_paused=True),
     StandinDag("etl.serial", max_active_runs=1),
     StandinDag("etl.no_limit", max_active_runs=None),  # a DAG row without max_active_runs

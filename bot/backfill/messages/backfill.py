@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.backfill.rules.options import RERUN_CHOICES, RerunCounts, RunOptions
+from bot.backfill.rules.options import RERUN_CHOICES, RerunCounts, RunOptions, with_option_notes
 from bot.backfill.rules.states import RequestState, StepState
 from bot.backfill.rules.status import RequestStatus, StepStatus
 from bot.core.model import Interval
@@ -245,6 +245,7 @@ def plan_preview(
     this plan runs again, `options` what the request stores of its options (the options
     chosen, the runs each `--rerun` choice means, what the executor cannot honour, its off-peak
     window), `start_at` its `--at`."""
+    plan = with_option_notes(plan, options)
     chosen = _options_view(options, start_at)
     frame = _PREVIEW_FRAME + bool(awaiting) + bool(retry_of) + 3 * bool(chosen)
     max_rows = min(max_rows, MESSAGE_BLOCKS - frame)

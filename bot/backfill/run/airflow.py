@@ -10,9 +10,10 @@ for the runner to retry, with backoff and a limit.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from bot.backfill.rules.options import RunOptions
+from bot.backfill.rules.options import RunOptions, conf_problems
 from bot.backfill.run.airflow2 import Airflow2Steps
 from bot.backfill.run.airflow3 import Airflow3Steps
 from bot.backfill.run.backends import Finding, Progress, State, StepRejected, StepWork
@@ -134,6 +135,38 @@ class AirflowBackend:
             return [None] * len(intervals)  # the preview's check says the DAG is missing
         latest = {run.logical_date: run.state for run in runs if run.logical_date is not None}
         return [latest.get(i.start) for i in intervals]
+
+    async def check_conf(
+        self, dags: Sequence[DagRef], conf: Mapping[str, Any]
+    ) -> dict[DagRef, Finding]:
+        client = (await self.steps()).client
+        limit = asyncio.Semaphore(_CHECKS_AT_ONCE)
+
+        async def one(dag: DagRef) -> Finding | None:
+            async with limit:
+                try:
+                    params = await client.get_dag_params(self.settings.dag_id_for(dag))
+                except AirflowNotFound:
+                    return None  # the preview's check says the DAG is missing
+            unknown, wrong = conf_problems(conf, {p.name: p.types for p in params.values()})
+            if wrong:
+                key, allowed, given = wrong[0]
+                return Finding(
+                    f"--conf gives `{key}` a{'n' if given[0] in 'aeiou' else ''} {given}; "
+                    f"this DAG's param takes {allowed} (Airflow would refuse the runs)",
+                    blocking=True,
+                )
+            if unknown:
+                known = ", ".join(sorted(params)) or "none"
+                return Finding(
+                    f"--conf sets {', '.join(unknown)}, which this DAG has no param for "
+                    f"(its params: {known}); its tasks see it in dag_run.conf only",
+                    blocking=False,
+                )
+            return None
+
+        found = await asyncio.gather(*(one(d) for d in dags))
+        return {dag: f for dag, f in zip(dags, found, strict=True) if f is not None}
 
     def unhonoured(self, options: RunOptions) -> tuple[str, ...]:
         if self.version == 2 and options.conf:

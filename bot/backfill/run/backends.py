@@ -101,6 +101,12 @@ class Backend(Protocol):
     def unhonoured(self, options: RunOptions) -> tuple[str, ...]:
         """What of `options` this backend cannot do, in words for the preview."""
 
+    async def check_conf(
+        self, dags: Sequence[DagRef], conf: Mapping[str, Any]
+    ) -> dict[DagRef, Finding]:
+        """What each DAG's params say of a `--conf` (unknown keys, refused types); empty when
+        the backend cannot tell."""
+
     def link(self, work: StepWork) -> str | None:
         """Where a person can watch the step (the Airflow UI), if anywhere."""
 

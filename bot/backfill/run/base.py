@@ -38,3 +38,6 @@ class Executor(Protocol):
 
     async def rerun_counts(self, plan: Plan) -> RerunCounts | None:
         """How many runs each `--rerun` choice means, from the run history (None: unknown)."""
+
+    async def check_options(self, plan: Plan, options: RunOptions) -> tuple[PlanNote, ...]:
+        """What the plan's DAGs say of the chosen options (a `--conf` their params refuse)."""

@@ -70,3 +70,6 @@ class ManualExecutor:
 
     async def rerun_counts(self, plan: Plan) -> RerunCounts | None:
         return None
+
+    async def check_options(self, plan: Plan, options: RunOptions) -> tuple[PlanNote, ...]:
+        return ()

@@ -149,6 +149,13 @@ class Runner:
     def unhonoured(self, options: RunOptions) -> tuple[str, ...]:
         return self.backend.unhonoured(options)
 
+    async def check_options(self, plan: Plan, options: RunOptions) -> tuple[PlanNote, ...]:
+        if not options.conf:
+            return ()
+        dags = [s.dag for s in plan.steps[:_HISTORY_STEPS]]
+        findings = await self.backend.check_conf(dags, options.conf)
+        return tuple(PlanNote(dag.dag_id, f.text, f.blocking) for dag, f in findings.items())
+
     async def rerun_counts(self, plan: Plan) -> RerunCounts | None:
         if len(plan.steps) > _HISTORY_STEPS:
             return None  # a preview does not wait for hundreds of histories

@@ -207,6 +207,11 @@ class SparkBackend:
     async def history(self, dag: DagRef, intervals: Sequence[Interval]) -> list[str | None] | None:
         return None  # local runs leave no history to choose from
 
+    async def check_conf(
+        self, dags: Sequence[DagRef], conf: Mapping[str, Any]
+    ) -> dict[DagRef, Finding]:
+        return {}  # its jobs take no conf: `unhonoured` says so
+
     def unhonoured(self, options: RunOptions) -> tuple[str, ...]:
         cannot = []
         if options.chosen_rerun != "all":

@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from bot.backfill.messages import answers
 from bot.backfill.messages.backfill import plan_preview, request_status
 from bot.backfill.messages.progress import status_of
+from bot.backfill.rules.options import with_option_notes
 from bot.backfill.rules.outcomes import (
     AlreadyApproved,
     ApprovalRecorded,
@@ -244,7 +245,9 @@ class BackfillService:
         second = await may_approve(
             self.config, self.groups, root, requester=user, user=user, also=also
         )
-        if plan.blocked or second is not None or await self.awaiting(plan, [user]):
+        options = await self.checks.options(command, plan)
+        blocked = with_option_notes(plan, options).blocked
+        if blocked or second is not None or await self.awaiting(plan, [user]):
             previewed = await self.preview(
                 command,
                 user=user,
@@ -254,12 +257,11 @@ class BackfillService:
                 incident_id=incident_id,
                 linked=linked,
             )
-            if not isinstance(previewed, Previewed) or plan.blocked:
+            if not isinstance(previewed, Previewed) or blocked:
                 return previewed
             if second is not None:  # the clicker asked; someone else approves in the thread
                 return SecondPersonAsked(previewed.request_id, second)
             return await self.approve(previewed.request_id, user=user)
-        options = await self.checks.options(command, plan)
         try:
             async with self.sessions.begin() as session:
                 await execution.lock_dags(session, [s.dag.dag_id for s in plan.steps])
@@ -308,7 +310,7 @@ class BackfillService:
             return request
         if request.state != RequestState.PREVIEWED:
             return _unchanged(request)
-        plan = plan_from_json(request.plan)
+        plan = with_option_notes(plan_from_json(request.plan), request.options)
         refused = await self.check_clicker(request, user, verb="approve", plan=plan)
         if refused is not None:
             return refused

@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.backfill.messages import answers
-from bot.backfill.rules.options import default_rerun
+from bot.backfill.rules.options import OPTION_NOTES, default_rerun
 from bot.backfill.rules.outcomes import Busy
 from bot.backfill.run.base import Executor
 from bot.backfill.store import execution
@@ -97,6 +97,12 @@ class PlanChecks:
         except Exception as exc:  # the preview goes out without the counts
             logger.warning("cannot read the run history for %s: %s", plan.root.dag_id, exc)
             counts = None
+        try:
+            notes = await self.executor.check_options(plan, chosen)
+        except Exception as exc:  # a failed check is a note, not a refusal
+            logger.warning("cannot check the options of %s: %s", plan.root.dag_id, exc)
+            text = answers.check_failed(self.executor.name, str(exc))
+            notes = (PlanNote(plan.root.dag_id, text, blocking=False),)
         return {
             "only": command.only,
             "exclude": list(command.exclude),
@@ -106,6 +112,7 @@ class PlanChecks:
             "now": bool(command.now and window),
             "counts": counts.to_json() if counts else None,
             "unhonoured": list(self.executor.unhonoured(chosen)),
+            OPTION_NOTES: [n.to_json() for n in notes],
         }
 
     async def busy(
