@@ -51,6 +51,21 @@ def no_create_reason(run: DagRun, reprocess_behavior: str) -> str | None:
 
 
 def _validate(state: AirflowState, request: BackfillRequest) -> None:
+    """`_validate_backfill_params` (and the dates check before it), for create and dry run."""
+    dag = state.dag(request.dag_id)
+    if dag is not None and dag.dag.depends_on_past:
+        if request.run_backwards:
+            raise BackfillError(
+                "invalid",
+                "Backfill cannot be run in reverse when the Dag has tasks where "
+                "depends_on_past=True.",
+            )
+        if request.reprocess_behavior == "none":
+            raise BackfillError(
+                "invalid",
+                "Dag has tasks for which depends_on_past=True. You must set reprocess behavior "
+                "to reprocess completed or reprocess failed.",
+            )
     if request.from_date > request.to_date:
         raise BackfillError(
             "invalid",

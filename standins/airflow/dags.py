@@ -151,6 +151,8 @@ class StandinDag:
     fail: bool = False
     params: tuple[tuple[str, object, str | None], ...] = ()
     """The DAG's params: (name, default value, JSON schema `type` or None)."""
+    depends_on_past: bool = False
+    """Some of its tasks have depends_on_past=True (Airflow 3 then refuses some backfills)."""
 
     def __post_init__(self) -> None:
         CronTimetable(self.schedule)  # fail early on a bad expression

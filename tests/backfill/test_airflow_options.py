@@ -250,3 +250,32 @@ async def test_the_conf_is_checked_against_the_dags_params(
             text
         )
         assert await run.check_options(planned, RunOptions(rerun="all")) == ()
+
+
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        (RunOptions(rerun="all", backwards=True), "cannot be run in reverse"),
+        (RunOptions(rerun="missing"), "You must set reprocess behavior"),
+    ],
+)
+async def test_what_airflow_3_refuses_for_a_dag_depending_on_its_past_fails_at_once(
+    sessions: async_sessionmaker[AsyncSession], options: RunOptions, says: str
+) -> None:
+    clock = ManualClock(T0)
+    dags = [StandinDag(ROOT, run_seconds=RUN_S, depends_on_past=True)]
+    async with (
+        running_airflow_standin(api=3, dags=dags, clock=clock) as server,
+        opened(backend(server)) as airflow,
+    ):
+        run = runner(sessions, airflow)
+        request_id = await approved_with(sessions, run, options, count=2)
+        await run.advance(request_id)
+        await run.advance(request_id)
+        request = await load(sessions, request_id)
+        [step] = request.steps
+        # Refused for good (422), not retried: the step fails with Airflow's reason.
+        assert (request.state, step.state) == ("failed", "failed")
+        assert step.message is not None
+        assert says in step.message
+        assert server.state.backfills == []

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from bot.backfill.messages import answers as backfill_answers
-from bot.backfill.messages import backfill, progress
+from bot.backfill.messages import backfill, options_form, progress
 from bot.backfill.messages import notices as teams
 from bot.backfill.rules import outcomes
 from bot.backfill.rules.progress import Counts
@@ -57,7 +57,7 @@ from tests.support.golden import Case, assert_golden, check, elements, slack_tem
 
 MODULES: tuple[ModuleType, ...] = (
     backfill, backfill_answers, common, health, home, hub_slack, incident_answers, ops,
-    ops_notices, progress, sla, subscriptions, teams, watch,
+    ops_notices, options_form, progress, sla, subscriptions, teams, watch,
 )  # fmt: skip
 OWNER, GROUP, CHANNEL = "U0OWNER01", "S0GROUP01", "C0ORDERS01"
 AIRFLOW = "http://airflow.example.com/"
@@ -386,6 +386,22 @@ KINDS: dict[str, tuple[Callable[..., Any], Build]] = {
         ),
     ),
     "plan_modal": (backfill.plan_modal, lambda v: backfill.plan_modal(plan(v), request_id=v.ident)),
+    "options_modal": (
+        options_form.options_modal,
+        lambda v: options_form.options_modal(
+            plan(v),
+            metadata={"request": v.ident, "channel": CHANNEL},
+            options={
+                "rerun": "failed",
+                "conf": {v.dag: v.error},
+                "reason": v.error[:300],
+                "counts": {"missing": 1, "failed": 2, "all": 3, "known": True},
+            },
+            start_at=T0,
+            default_rerun="all",
+            submit="Update plan",
+        ),
+    ),
     "request_status": (backfill.request_status, lambda v: backfill.request_status(status(v))),
     "status_list": (backfill.status_list, lambda v: backfill.status_list([status(v)] * v.rows)),
     "help_message": (backfill.help_message, lambda v: backfill.help_message(v.dag)),

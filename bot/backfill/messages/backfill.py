@@ -111,7 +111,7 @@ def _step_row(
     }
 
 
-def plan_summary(plan: Plan) -> dict[str, Any]:
+def plan_summary(plan: Plan) -> Mapping[str, Any]:
     """The plan's headline values for the preview and the modals."""
     return {
         "root": clip(plan.root.dag_id, 100),

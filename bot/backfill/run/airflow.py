@@ -3,8 +3,9 @@ Airflow 3 (backfill endpoint) or Airflow 2 (one DAG run per interval) way of run
 
 What Airflow refuses for good becomes `StepRejected`, which fails the step with Airflow's reason:
 credentials refused (401/403 even with a fresh token: wrong AIRFLOW_PASSWORD, a user without the
-permission) and 404 (no such DAG). Everything else (unreachable, 5xx, 429, timeouts) propagates
-for the runner to retry, with backoff and a limit.
+permission), 404 (no such DAG) and, when submitting, 400/422 (what was asked is refused, e.g.
+`--backwards` for a DAG whose tasks depend on their past). Everything else (unreachable, 5xx,
+429, timeouts) propagates for the runner to retry, with backoff and a limit.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from bot.clients.airflow import (
     AirflowAuthError,
     AirflowClient,
     AirflowNotFound,
+    AirflowRequestError,
     RetryPolicy,
     connect_airflow,
 )
@@ -105,7 +107,9 @@ class AirflowBackend:
     async def submit(self, work: StepWork) -> State:
         try:
             return await (await self.steps()).submit(work)
-        except (AirflowAuthError, AirflowNotFound) as exc:
+        except (AirflowAuthError, AirflowNotFound, AirflowRequestError) as exc:
+            # 400/422 too: Airflow refuses what was asked (a DAG that depends on its past run
+            # backwards, a conf its params refuse), and will again.
             raise StepRejected(str(exc)) from exc
 
     async def poll(self, work: StepWork) -> Progress:

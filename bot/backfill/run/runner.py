@@ -314,6 +314,8 @@ class Runner:
             for step_id, state in seen.cancel_states.items():
                 if by_id[step_id].state in STEP_ACTIVE:  # else another replica moved it on
                     await execution.note_step(session, step_id, executor_state=state)
+                    # What `_apply` merges a poll's state into below: not the copy read before.
+                    by_id[step_id].executor_state = dict(state)
             for step_id, result in seen.polled.items():
                 await self._apply(session, request, by_id[step_id], result, seen)
             request = await repository.get_request(session, request_id)
