@@ -23,7 +23,7 @@ from bot.config import parse_config
 from bot.events.store.models import EventSource, RunEvent
 from bot.incidents.service.watcher import IncidentService
 from bot.incidents.store.models import Incident
-from bot.slack.rules.ids import ActionId
+from bot.slack.rules.ids import ActionId, OptionBlock
 from standins.marquez.server import StandInServer
 from tests.support.e2e import OWNER, Bot, buttons, eventually, running_bot
 from tests.support.factories import incident_service
@@ -153,7 +153,7 @@ async def test_approve_backfill_in_the_alert_approves_it_at_once_in_its_thread(b
     assert any(r.ts == request.status_message_ts for r in replies)
 
 
-async def test_review_plan_opens_the_plan_in_a_modal_and_records_nothing(bot: Bot) -> None:
+async def test_review_plan_opens_the_plan_and_its_options_and_submitting_previews_it(bot: Bot) -> None:
     await store(bot, event("example.etl_orders"))
     [alert] = bot.slack.state.messages(ORDERS)
     reply = await bot.slack.click(
@@ -168,6 +168,24 @@ async def test_review_plan_opens_the_plan_in_a_modal_and_records_nothing(bot: Bo
     assert "example.etl_delivery_7_days" in json.dumps(view[0].payload)
     async with bot.services.sessions() as session:
         assert list(await session.scalars(select(BackfillRequest))) == []
+
+    # Its options, submitted: the preview in the alert's thread, with them.
+    chosen = {
+        OptionBlock.RERUN: {ActionId.OPTION: {"selected_option": {"value": "failed"}}},
+        OptionBlock.FLAGS: {ActionId.OPTION: {"selected_options": [{"value": "backwards"}]}},
+        OptionBlock.REASON: {ActionId.OPTION: {"value": "disk was full"}},
+    }
+    await bot.slack.submit_view(view_id=view[0].id, user_id=OWNER, values=chosen)
+    request = await backfill_of(bot)
+    assert request.state == "previewed"
+    assert request.thread_ts == alert.ts
+    assert (request.options["rerun"], request.options["backwards"]) == ("failed", True)
+    assert request.options["reason"] == "disk was full"
+    [preview] = [
+        m for m in bot.slack.state.thread(ORDERS, alert.ts) if ActionId.APPROVE in buttons(m)
+    ]
+    assert "reruns failed and missing runs" in shown(preview)
+    assert "newest interval first" in shown(preview)
 
 
 async def test_repeats_update_the_alert_and_a_success_resolves_it(bot: Bot) -> None:
