@@ -16,13 +16,14 @@ from bot.backfill.rules.progress import Counts
 from bot.backfill.rules.states import RequestState
 from bot.backfill.run.backends import Finding, Progress, State, StepWork
 from bot.backfill.run.runner import Runner
-from bot.backfill.store import control, repository
+from bot.backfill.store import control, execution, repository
 from bot.backfill.store.models import BackfillRequest
 from bot.config import Execution
 from bot.core.audit import list_audit
 from bot.core.db import make_engine, session_factory, upgrade
 from bot.core.model import DagRef, Interval
 from bot.core.windows import Window, parse_clock, parse_days
+from bot.lineage.rules.planner import interval_from_json
 from tests.support.factories import runner as make_runner
 
 DAY = {"start": "2021-06-04T00:00:00Z", "end": "2021-06-05T00:00:00Z"}
@@ -340,3 +341,32 @@ async def test_the_backend_sees_the_requests_options(
     await runner.advance(request_id)
     assert backend.works[0].options == chosen
     assert not backend.works[0].pausing
+
+
+async def test_a_paused_backfill_stays_paused_across_a_restart_and_holds_its_intervals(
+    sessions: async_sessionmaker[AsyncSession],
+) -> None:
+    backend = Scripted(polls={"a": [RUNNING]})
+    runner = make_runner(sessions, backend, fast())
+    request_id = await approved(sessions, runner)
+    await runner.advance(request_id)
+    assert await pause(sessions, request_id, "U3")
+
+    # Another bot process (a restart): it follows the paused request and starts nothing new.
+    restarted_backend = Scripted(polls={"a": [DONE]})
+    restarted = make_runner(sessions, restarted_backend, fast())
+    for _ in range(3):
+        await restarted.tick()
+    request = await load(sessions, request_id)
+    assert (request.state, states(request)) == ("paused", {"a": "succeeded", "b": "pending"})
+    assert restarted_backend.submitted == []
+    # Paused, it still holds its DAG intervals: an overlapping backfill must wait.
+    async with sessions() as session:
+        found = await execution.overlapping(session, [("ns", "b", [interval_from_json(DAY)])])
+    assert [o.request_id for o in found] == [request_id]
+
+    assert await resume(sessions, request_id, "U3")
+    for _ in range(3):
+        await restarted.tick()
+    assert (await load(sessions, request_id)).state == RequestState.SUCCEEDED
+    assert restarted_backend.submitted == ["b"]

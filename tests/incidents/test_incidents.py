@@ -153,7 +153,9 @@ async def test_approve_backfill_in_the_alert_approves_it_at_once_in_its_thread(b
     assert any(r.ts == request.status_message_ts for r in replies)
 
 
-async def test_review_plan_opens_the_plan_and_its_options_and_submitting_previews_it(bot: Bot) -> None:
+async def test_review_plan_opens_the_plan_and_its_options_and_submitting_previews_it(
+    bot: Bot,
+) -> None:
     await store(bot, event("example.etl_orders"))
     [alert] = bot.slack.state.messages(ORDERS)
     reply = await bot.slack.click(

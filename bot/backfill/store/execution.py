@@ -181,7 +181,8 @@ async def overlapping(
     *,
     exclude: str | None = None,
 ) -> list[Overlap]:
-    """Approved or running backfills that would rerun an interval of the same DAG.
+    """Backfills under way (approved, scheduled, running or paused) that would rerun an interval
+    of the same DAG.
 
     `wanted` holds (namespace, dag_id, intervals). Two backfills of one DAG over overlapping
     intervals would race on the same partitions, and Airflow refuses the second one anyway.
