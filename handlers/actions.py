@@ -86,70 +86,74 @@ def register(app: AsyncApp, services: Services) -> None:
     for action_id, (decision, answer) in decisions.items():
         app.action(action_id)(on_click(decision, answer))
 
-    async def open_plan(
-        find: Callable[..., Awaitable[Plan | Any]],
+    ViewOf = Callable[[Any, Click], tuple[dict[str, Any], str] | None]
+
+    async def open_modal(
+        find: Callable[..., Awaitable[Any]],
         answer: Answer,
-        request_id: str,
+        view_of: ViewOf,
         body: dict[str, Any],
         respond: AsyncRespond,
     ) -> None:
-        """The plan in a modal (summed up in an ephemeral message when no modal can open), or
-        the reply saying why there is none."""
+        """What `find` answers the click, in a modal (`view_of`: the view and the request it
+        shows, or None when `find` answered why there is nothing to show): summed up in an
+        ephemeral message when no modal can open, or the reply saying why there is none."""
         reply = replies(body, respond)
         click = reply.click
         try:
             found = await find(click.value, user=click.user, channel=click.channel)
-            if not isinstance(found, Plan):
+            shown = view_of(found, click)
+            if shown is None:
                 await reply.send(answer(found))
                 return
-            view = plan_modal(found, request_id=request_id)
+            view, request_id = shown
             await reply.open_view(view, partial(plan_not_opened, request_id=request_id))
         except Exception:
             await reply.failed()
+
+    def default() -> str:
+        return default_rerun(services.config.execution.airflow.reprocess_behavior)
+
+    def plan_view(request_id: str) -> ViewOf:
+        def view_of(found: Any, click: Click) -> tuple[dict[str, Any], str] | None:
+            if not isinstance(found, Plan):
+                return None
+            return plan_modal(found, request_id=request_id), request_id
+
+        return view_of
+
+    def alert_options(found: Any, click: Click) -> tuple[dict[str, Any], str] | None:
+        if not isinstance(found, Plan):
+            return None
+        target = {"incident": click.value, "channel": click.channel}
+        view = options_modal(
+            found, metadata=target, options=None, start_at=None, default_rerun=default(),
+            submit="Preview backfill",
+        )  # fmt: skip
+        return view, ""
+
+    def preview_options(found: Any, click: Click) -> tuple[dict[str, Any], str] | None:
+        if not isinstance(found, ToReview):
+            return None
+        view = options_modal(
+            found.plan, metadata={"request": found.of, "channel": click.channel},
+            options=found.options, start_at=found.start_at, default_rerun=default(),
+            submit="Update plan",
+        )  # fmt: skip
+        return view, found.of
 
     @app.action(ActionId.INCIDENT_REVIEW)
     async def review_plan(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
         """The plan Approve backfill would run, with its options to choose (Review plan)."""
         await ack()
-        reply = replies(body, respond)
-        click = reply.click
-        try:
-            found = await alerts.review(click.value, user=click.user, channel=click.channel)
-            if not isinstance(found, Plan):
-                await reply.send(incident_answers.answer(found))
-                return
-            target = {"incident": click.value, "channel": click.channel}
-            view = options_modal(
-                found, metadata=target, options=None, start_at=None,
-                default_rerun=default_rerun(services.config.execution.airflow.reprocess_behavior),
-                submit="Preview backfill",
-            )  # fmt: skip
-            await reply.open_view(view, partial(plan_not_opened, request_id=""))
-        except Exception:
-            await reply.failed()
+        await open_modal(alerts.review, incident_answers.answer, alert_options, body, respond)
 
     @app.action(ActionId.REVIEW)
     async def review_preview(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
         """A preview's plan and options in a modal, to change them before approval."""
         await ack()
-        reply = replies(body, respond)
-        click = reply.click
-        try:
-            found = await backfills.revisions.review(
-                click.value, user=click.user, channel=click.channel
-            )
-            if not isinstance(found, ToReview):
-                await reply.send(backfill_answers.answer(found))
-                return
-            view = options_modal(
-                found.plan, metadata={"request": found.of, "channel": click.channel},
-                options=found.options, start_at=found.start_at,
-                default_rerun=default_rerun(services.config.execution.airflow.reprocess_behavior),
-                submit="Update plan",
-            )  # fmt: skip
-            await reply.open_view(view, partial(plan_not_opened, request_id=found.of))
-        except Exception:
-            await reply.failed()
+        review = backfills.revisions.review
+        await open_modal(review, backfill_answers.answer, preview_options, body, respond)
 
     @app.action(ActionId.OPTION)
     async def option_changed(ack: AsyncAck) -> None:
@@ -178,4 +182,5 @@ def register(app: AsyncApp, services: Services) -> None:
     async def show_plan(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
         await ack()
         request_id = Click.of(body).value
-        await open_plan(backfills.show_plan, backfill_answers.answer, request_id, body, respond)
+        view = plan_view(request_id)
+        await open_modal(backfills.show_plan, backfill_answers.answer, view, body, respond)

@@ -48,6 +48,15 @@ class SparkExecution(Strict):
     """More settings of the pipeline (e.g. `orders_per_day` of the example's generator)."""
 
 
+def zone_name(value: str) -> str:
+    """An IANA zone name as BOT_CONFIG gives it (spaces around it dropped), else the error."""
+    try:
+        zone(value)
+    except WindowError as exc:
+        raise ValueError(str(exc)) from None
+    return value.strip()
+
+
 class WindowRule(Strict):
     """When backfills may run: e.g. `{days: mon-fri, start: "20:00", end: "06:00", timezone:
     Europe/Berlin}`, for the DAGs `dags` matches and the teams `team` names (neither: all).
@@ -84,11 +93,7 @@ class WindowRule(Strict):
     @field_validator("timezone")
     @classmethod
     def _zone(cls, value: str) -> str:
-        try:
-            zone(value)
-        except WindowError as exc:
-            raise ValueError(str(exc)) from None
-        return value.strip()
+        return zone_name(value)
 
     @model_validator(mode="after")
     def _not_empty(self) -> WindowRule:
@@ -117,8 +122,4 @@ class Execution(Strict):
     @field_validator("timezone")
     @classmethod
     def _zone(cls, value: str) -> str:
-        try:
-            zone(value)
-        except WindowError as exc:
-            raise ValueError(str(exc)) from None
-        return value.strip()
+        return zone_name(value)

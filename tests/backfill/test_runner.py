@@ -4,8 +4,7 @@ polling, a busy DAG, a cancel of work that never started)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
 from datetime import timedelta
 
 import pytest
@@ -13,15 +12,15 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.backfill.rules.progress import Counts
 from bot.backfill.rules.states import RequestState
-from bot.backfill.run.backends import Busy, Finding, Progress, State, StepRejected, StepWork
+from bot.backfill.run.backends import Busy, Progress, StepRejected, StepWork
 from bot.backfill.run.runner import Runner
 from bot.backfill.store import repository
 from bot.backfill.store.models import BackfillRequest
 from bot.config import Execution
 from bot.core.db import make_engine, session_factory, upgrade
-from bot.core.model import DagRef
 from bot.core.tables import utcnow
 from tests.support.factories import runner as make_runner
+from tests.support.scripted import DONE, RUNNING, Scripted
 
 DAY = {"start": "2021-06-04T00:00:00Z", "end": "2021-06-05T00:00:00Z"}
 PLAN = {
@@ -34,45 +33,6 @@ PLAN = {
         {"dag_id": "b", "namespace": "ns", "intervals": [DAY], "upstream": ["a"]},
     ],
 }
-
-
-@dataclass
-class Scripted:
-    """A backend whose answers the test sets per DAG: what `poll` says, what `submit` raises."""
-
-    name: str = "scripted"
-    polls: dict[str, list[Progress]] = field(default_factory=dict)
-    submit_errors: dict[str, list[Exception]] = field(default_factory=dict)
-    submitted: list[str] = field(default_factory=list)
-    cancelled: list[str] = field(default_factory=list)
-
-    async def check(self, dags: Sequence[DagRef]) -> dict[DagRef, Finding]:
-        return {}
-
-    async def submit(self, work: StepWork) -> State:
-        errors = self.submit_errors.get(work.dag.dag_id)
-        if errors:
-            raise errors.pop(0)
-        self.submitted.append(work.dag.dag_id)
-        return {"handle": f"run of {work.dag.dag_id}"}
-
-    async def poll(self, work: StepWork) -> Progress:
-        script = self.polls.get(work.dag.dag_id) or [Progress(Counts(succeeded=1), True, True)]
-        return script.pop(0) if len(script) > 1 else script[0]
-
-    async def cancel(self, work: StepWork) -> State | None:
-        self.cancelled.append(work.dag.dag_id)
-        return None
-
-    def link(self, work: StepWork) -> str | None:
-        return None
-
-    async def close(self) -> None:
-        return None
-
-
-RUNNING = Progress(Counts(running=1))
-DONE = Progress(Counts(succeeded=1), done=True, ok=True)
 
 
 @pytest.fixture

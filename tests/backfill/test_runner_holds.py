@@ -3,8 +3,7 @@ scripted backend and a driven clock (no wall-clock waits), on SQLite and Postgre
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -14,17 +13,17 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from bot.backfill.rules.options import RunOptions
 from bot.backfill.rules.progress import Counts
 from bot.backfill.rules.states import RequestState
-from bot.backfill.run.backends import Finding, Progress, State, StepWork
+from bot.backfill.run.backends import Progress
 from bot.backfill.run.runner import Runner
 from bot.backfill.store import control, execution, repository
 from bot.backfill.store.models import BackfillRequest
 from bot.config import Execution
 from bot.core.audit import list_audit
 from bot.core.db import make_engine, session_factory, upgrade
-from bot.core.model import DagRef, Interval
 from bot.core.windows import Window, parse_clock, parse_days
 from bot.lineage.rules.planner import interval_from_json
 from tests.support.factories import runner as make_runner
+from tests.support.scripted import DONE, RUNNING, Scripted
 
 DAY = {"start": "2021-06-04T00:00:00Z", "end": "2021-06-05T00:00:00Z"}
 PLAN = {
@@ -42,51 +41,6 @@ FRIDAY_1900_UTC = datetime(2021, 6, 4, 19, 0, tzinfo=UTC)
 NIGHTS = Window(parse_days("mon-fri"), parse_clock("20:00"), parse_clock("06:00"), "Europe/Berlin")
 
 
-@dataclass
-class Scripted:
-    """A backend whose polls the test sets per DAG; it records pauses and submissions."""
-
-    name: str = "scripted"
-    polls: dict[str, list[Progress]] = field(default_factory=dict)
-    submitted: list[str] = field(default_factory=list)
-    pauses: list[tuple[str, bool]] = field(default_factory=list)
-    works: list[StepWork] = field(default_factory=list)
-
-    async def check(self, dags: Sequence[DagRef]) -> dict[DagRef, Finding]:
-        return {}
-
-    async def submit(self, work: StepWork) -> State:
-        self.submitted.append(work.dag.dag_id)
-        self.works.append(work)
-        return {"handle": f"run of {work.dag.dag_id}"}
-
-    async def poll(self, work: StepWork) -> Progress:
-        self.works.append(work)
-        script = self.polls.get(work.dag.dag_id) or [Progress(Counts(succeeded=1), True, True)]
-        return script.pop(0) if len(script) > 1 else script[0]
-
-    async def cancel(self, work: StepWork) -> State | None:
-        return None
-
-    async def pause(self, work: StepWork, paused: bool) -> State | None:
-        self.pauses.append((work.dag.dag_id, paused))
-        return None
-
-    async def history(self, dag: DagRef, intervals: Sequence[Interval]) -> list[str | None]:
-        return [None] * len(intervals)
-
-    def unhonoured(self, options: RunOptions) -> tuple[str, ...]:
-        return ()
-
-    def link(self, work: StepWork) -> str | None:
-        return None
-
-    async def close(self) -> None:
-        return None
-
-
-RUNNING = Progress(Counts(running=1))
-DONE = Progress(Counts(succeeded=1), done=True, ok=True)
 ONE_FAILED = Progress(Counts(running=1, failed=1))
 
 
