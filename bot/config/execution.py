@@ -59,7 +59,8 @@ def zone_name(value: str) -> str:
 
 class WindowRule(Strict):
     """When backfills may run: e.g. `{days: mon-fri, start: "20:00", end: "06:00", timezone:
-    Europe/Berlin}`, for the DAGs `dags` matches and the teams `team` names (neither: all).
+    Europe/Berlin}`, for backfills whose root DAG `dags` matches or the team `team` owns
+    (neither: all).
     Outside it an approved backfill waits, and a running one pauses at its next run boundary
     and resumes when the window opens; `--now` on `/backfill` runs one regardless."""
 

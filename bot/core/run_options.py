@@ -10,6 +10,7 @@ the core: the command parser (below the backfill capability) builds it.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, get_args
@@ -147,7 +148,7 @@ def parse_conf(text: str) -> dict[str, Any]:
     if len(cleaned) > CONF_CHARS:
         raise OptionError(f"--conf is {len(cleaned)} characters long; at most {CONF_CHARS}.")
     try:
-        value = json.loads(cleaned, parse_constant=_no_constant)
+        value = json.loads(cleaned, parse_constant=_no_constant, parse_float=_finite)
     except RecursionError:
         raise OptionError("--conf is nested too deeply; keep it to a few levels.") from None
     except _NotJson as exc:
@@ -172,6 +173,13 @@ class _NotJson(ValueError):
 
 def _no_constant(name: str) -> Any:
     raise _NotJson(name)
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e400: too large for a JSON number anyone reads back
+        raise _NotJson(text)
+    return value
 
 
 def parse_max_active(text: str) -> int:

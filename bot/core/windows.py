@@ -174,10 +174,13 @@ def parse_at(text: str, *, now: datetime, default_tz: str = "UTC") -> datetime:
             f'--at {text!r}: give a date and time, e.g. --at "2021-06-07 20:00" '
             'or --at "2021-06-07 20:00 Europe/Berlin"'
         ) from None
-    if moment.tzinfo is None:
-        tz = zone(tz_name)
-        moment = _at(moment.date(), moment.time(), tz)
-    moment = moment.astimezone(UTC)
+    tz = zone(tz_name) if moment.tzinfo is None else None
+    try:
+        if tz is not None:
+            moment = _at(moment.date(), moment.time(), tz)
+        moment = moment.astimezone(UTC)
+    except (OverflowError, ValueError):  # year 1 or 9999 pushed past the calendar's ends
+        raise WindowError(f"--at {text!r} is out of range; give a time in the next days") from None
     if moment <= now:
         raise WindowError(
             f"--at {moment:%Y-%m-%d %H:%M} UTC has passed; give a time in the future "

@@ -45,9 +45,13 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_index("ix_backfill_requests_state_resume_at", table_name="backfill_requests")
-    # A paused request runs on and a scheduled one is approved, as before they existed.
+    # A paused request runs on, as before pauses existed. A scheduled one was handed off
+    # already (its hand-off is audited), so `approved` would never start: it is cancelled.
     op.execute("UPDATE backfill_requests SET state = 'running' WHERE state = 'paused'")
-    op.execute("UPDATE backfill_requests SET state = 'approved' WHERE state = 'scheduled'")
+    op.execute(
+        "UPDATE backfill_requests SET state = 'cancelled', finished_at = CURRENT_TIMESTAMP "
+        "WHERE state = 'scheduled'"
+    )
     with op.batch_alter_table("backfill_requests") as batch:
         for column in ("failures_seen", "resume_at", "pause_reason", "paused_by", "paused_at",
                        "start_at"):  # fmt: skip

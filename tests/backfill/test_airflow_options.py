@@ -17,6 +17,8 @@ from bot.backfill.rules.options import RunOptions
 from bot.backfill.rules.states import RequestState
 from bot.backfill.run.runner import Runner
 from bot.backfill.store import control, repository
+from bot.clients.airflow import AirflowUnavailable
+from bot.core.model import iso
 from bot.lineage.rules.planner import interval_from_json, plan_from_json
 from standins.airflow.server import (
     AirflowStandin,
@@ -279,3 +281,44 @@ async def test_what_airflow_3_refuses_for_a_dag_depending_on_its_past_fails_at_o
         assert step.message is not None
         assert says in step.message
         assert server.state.backfills == []
+
+
+async def test_an_airflow_2_submit_cut_short_keeps_what_rerun_left_alone(
+    sessions: async_sessionmaker[AsyncSession], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Airflow drops out after the bot cleared June 2's failed run: the next try must not read
+    that run, now queued again, as history to leave alone."""
+    clock = ManualClock(T0)
+    dags = [StandinDag(ROOT, run_seconds=RUN_S)]
+    async with (
+        running_airflow_standin(api=2, dags=dags, clock=clock, history=HISTORY) as server,
+        opened(backend(server)) as airflow,
+    ):
+        steps = await airflow.steps()
+        trigger = steps.client.trigger_dag_run
+        calls = 0
+
+        async def flaky(*args: object, **kwargs: object) -> object:
+            nonlocal calls
+            calls += 1
+            if calls == 2:  # after June 2 was cleared, June 3's trigger finds Airflow gone
+                raise AirflowUnavailable("Airflow is down", status=503)
+            return await trigger(*args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(steps.client, "trigger_dag_run", flaky)
+        run = runner(sessions, airflow, clock=clock)
+        request_id = await approved_with(sessions, run, RunOptions(rerun="failed"))
+        await run.advance(request_id)
+        [step] = (await load(sessions, request_id)).steps
+        assert step.executor_state is not None
+        assert "will retry" in (step.message or "")
+        kept = step.executor_state["skipped"]
+        assert kept == [iso(JUNE[0]), iso(JUNE[3])]
+        await to_the_end(run, sessions, request_id, clock)
+        request = await load(sessions, request_id)
+        assert request.state == RequestState.SUCCEEDED
+        [step] = request.steps
+        assert step.executor_state is not None
+        assert step.executor_state["skipped"] == kept
+        assert step.counts["succeeded"] == 3  # June 2, 3 and 5, each followed to its end
+        assert rerun_dates(server) == [JUNE[1], JUNE[2], JUNE[4]]

@@ -111,12 +111,18 @@ class Bot:
                 return request
         raise AssertionError("the backfill did not finish")
 
-    async def failed_backfill(self, failing: set[str], *, thread_ts: str | None = None) -> str:
+    async def failed_backfill(
+        self,
+        failing: set[str],
+        *,
+        thread_ts: str | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> str:
         """A backfill of PLAN that ran and failed at `failing`; its status message is posted."""
         self.backend.failing = failing
         async with self.sessions.begin() as session:
             row = await repository.create_request(
-                session, plan=PLAN, requester=REQUESTER, channel=CHANNEL
+                session, plan=PLAN, requester=REQUESTER, channel=CHANNEL, options=options
             )
             await repository.set_status_message(session, row.id, channel=CHANNEL, ts="111.000")
             if thread_ts:  # asked for from an incident's alert: it lives in the alert's thread
@@ -199,6 +205,19 @@ def elements(payload: dict[str, Any]) -> list[dict[str, Any]]:
         if "accessory" in block:
             found.append(block["accessory"])
     return found
+
+
+async def test_a_retry_keeps_the_options_but_reruns_every_interval(bot: Bot) -> None:
+    chosen = {"rerun": "missing", "reason": "late feed", "max_active": 2,
+              "counts": {"missing": 0, "failed": 1, "all": 5, "known": True}}  # fmt: skip
+    failed_id = await bot.failed_backfill({"delivery"}, options=chosen)
+    reply = await said(bot.retries.retry(failed_id, user=RETRIER))
+    assert reply.request_id is not None
+    retry = await bot.load(reply.request_id)
+    # Under --rerun missing the failed interval, which has a run, would not run again.
+    assert retry.options["rerun"] == "all"
+    assert (retry.options["reason"], retry.options["max_active"]) == ("late feed", 2)
+    assert retry.options["counts"] is None  # the old plan's
 
 
 async def test_the_failed_status_offers_retry_and_says_why(bot: Bot) -> None:

@@ -300,3 +300,33 @@ async def test_a_window_that_closes_mid_backfill_pauses_it_and_reopens_it(
         thread = thread_text(bot, request)
         assert "off-peak window closed" in thread
         assert "off-peak window opened" in thread
+
+
+async def test_a_backfill_approved_for_later_says_so_and_starts_at_its_time(
+    tmp_path: Path, food_delivery_marquez: StandInServer
+) -> None:
+    async with airflow_bot(tmp_path, food_delivery_marquez, execution_config()) as (bot, server):
+        runner = bot.services.backfills.executor
+        assert isinstance(runner, Runner)
+        at = (datetime.now(UTC) + timedelta(days=2)).replace(second=0, microsecond=0)
+        preview = await request_backfill(bot, f'{COMMAND} --at "{at:%Y-%m-%d %H:%M} UTC"')
+        assert f"Starts at {at:%Y-%m-%d %H:%M} UTC once approved" in blocks_text(preview)
+        request_id = await approve(bot, preview)
+        await eventually(lambda: _state(bot, request_id, "scheduled"))
+        await bot.settle()
+        request = await load(bot, request_id)
+        status = status_message(bot, request)
+
+        def scheduled_shown() -> bool:
+            text = blocks_text(bot.slack.state.find_message(CHANNEL, status.ts))
+            return f"Starts by itself at {at:%Y-%m-%d %H:%M} UTC" in text
+
+        await eventually(scheduled_shown)
+        assert "*Scheduled*: it starts by itself" in thread_text(bot, request)
+        assert server.state.backfills == []
+
+        runner.clock = Clock(at)  # its time has come
+        runner.wake()
+        request = await finished(bot, request_id, timeout_s=90)
+        assert request.state == "succeeded"
+        assert "*Started* at its scheduled time" in thread_text(bot, request)

@@ -592,3 +592,21 @@ def test_the_review_form_answers_each_bad_value_under_its_input() -> None:
     empty, none = read_form({OptionBlock.RERUN: values[OptionBlock.RERUN] | {}})
     assert empty is None
     assert set(none) == {OptionBlock.RERUN}
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {},
+        {"backfill.option.rerun": "not a mapping"},
+        {"backfill.option.rerun": {"backfill.option": ["nope"]}},
+        {"backfill.option.flags": {"backfill.option": {"selected_options": "backwards"}}},
+        [],
+    ],
+)
+def test_a_review_form_shaped_unlike_slacks_is_answered_not_crashed(values: Any) -> None:
+    from bot.slack.rules.ids import OptionBlock
+
+    choices, errors = read_form(values)
+    assert choices is None
+    assert OptionBlock.RERUN in errors

@@ -408,3 +408,9 @@ def test_rerun_counts_survive_json() -> None:
 )  # fmt: skip
 def test_unreadable_rerun_counts_are_none(data: Any) -> None:
     assert RerunCounts.from_json(data) is None
+
+
+@pytest.mark.parametrize("text", ['{"a": 1e400}', '{"a": -1e999}'])
+def test_a_conf_number_too_large_for_json_is_refused(text: str) -> None:
+    with pytest.raises(OptionError, match="is not a JSON number"):
+        parse_conf(text)

@@ -596,3 +596,12 @@ def test_a_quoted_zone_with_spaces_is_refused_or_works() -> None:
     except ConfigError:
         return
     assert config.execution.windows[0].window().is_open(utc(2021, 6, 7, 19, 0))
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["9999-12-31 23:59 America/New_York", "0001-01-01 00:00 Asia/Tokyo", "9999-12-31T23:59-05:00"],
+)
+def test_an_at_past_the_calendars_ends_is_refused_not_crashed(text: str) -> None:
+    with pytest.raises(WindowError):
+        parse_at(text, now=NOW)

@@ -464,3 +464,14 @@ def test_any_text_is_a_command_or_a_command_error(text: str) -> None:
     except CommandError as error:
         message = str(error)
         assert message, text
+
+
+def test_the_escaping_slack_adds_to_a_commands_text_is_undone() -> None:
+    # Slack sends &, < and > in a slash command's text as &amp;, &lt; and &gt;.
+    command = parse_command(
+        'example.etl_orders 2021-06-04 --conf \'{"filter": "a &gt; b &amp;&amp; c &lt; d"}\' '
+        '--reason "orders &amp; payments"'
+    )
+    assert isinstance(command, PlanCommand)
+    assert command.options.conf == {"filter": "a > b && c < d"}
+    assert command.options.reason == "orders & payments"

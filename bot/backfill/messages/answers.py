@@ -170,7 +170,7 @@ def _not_pausable(outcome: NotPausable) -> str:
     if outcome.verb == "resume" and state == RequestState.PAUSED:
         return (
             f"Backfill {outcome.request_id} waits for its off-peak window, which opens{until}; "
-            f"it resumes by itself then. To run it now, start a new one with `--now`."
+            "it resumes by itself then. To run it now, cancel it and ask again with `--now`."
         )
     return f"Nothing changed: backfill {outcome.request_id} {STATE_WORDS[state]}."
 

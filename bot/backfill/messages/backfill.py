@@ -246,7 +246,7 @@ def plan_preview(
     chosen, the runs each `--rerun` choice means, what the executor cannot honour, its off-peak
     window), `start_at` its `--at`."""
     plan = with_option_notes(plan, options)
-    chosen = _options_view(options, start_at)
+    chosen = _options_view(options, start_at, dags=len(plan.steps))
     frame = _PREVIEW_FRAME + bool(awaiting) + bool(retry_of) + 3 * bool(chosen)
     max_rows = min(max_rows, MESSAGE_BLOCKS - frame)
     notes = {n.dag_id: n for n in plan.notes}
@@ -291,7 +291,7 @@ def _when_text(options: Mapping[str, Any], start_at: datetime | None) -> str:
 
 
 def _options_view(
-    options: Mapping[str, Any] | None, start_at: datetime | None = None
+    options: Mapping[str, Any] | None, start_at: datetime | None = None, *, dags: int = 1
 ) -> dict[str, Any] | None:
     """The preview's options lines: the options in words (with the reason), how many runs
     each `--rerun` choice means, what the executor cannot honour, and when it runs."""
@@ -311,6 +311,11 @@ def _options_view(
     elif counts is not None:
         choices = "No run history to choose from: every interval runs again."
     unhonoured = [str(u) for u in options.get("unhonoured") or () if isinstance(u, str)]
+    if chosen.chosen_rerun != "all" and dags > 1:
+        unhonoured.append(
+            f"--rerun {chosen.rerun} holds for every DAG of the plan: a downstream DAG whose "
+            "run succeeded on the data being repaired is left alone (--rerun all reruns it)"
+        )
     return {
         "described": join_clipped(list(chosen.described()), SECTION_TEXT // 4, sep=" · "),
         "reason": clip(chosen.reason, 300),

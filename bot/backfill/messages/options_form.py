@@ -106,7 +106,9 @@ def options_modal(
 
 
 def _value(values: Mapping[str, Any], block: OptionBlock) -> Mapping[str, Any]:
-    found = (values.get(block) or {}).get(ActionId.OPTION)
+    """One input's state; {} for anything not shaped as Slack sends it."""
+    inputs = values.get(block) if isinstance(values, Mapping) else None
+    found = inputs.get(ActionId.OPTION) if isinstance(inputs, Mapping) else None
     return found if isinstance(found, Mapping) else {}
 
 
@@ -132,8 +134,12 @@ def read_form(values: Mapping[str, Any]) -> tuple[Choices | None, dict[str, str]
     rerun = checked(
         OptionBlock.RERUN, parse_rerun, rerun_text if isinstance(rerun_text, str) else ""
     )
-    picked = _value(values, OptionBlock.FLAGS).get("selected_options") or []
-    flags = {o.get("value") for o in picked if isinstance(o, Mapping)}
+    picked = _value(values, OptionBlock.FLAGS).get("selected_options")
+    flags = (
+        {o.get("value") for o in picked if isinstance(o, Mapping)}
+        if isinstance(picked, list)
+        else set()
+    )
     max_text = _text(values, OptionBlock.MAX_ACTIVE)
     max_active = checked(OptionBlock.MAX_ACTIVE, parse_max_active, max_text) if max_text else None
     conf_text = _text(values, OptionBlock.CONF)

@@ -81,7 +81,14 @@ class Resumed:
     """A Slack user id, `window` (its window opened) or `schedule` (its start time came)."""
 
 
-Event = Started | Finished | Skipped | Summary | Paused | Resumed
+@dataclass(frozen=True)
+class Scheduled:
+    until: datetime
+    why: str
+    """`--at`, or `off-peak window`."""
+
+
+Event = Started | Finished | Skipped | Summary | Paused | Resumed | Scheduled
 
 
 def span(start: datetime | None, end: datetime | None) -> timedelta | None:
@@ -185,6 +192,9 @@ def _lines_of(event: Event, request: BackfillRequest) -> list[str]:
         return [str(macros.paused(view))]
     if isinstance(event, Resumed):
         return [str(macros.resumed({"by": event.by}))]
+    if isinstance(event, Scheduled):
+        until = event.until.strftime("%Y-%m-%d %H:%M UTC")
+        return [str(macros.scheduled({"until": until, "why": _clip(event.why, 100)}))]
     return _summary_lines(event, request)
 
 

@@ -37,8 +37,14 @@ from typing import Any
 from bot.backfill.rules.options import redone
 from bot.backfill.rules.progress import Counts
 from bot.backfill.run.airflow3 import ready
-from bot.backfill.run.backends import Progress, State, StepWork
-from bot.clients.airflow import Airflow2Client, AirflowConflict, AirflowNotFound, DagRunInfo
+from bot.backfill.run.backends import Progress, State, StepWork, SubmitInterrupted
+from bot.clients.airflow import (
+    Airflow2Client,
+    AirflowConflict,
+    AirflowNotFound,
+    AirflowUnavailable,
+    DagRunInfo,
+)
 from bot.config import AirflowExecution
 from bot.core.model import Interval, iso
 
@@ -85,7 +91,12 @@ class Airflow2Steps:
         if "skipped" not in state:
             state["skipped"] = await self._not_redone(work, dag_id)
         work = replace(work, state=state)
-        state.update(await self._top_up(work, await self._runs(work)))
+        try:
+            state.update(await self._top_up(work, await self._runs(work)))
+        except AirflowUnavailable as exc:
+            # Which intervals --rerun leaves alone was read before anything was cleared: read
+            # again, a run this try cleared would look like history and be left alone.
+            raise SubmitInterrupted(state, exc) from exc
         return {**state, "handle": f"{len(_todo(work))} DAG runs"}
 
     async def _not_redone(self, work: StepWork, dag_id: str) -> list[str]:

@@ -72,6 +72,16 @@ class Busy(Exception):
         self.retry_at = retry_at
 
 
+class SubmitInterrupted(Exception):
+    """A submission failed for a reason that may pass (Airflow unreachable) after it decided
+    what must not be decided again: `state` is kept for the next try; `cause` says why."""
+
+    def __init__(self, state: State, cause: Exception) -> None:
+        super().__init__(str(cause))
+        self.state = state
+        self.cause = cause
+
+
 class StepRejected(Exception):
     """The system refused the step for good (unknown DAG, invalid range): the step fails."""
 

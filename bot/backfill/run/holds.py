@@ -21,6 +21,8 @@ from bot.backfill.store import control, execution, repository
 from bot.backfill.store.models import BackfillRequest
 from bot.core.after_commit import wake_after_commit
 from bot.core.windows import Window
+from bot.slack.store import outbox
+from bot.slack.store.models import OutboxRole
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +56,22 @@ class Holds:
         why = "--at" if wait == request.start_at else "off-peak window"
         await control.schedule(session, request.id, until=wait, why=why)
         wake_after_commit(session, execution.OWED)
+        # Nobody follows a scheduled request until it starts: say so in Slack now.
+        scheduled = await repository.get_request(session, request.id)
+        channel = scheduled.status_channel or scheduled.channel or ""
+        lines = progress_messages.event_lines(scheduled, [progress_messages.Scheduled(wait, why)])
+        await outbox.enqueue(
+            session, channel=channel, payload=progress_messages.reply(lines),
+            role=OutboxRole.THREAD, request_id=request.id,
+        )  # fmt: skip
+        status = progress_messages.status_payload(scheduled)
+        await outbox.enqueue(
+            session, channel=channel, payload=status, method="chat.update",
+            role=OutboxRole.STATUS_UPDATE, request_id=request.id,
+        )  # fmt: skip
+        await execution.progress_posted(
+            session, request.id, digest=progress_messages.digest(status), at=now
+        )
         return True
 
     async def wake_due(self, now: datetime) -> None:

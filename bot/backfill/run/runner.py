@@ -36,7 +36,14 @@ from bot.backfill.rules.progress import (
     report_due,
 )
 from bot.backfill.rules.states import STEP_ACTIVE, RequestState, StepState
-from bot.backfill.run.backends import Backend, Busy, Progress, StepRejected, StepWork
+from bot.backfill.run.backends import (
+    Backend,
+    Busy,
+    Progress,
+    StepRejected,
+    StepWork,
+    SubmitInterrupted,
+)
 from bot.backfill.run.holds import Holds
 from bot.backfill.run.submit_retry import SubmitRetry, span
 from bot.backfill.store import execution, repository
@@ -545,7 +552,10 @@ class Runner:
         self, request_id: str, step: BackfillStep, work: StepWork, error: Exception
     ) -> None:
         """Count a failed submission; retry it after a growing pause, or fail the step once
-        `submit_retry` gives up."""
+        `submit_retry` gives up. What the backend decided before it failed is kept."""
+        if isinstance(error, SubmitInterrupted):
+            work = replace(work, state={**work.state, **error.state})
+            error = error.cause
         now = self.clock()
         policy = self.submit_retry
         failures = int(work.state.get("submit_failures", 0)) + 1

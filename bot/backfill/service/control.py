@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.backfill.messages import progress as progress_messages
 from bot.backfill.rules.outcomes import Denied, Lookup, NotPausable, Paused, Resumed
-from bot.backfill.rules.states import RequestState
+from bot.backfill.rules.states import PAUSABLE, RequestState
 from bot.backfill.service.lookup import RequestLookup
 from bot.backfill.store import control, repository
 from bot.backfill.store.models import BackfillRequest
@@ -52,7 +52,7 @@ class BackfillControl:
         request = await self._allowed(request_id, user, channel, command, "pause")
         if not isinstance(request, BackfillRequest):
             return request
-        if request.state != RequestState.RUNNING:
+        if request.state not in PAUSABLE:
             return _not(request, "pause")
         async with self.sessions.begin() as session:
             reason = f"paused by <@{user}>"

@@ -29,6 +29,13 @@ from bot.slack.store import outbox
 from bot.slack.store.models import OutboxRole
 
 
+def retried(options: dict[str, Any] | None) -> dict[str, Any]:
+    """A retry's options: the failed request's, but every interval of what did not succeed
+    runs again (under `--rerun missing` a failed interval has a run, and a skipped DAG's old
+    runs succeeded on the data being repaired); the run-history counts were the old plan's."""
+    return {**(options or {}), "rerun": "all", "counts": None}
+
+
 class _Refused(Exception):
     """Rolls the retry back; the outcome says why."""
 
@@ -89,7 +96,7 @@ class RetryService:
                 plan=plan.to_json(),
                 requester=user,
                 channel=old.channel,
-                options=old.options,
+                options=retried(old.options),
             )
             await repository.link_retry(
                 session,
@@ -113,7 +120,7 @@ class RetryService:
                 requester=user,
                 dry_run=False,
                 retry_of=old.id,
-                options=old.options,
+                options=row.options,
             )
             await outbox.enqueue(
                 session,

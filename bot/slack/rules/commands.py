@@ -192,7 +192,9 @@ _TYPED = str.maketrans({"\u00a0": " ", "\u2014": "--", "\u2013": "--", "\u201c":
 
 def _words(text: str) -> list[str]:
     """The command's words, quotes honoured (`--reason "late feed"`, `--conf '{"a": 1}'`)."""
-    lexer = shlex.shlex((text or "").translate(_TYPED), posix=True, punctuation_chars=False)
+    # Slack sends a command's text with &, < and > escaped: --conf and --reason want them back.
+    typed = (text or "").translate(_TYPED).replace("&lt;", "<").replace("&gt;", ">")
+    lexer = shlex.shlex(typed.replace("&amp;", "&"), posix=True, punctuation_chars=False)
     lexer.whitespace_split = True
     lexer.escape = ""  # a backslash is kept as typed: JSON and regexes need it
     lexer.commenters = ""  # `#` is a character like any other (Slack writes channels as <#C…>)
