@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import func, select
@@ -153,3 +154,14 @@ async def test_cancel_from_the_preview(bot: Bot) -> None:
     await eventually(lambda: [e for e in bot.slack.state.ephemerals if "was cancelled" in e.text])
     assert await count(bot, BackfillRequest, id=request_id, state="cancelled") == 1
     assert await count(bot, AuditEntry, request_id=request_id, action="request.cancelled") == 1
+
+
+async def test_without_an_executor_the_preview_says_at_is_up_to_whoever_runs_it(bot: Bot) -> None:
+    at = datetime.now(UTC) + timedelta(days=3)
+    reply = await bot.slack.slash_command(
+        f'{COMMAND} --at "{at:%Y-%m-%d %H:%M}"', user_id=REQUESTER, channel_id=CHANNEL
+    )
+    assert reply.status == 200
+    await eventually(lambda: bot.slack.state.messages(CHANNEL))
+    shown = json.dumps(bot.slack.state.messages(CHANNEL)[-1].blocks)
+    assert "--at and off-peak windows are up to whoever runs them" in shown

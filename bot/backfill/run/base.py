@@ -23,6 +23,10 @@ class Executor(Protocol):
     @property
     def name(self) -> str: ...
 
+    @property
+    def keeps_time(self) -> bool:
+        """Whether it holds a request until its `--at` and its off-peak window."""
+
     async def start(self, session: AsyncSession, request: BackfillRequest) -> None:
         """Record, in the caller's transaction, the take-over of an approved request (and owe
         the executor's worker a look once it commits: `wake_after_commit`)."""

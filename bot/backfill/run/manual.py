@@ -44,6 +44,7 @@ def airflow_command(step: BackfillStep, options: RunOptions | None = None) -> st
 
 class ManualExecutor:
     name = "manual"
+    keeps_time = False  # the commands are posted on approval; people run them when they will
 
     async def start(self, session: AsyncSession, request: BackfillRequest) -> None:
         options = RunOptions.from_json(request.options)

@@ -112,6 +112,8 @@ class Runner:
     def name(self) -> str:
         return self.backend.name
 
+    keeps_time = True
+
     # --- the Executor protocol (called inside the caller's transaction) -----------------
 
     async def start(self, session: AsyncSession, request: BackfillRequest) -> None:

@@ -111,9 +111,17 @@ class PlanChecks:
             "window": None if command.now else window,
             "now": bool(command.now and window),
             "counts": counts.to_json() if counts else None,
-            "unhonoured": list(self.executor.unhonoured(chosen)),
+            "unhonoured": [*self.executor.unhonoured(chosen), *self._untimed(command, window)],
             OPTION_NOTES: [n.to_json() for n in notes],
         }
+
+    def _untimed(self, command: PlanCommand, window: object) -> list[str]:
+        if self.executor.keeps_time or not (command.at or (window and not command.now)):
+            return []
+        return [
+            "with no Airflow or Spark to run it, the bot posts the commands on approval: "
+            "--at and off-peak windows are up to whoever runs them"
+        ]
 
     async def busy(
         self,
