@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Literal, get_args
 
 Rerun = Literal["missing", "failed", "all"]
@@ -48,7 +48,7 @@ class RunOptions:
     reprocess_behavior`) is written in."""
     backwards: bool = False
     """Newest interval first (for DAGs that do not depend on their past)."""
-    conf: Mapping[str, Any] | None = field(default=None, compare=True)
+    conf: Mapping[str, Any] | None = None
     """The DAG run conf (Airflow `params`) every rerun gets."""
     max_active: int | None = None
     """The most of this backfill's runs of one DAG active at once (None: the bot's setting)."""

@@ -21,7 +21,6 @@ BY_FAILURE = "failure"
 """`paused_by` of a request `--stop-on-failure` paused."""
 BY_WINDOW = "window"
 """`paused_by` of a request paused because its off-peak window closed."""
-SYSTEM = frozenset({BY_FAILURE, BY_WINDOW})
 
 
 async def pause(
