@@ -20,10 +20,11 @@ from bot.config.base import ConfigError, Duration, Strict, matcher, matches, par
 from bot.config.execution import AirflowExecution as AirflowExecution
 from bot.config.execution import Execution as Execution
 from bot.config.execution import SparkExecution as SparkExecution
-from bot.config.execution import WindowRule
+from bot.config.execution import WindowRule, zone_name
 from bot.config.hub import Escalation, QuietHours, Route
 from bot.config.sinks import HubSettings, PagerDutySink, Sink, expand_references
 from bot.core.model import DagRef
+from bot.core.windows import Deadline, WindowError, parse_clock, parse_days
 
 
 class Team(Strict):
@@ -74,6 +75,41 @@ class Report(Strict):
     url: str | None = None
     team: str | None = None
     datasets: tuple[str, ...] = Field(min_length=1)
+    ready_by: str | None = None
+    """When people read it ("08:00" on `days` in `timezone`): backfills of its data go first
+    in the queue for the budget as that time nears (`execution.budget.urgent_within`)."""
+    days: str = "daily"
+    timezone: str = "UTC"
+
+    @field_validator("ready_by")
+    @classmethod
+    def _clock(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                parse_clock(value)
+            except WindowError as exc:
+                raise ValueError(str(exc)) from None
+        return value
+
+    @field_validator("days")
+    @classmethod
+    def _days(cls, value: str) -> str:
+        try:
+            parse_days(value)
+        except WindowError as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, value: str) -> str:
+        return zone_name(value)
+
+    def deadline(self) -> Deadline | None:
+        """When the report is read, as a recurring wall-clock time (None: not said)."""
+        if self.ready_by is None:
+            return None
+        return Deadline(parse_days(self.days), parse_clock(self.ready_by), self.timezone)
 
 
 class ScheduleRule(Strict):

@@ -3,12 +3,13 @@ much at once, and the off-peak windows backfills keep to (`windows`)."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from bot.config.base import Strict
+from bot.config.base import Duration, Strict, parse_duration
 from bot.core.model import DagRef
 from bot.core.windows import Window, WindowError, parse_clock, parse_days, zone
 
@@ -107,6 +108,38 @@ class WindowRule(Strict):
                       self.timezone)  # fmt: skip
 
 
+class Pool(Strict):
+    """DAGs that share a resource (a warehouse, a cluster queue): their backfill runs active at
+    once never exceed `max`."""
+
+    dags: str = Field(min_length=1)
+    """A DAG pattern (`GLOB` or `NS::GLOB`)."""
+    max: int = Field(ge=1, le=10_000)
+
+
+class Budget(Strict):
+    """The most backfill runs active at once across every backfill the bot runs: in all
+    (`total`), for the backfills of one team (`per_team`, the team owning the root DAG) and for
+    each pool of DAGs. A step that would go over waits in the queue (high priority first, then
+    the backfills whose reports are due soonest, then the oldest) and starts when runs end.
+    Nothing set: no budget, each backfill keeps its own `max_active_runs`."""
+
+    total: int | None = Field(default=None, ge=1, le=10_000)
+    per_team: int | None = Field(default=None, ge=1, le=10_000)
+    pools: tuple[Pool, ...] = ()
+    urgent_within: Duration = timedelta(hours=12)
+    """A report whose `ready_by` comes within this long puts its backfills ahead of others."""
+
+    @field_validator("urgent_within", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> timedelta:
+        return parse_duration(value)
+
+    @property
+    def enforced(self) -> bool:
+        return self.total is not None or self.per_team is not None or bool(self.pools)
+
+
 class Execution(Strict):
     max_parallel_steps: int = Field(default=4, ge=1, le=64)
     poll_interval_s: float = Field(default=5.0, gt=0, le=600)
@@ -117,6 +150,8 @@ class Execution(Strict):
     spark: SparkExecution = SparkExecution()
     windows: tuple[WindowRule, ...] = ()
     """Off-peak windows, first match wins (`BotConfig.window_for`)."""
+    budget: Budget = Budget()
+    """Backfill runs active at once across all backfills (none by default)."""
     timezone: str = "UTC"
     """How `/backfill … --at "2021-06-07 20:00"` reads a time given without a zone."""
 

@@ -16,6 +16,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal, get_args
 
 Rerun = Literal["missing", "failed", "all"]
+Priority = Literal["high", "normal", "low"]
+PRIORITIES: tuple[Priority, ...] = get_args(Priority)
 RERUN_CHOICES: tuple[Rerun, ...] = get_args(Rerun)
 REPROCESS_BEHAVIOR: Mapping[Rerun, str] = {
     "missing": "none",
@@ -55,6 +57,9 @@ class RunOptions:
     reason: str = ""
     stop_on_failure: bool = False
     """Pause the whole backfill at its first failed run instead of running on."""
+    priority: Priority = "normal"
+    """Where it stands in the queue for the bot's budget (`execution.budget`): high before
+    normal before low; within one level, urgent report deadlines first."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -64,6 +69,7 @@ class RunOptions:
             "max_active": self.max_active,
             "reason": self.reason,
             "stop_on_failure": self.stop_on_failure,
+            "priority": self.priority,
         }
 
     @classmethod
@@ -87,6 +93,7 @@ class RunOptions:
             else None,
             reason=str(data.get("reason") or ""),
             stop_on_failure=bool(data.get("stop_on_failure", False)),
+            priority=next((p for p in PRIORITIES if p == data.get("priority")), "normal"),
         )
 
     @property
@@ -113,6 +120,8 @@ class RunOptions:
             words.append(f"conf {conf_text(self.conf)}")
         if self.stop_on_failure:
             words.append("pauses at the first failed run")
+        if self.priority != "normal":
+            words.append(f"{self.priority} priority")
         return tuple(words)
 
 
@@ -129,6 +138,18 @@ def conf_text(conf: Mapping[str, Any]) -> str:
 
 
 # --- parsing one value (the slash command and the modal share these) --------------------------
+
+
+def parse_priority(text: str) -> Priority:
+    value = text.strip().lower()
+    for choice in PRIORITIES:
+        if value == choice:
+            return choice
+    raise OptionError(
+        f"--priority takes high, normal or low, not {text.strip()[:40]!r}: high goes first "
+        "in the queue for the bot's budget (approvers only), low lets every other backfill go "
+        "before it"
+    )
 
 
 def parse_rerun(text: str) -> Rerun:

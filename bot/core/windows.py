@@ -143,6 +143,46 @@ class Window:
         return cls(days, start, end, name)
 
 
+@dataclass(frozen=True)
+class Deadline:
+    """A wall-clock time on some days in a zone: when a report is read."""
+
+    days: frozenset[int]
+    at: time
+    tz: str = "UTC"
+
+    def next_after(self, now: datetime) -> datetime:
+        """The first such moment after `now` (UTC), across daylight-saving changes."""
+        local_day = now.astimezone(ZoneInfo(self.tz)).date()
+        for offset in range(0, 8):
+            day = local_day + timedelta(days=offset)
+            if day.weekday() in self.days:
+                moment = _at(day, self.at, ZoneInfo(self.tz))
+                if moment > now:
+                    return moment
+        raise WindowError("a deadline needs at least one day")  # parse_days never gives none
+
+    def described(self) -> str:
+        return f"{self.at:%H:%M} {self.tz} {_days_text(self.days)}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"days": sorted(self.days), "at": f"{self.at:%H:%M}", "timezone": self.tz}
+
+    @classmethod
+    def from_json(cls, data: object) -> Deadline | None:
+        """A deadline as a request stores it (None: none, or unreadable)."""
+        if not isinstance(data, Mapping):
+            return None
+        try:
+            days = frozenset(int(d) for d in data["days"] if 0 <= int(d) <= 6)
+            name = str(data["timezone"]).strip()
+            zone(name)
+            at = parse_clock(str(data["at"]))
+        except (KeyError, TypeError, ValueError):
+            return None
+        return cls(days, at, name) if days else None
+
+
 def _days_text(days: frozenset[int]) -> str:
     if len(days) == 7:
         return "daily"

@@ -25,6 +25,7 @@ T = TypeVar("T")
 TABLES = {
     "backfill_requests",
     "backfill_steps",
+    "backfill_budget",
     "audit_log",
     "outbox",
     "slack_clicks",
@@ -101,7 +102,7 @@ async def test_upgrade_creates_tables_indexes_and_constraints(database_url: str)
     schema = await on_connection(database_url, describe)
 
     assert schema["tables"] == TABLES
-    assert schema["version"] == "0017"
+    assert schema["version"] == "0018"
     for table, names in INDEXES.items():
         assert names <= schema["indexes"][table]
     assert schema["checks"] == {

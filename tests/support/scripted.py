@@ -57,6 +57,9 @@ class Scripted:
     def unhonoured(self, options: RunOptions) -> tuple[str, ...]:
         return ()
 
+    def runs_at_once(self, work: StepWork) -> int:
+        return max(1, min(work.options.max_active or 4, len(work.intervals)))
+
     async def check_conf(
         self, dags: Sequence[DagRef], conf: Mapping[str, Any]
     ) -> dict[DagRef, Finding]:

@@ -236,3 +236,12 @@ def still_planning(dag: str) -> dict[str, Any]:
             code(dag, 200),
         )
     )
+
+
+def high_priority_refused(dag: str) -> str:
+    """Why someone who may not approve a backfill of `dag` cannot ask for `--priority high`."""
+    return (
+        f"--priority high puts a backfill ahead of every other team's, so only someone who may "
+        f"approve a backfill of {dag} can ask for it. Ask with --priority normal (the default), "
+        "or ask an approver."
+    )

@@ -41,6 +41,8 @@ REQUEST_LOOK: Mapping[str, tuple[str, str]] = {
     RequestState.CANCELLED: (":no_entry_sign:", "Cancelled"),
     RequestState.REFUSED: (":no_entry:", "Refused"),
 }
+QUEUED_LOOK = (":hourglass_flowing_sand:", "Queued")
+"""A running request none of whose DAGs has started: it waits for the budget."""
 IN_ALERT: Mapping[str, str] = {
     RequestState.PREVIEWED: "waiting for approval (see the thread)",
     RequestState.APPROVED: "approved",
@@ -162,8 +164,33 @@ def _hold_view(status: RequestStatus) -> dict[str, Any] | None:
     }
 
 
+def ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def _queue_view(status: RequestStatus) -> dict[str, Any] | None:
+    """The queue line's parts: its place, how many of its DAGs wait, and for what."""
+    queued = status.queued
+    if queued is None:
+        return None
+    held = [
+        {"kind": h.kind, "name": clip(h.name, NAME), "used": h.used, "cap": h.cap}
+        for h in queued.held
+    ]
+    return {
+        "position": ordinal(queued.position),
+        "of": queued.of,
+        "idle": queued.idle,
+        "dags": plural(queued.steps, "DAG"),
+        "held": held,
+    }
+
+
 def _status_view(status: RequestStatus, *, max_rows: int) -> dict[str, Any]:
     emoji, label = _request_look(status.state)
+    if status.queued is not None and status.queued.idle:
+        emoji, label = QUEUED_LOOK
     ranked = sorted(
         range(len(status.steps)),
         key=lambda i: (_STEP_URGENCY.get(status.steps[i].state, _DONE_URGENCY), i),
@@ -206,6 +233,7 @@ def _status_view(status: RequestStatus, *, max_rows: int) -> dict[str, Any]:
         "resumable": status.state == RequestState.PAUSED
         and (status.hold is None or status.hold.by != "window"),
         "hold": _hold_view(status),
+        "queue": _queue_view(status),
         "options": join_clipped(list(status.options), SECTION_TEXT // 4, sep=" · "),
         "reason": clip(status.reason, 300),
         # What did not succeed can be run again (bot/backfill/service/retry.py).
@@ -360,7 +388,7 @@ def plan_modal(plan: Plan, *, request_id: str) -> dict[str, Any]:
 
 def request_status(status: RequestStatus, *, max_rows: int = 12) -> dict[str, Any]:
     """The channel message that is the parent of a backfill's progress thread."""
-    frame = _STATUS_FRAME + bool(status.awaiting)
+    frame = _STATUS_FRAME + bool(status.awaiting) + bool(status.queued)
     view = _status_view(status, max_rows=min(max_rows, MESSAGE_BLOCKS - frame))
     return render("backfill/request_status.json.j2", view)
 

@@ -20,7 +20,7 @@ from bot.backfill.messages.backfill import REQUEST_LOOK, STEP_LOOK, request_stat
 from bot.backfill.rules.options import RunOptions
 from bot.backfill.rules.progress import Counts, duration_text
 from bot.backfill.rules.states import OPEN, RequestState, StepState
-from bot.backfill.rules.status import Hold, RequestStatus, StepStatus
+from bot.backfill.rules.status import Hold, Queued, RequestStatus, StepStatus
 from bot.backfill.rules.status import StoredRequest as BackfillRequest
 from bot.backfill.rules.status import StoredStep as BackfillStep
 from bot.slack.messages.limits import MESSAGE_BLOCKS, MESSAGE_TEXT, SECTION_TEXT
@@ -106,7 +106,9 @@ def _note(step: BackfillStep) -> str:
     return "the executor gave no reason"
 
 
-def status_of(request: BackfillRequest, *, awaiting: tuple[str, ...] = ()) -> RequestStatus:
+def status_of(
+    request: BackfillRequest, *, awaiting: tuple[str, ...] = (), queued: Queued | None = None
+) -> RequestStatus:
     """The status message's view of a stored request; `awaiting` names the teams whose approval
     is still needed (the approval service knows them)."""
     return RequestStatus(
@@ -131,6 +133,7 @@ def status_of(request: BackfillRequest, *, awaiting: tuple[str, ...] = ()) -> Re
         options=RunOptions.from_json(request.options).described() if request.options else (),
         reason=str((request.options or {}).get("reason") or ""),
         hold=_hold(request),
+        queued=queued if request.state == RequestState.RUNNING else None,
     )
 
 
@@ -143,9 +146,9 @@ def _hold(request: BackfillRequest) -> Hold | None:
     return None
 
 
-def status_payload(request: BackfillRequest) -> dict[str, Any]:
+def status_payload(request: BackfillRequest, *, queued: Queued | None = None) -> dict[str, Any]:
     """The status message as it should look now (sent with chat.update to its stored ts)."""
-    return request_status(status_of(request))
+    return request_status(status_of(request, queued=queued))
 
 
 def digest(payload: dict[str, Any]) -> str:

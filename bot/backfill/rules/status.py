@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any, Protocol
 
+from bot.backfill.rules.capacity import Held
 from bot.backfill.rules.progress import Counts
 from bot.backfill.rules.states import STEP_FINAL
 
@@ -100,6 +101,20 @@ class Hold:
 
 
 @dataclass(frozen=True)
+class Queued:
+    """Where a request waits for the budget shared by every backfill (`execution.budget`)."""
+
+    position: int
+    of: int
+    held: tuple[Held, ...]
+    """The limits that keep its first waiting step back."""
+    idle: bool
+    """Nothing of it runs yet: the whole backfill waits."""
+    steps: int = 1
+    """How many of its DAGs wait."""
+
+
+@dataclass(frozen=True)
 class StepStatus:
     dag_id: str
     state: str
@@ -128,6 +143,8 @@ class RequestStatus:
     """Why it was asked for (`--reason`)."""
     hold: Hold | None = None
     """Set while it is paused or scheduled."""
+    queued: Queued | None = None
+    """Set while a step of it waits for the budget."""
 
     @property
     def still_to_run(self) -> tuple[int, int]:

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bot.backfill.rules.options import RunOptions, conf_problems
-from bot.backfill.run.airflow2 import Airflow2Steps
+from bot.backfill.run.airflow2 import AIRFLOW_MAX_ACTIVE_RUNS, Airflow2Steps
 from bot.backfill.run.airflow3 import Airflow3Steps
 from bot.backfill.run.backends import Finding, Progress, State, StepRejected, StepWork
 from bot.clients.airflow import (
@@ -179,6 +179,15 @@ class AirflowBackend:
                 "the conf it had: --conf reaches only the runs the bot triggers anew",
             )
         return ()
+
+    def runs_at_once(self, work: StepWork) -> int:
+        if work.options.max_active is not None:
+            wanted = work.options.max_active
+        elif self.version == 3:
+            wanted = self.settings.max_active_runs
+        else:  # a DAG's own max_active_runs may lower it further (read at submit)
+            wanted = self.settings.max_active_runs_per_dag or AIRFLOW_MAX_ACTIVE_RUNS
+        return max(1, min(wanted, len(work.intervals)))
 
     def link(self, work: StepWork) -> str | None:
         if self._steps is None:

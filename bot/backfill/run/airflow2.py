@@ -87,7 +87,8 @@ class Airflow2Steps:
     async def submit(self, work: StepWork) -> State:
         dag_id = self.settings.dag_id_for(work.dag)
         await ready(self.client, dag_id, self.settings)
-        state: dict[str, Any] = {**work.state, "cap": await self._resolve_cap(work, dag_id)}
+        cap = work.within_budget(await self._resolve_cap(work, dag_id))
+        state: dict[str, Any] = {**work.state, "cap": cap}
         if "skipped" not in state:
             state["skipped"] = await self._not_redone(work, dag_id)
         work = replace(work, state=state)

@@ -73,7 +73,7 @@ class Airflow3Steps:
         return chunks[::-1] if work.options.backwards else chunks
 
     def _max_active(self, work: StepWork) -> int:
-        return work.options.max_active or self.settings.max_active_runs
+        return work.within_budget(work.options.max_active or self.settings.max_active_runs)
 
     async def submit(self, work: StepWork) -> State:
         return await self._start_chunk(work, int(work.state.get("chunk", 0)), dict(work.state))

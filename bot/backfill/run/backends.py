@@ -36,6 +36,12 @@ class StepWork:
     """What the request asked for: which runs to redo, order, conf, runs at once."""
     pausing: bool = False
     """The request is paused: start nothing new; what runs may finish."""
+    budget: int | None = None
+    """The runs at once `execution.budget` granted the step (None: no budget): the backend
+    keeps to it (Airflow 3's `max_active_runs`, Airflow 2's cap)."""
+
+    def within_budget(self, runs: int) -> int:
+        return runs if self.budget is None else max(1, min(runs, self.budget))
 
     def ordered(self) -> tuple[Interval, ...]:
         """The intervals in the order they run: oldest first, or newest first (`--backwards`)."""
@@ -110,6 +116,10 @@ class Backend(Protocol):
 
     def unhonoured(self, options: RunOptions) -> tuple[str, ...]:
         """What of `options` this backend cannot do, in words for the preview."""
+
+    def runs_at_once(self, work: StepWork) -> int:
+        """How many of the step's runs it would have active at once, unbounded by the budget
+        (what the step asks of `execution.budget`)."""
 
     async def check_conf(
         self, dags: Sequence[DagRef], conf: Mapping[str, Any]

@@ -35,7 +35,8 @@ from bot.backfill.rules.progress import (
     outcome,
     report_due,
 )
-from bot.backfill.rules.states import STEP_ACTIVE, RequestState, StepState
+from bot.backfill.rules.states import STEP_ACTIVE, STEP_FINAL, RequestState, StepState
+from bot.backfill.rules.status import Queued
 from bot.backfill.run.backends import (
     Backend,
     Busy,
@@ -44,6 +45,7 @@ from bot.backfill.run.backends import (
     StepWork,
     SubmitInterrupted,
 )
+from bot.backfill.run.budget import BudgetGate
 from bot.backfill.run.holds import Holds
 from bot.backfill.run.submit_retry import SubmitRetry, span
 from bot.backfill.store import execution, repository
@@ -105,6 +107,11 @@ class Runner:
         self._in_flight: set[str] = set()
         self._worker = Worker("runner", self.tick, every_s=self.settings.poll_interval_s)
         self.holds = Holds(sessions, self.options)
+        self.budget = BudgetGate(
+            settings.budget,
+            self.options,
+            lambda request, step: backend.runs_at_once(self._work(request, step, cancelling=False)),
+        )
         wake_on_commit(sessions, execution.OWED, self.wake)  # a hand-off wakes the runner
         self._booted = clock()
 
@@ -232,6 +239,7 @@ class Runner:
             since=step.started_at,
             options=self.options(request),
             pausing=request.state == RequestState.PAUSED and not cancelling,
+            budget=BudgetGate.granted(step),
         )
 
     def _orphaned(self, step: BackfillStep, now: datetime) -> bool:
@@ -344,17 +352,34 @@ class Runner:
             if skipped:
                 seen.events.append(progress_messages.Skipped(tuple(skipped)))
             starts = []
-            for step_id in moves.start:
+            ready = [by_id[step_id] for step_id in moves.start]
+            admitted = await self.budget.admit(session, request, ready, now) if ready else {}
+            for step_id, runs in admitted.items():
                 step = await self._move(
                     session, by_id[step_id], StepState.SUBMITTED, executor=self.name
                 )
-                if step is not None:  # told as started once the backend accepts it
-                    starts.append(step.id)
+                if step is None:
+                    continue
+                if runs:  # what the backend keeps to: `StepWork.budget`
+                    state = {**(step.executor_state or {}), "budget": runs}
+                    await execution.note_step(session, step.id, executor_state=state)
+                starts.append(step.id)  # told as started once the backend accepts it
             request = await repository.get_request(session, request_id)
+            await self._settle_budget(session, request)
             await self._finish_if_done(session, request, seen, now)
             request = await repository.get_request(session, request_id)
             await self._owe_messages(session, request, seen, now)
         return starts
+
+    async def _settle_budget(self, session: AsyncSession, request: BackfillRequest) -> None:
+        """Give back the runs of steps that ended, and take a request that starts nothing now
+        out of the queue; wake the runner (other requests may start) if runs came free."""
+        ended = [s.id for s in request.steps if s.state in STEP_FINAL]
+        freed = await self.budget.release(session, ended)
+        if request.state != RequestState.RUNNING:
+            await self.budget.withdraw(session, request.id)
+        if freed:
+            wake_after_commit(session, execution.OWED)
 
     async def _move(
         self,
@@ -454,7 +479,9 @@ class Runner:
         report gap has passed, or at once on the final state. True if a report was owed."""
         reported = await execution.lock_reported(session, request.id)
         lines = [*reported.lines, *progress_messages.event_lines(request, seen.events)]
-        status = progress_messages.status_payload(request)
+        status = progress_messages.status_payload(
+            request, queued=await self._queued(session, request, now)
+        )
         digest = progress_messages.digest(status)
         changed = digest != reported.digest
         final = request.finished_at is not None
@@ -491,6 +518,15 @@ class Runner:
             session, request.id, digest=digest if changed else None, at=now
         )
         return True
+
+    async def _queued(
+        self, session: AsyncSession, request: BackfillRequest, now: datetime
+    ) -> Queued | None:
+        place = await self.budget.place(session, request.id, now)
+        if place is None:
+            return None
+        idle = not any(s.state in STEP_ACTIVE for s in request.steps)
+        return Queued(place.position, place.of, place.held, idle, place.steps)
 
     # --- phase C: submit ------------------------------------------------------------------
 

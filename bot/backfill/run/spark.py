@@ -212,6 +212,9 @@ class SparkBackend:
     ) -> dict[DagRef, Finding]:
         return {}  # its jobs take no conf: `unhonoured` says so
 
+    def runs_at_once(self, work: StepWork) -> int:
+        return 1  # a step's intervals run one after another on the shared session
+
     def unhonoured(self, options: RunOptions) -> tuple[str, ...]:
         cannot = []
         if options.chosen_rerun != "all":

@@ -146,6 +146,10 @@ class BackfillService:
             start_at = self.checks.start_at(command, utcnow())
         except WindowError as exc:
             return await self._refuse(user, "command.refused", Unplannable("options", str(exc)))
+        if command.options.priority == "high":
+            refused = await self._high_priority_refused(command, user)
+            if refused is not None:
+                return refused
         plan = await self._planned(command, user=user, change=change)
         if not isinstance(plan, Plan):
             return plan
@@ -190,6 +194,19 @@ class BackfillService:
             if linked is not None:
                 await linked(session, row.id)
         return Previewed(row.id)
+
+    async def _high_priority_refused(self, command: PlanCommand, user: str) -> Unplannable | None:
+        """`--priority high` puts a backfill ahead of everyone's: only someone who may approve
+        it may ask for that."""
+        root = await self.checks.root_of(command)
+        also = await self.checks.downstream_owners(command, root)
+        denial = await may_approve(
+            self.config, self.groups, root, requester="", user=user, also=also
+        )
+        if denial is None:
+            return None
+        why = answers.high_priority_refused(root.dag_id)
+        return await self._refuse(user, "command.refused", Unplannable("options", why))
 
     async def _planned(
         self, command: PlanCommand, *, user: str, change: PlanChange | None = None

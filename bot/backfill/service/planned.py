@@ -15,6 +15,7 @@ from bot.backfill.messages import answers
 from bot.backfill.rules.options import OPTION_NOTES, default_rerun
 from bot.backfill.rules.outcomes import Busy
 from bot.backfill.run.base import Executor
+from bot.backfill.run.budget import DEADLINES
 from bot.backfill.store import execution
 from bot.config import BotConfig
 from bot.core.model import DagRef
@@ -113,7 +114,31 @@ class PlanChecks:
             "counts": counts.to_json() if counts else None,
             "unhonoured": [*self.executor.unhonoured(chosen), *self._untimed(command, window)],
             OPTION_NOTES: [n.to_json() for n in notes],
+            DEADLINES: await self.deadlines(plan),
         }
+
+    async def deadlines(self, plan: Plan) -> list[dict[str, Any]]:
+        """The reports downstream of the plan that say when they are read (`ready_by`): what
+        puts the backfill ahead in the queue for the budget as that time nears."""
+        reports = self.config.reports
+        if not self.config.execution.budget.enforced or not any(r.ready_by for r in reports):
+            return []
+        try:
+            async with self.planners() as planner:
+                impact = await planner.impact(plan.root.dag_id, plan.root.namespace)
+        except Exception as exc:  # it queues as if nothing urgent read its data
+            logger.warning("cannot find the reports downstream of %s: %s", plan.root.dag_id, exc)
+            return []
+        found: dict[str, dict[str, Any]] = {}
+        for hit in impact.reports:
+            deadline = hit.report.deadline()
+            if deadline is not None:
+                found[hit.report.name] = {
+                    "report": hit.report.name,
+                    "team": hit.report.team,
+                    "deadline": deadline.to_json(),
+                }
+        return list(found.values())
 
     def _untimed(self, command: PlanCommand, window: object) -> list[str]:
         if self.executor.keeps_time or not (command.at or (window and not command.now)):

@@ -120,3 +120,31 @@ class BackfillStep(Base):
         CheckConstraint(one_of("state", StepState), name="state"),
         UniqueConstraint("request_id", "position"),
     )
+
+
+class BudgetClaim(Base):
+    """A step's claim on the budget shared by every backfill (`execution.budget`): waiting
+    (`granted` 0) or holding `granted` runs at once until the step ends. Its queue rank is
+    kept with it (priority, the request's approval, the deadlines of its reports), so the
+    queue is read from this table alone."""
+
+    __tablename__ = "backfill_budget"
+
+    step_id: Mapped[str] = mapped_column(
+        String(32), ForeignKey("backfill_steps.id", ondelete="CASCADE"), primary_key=True
+    )
+    request_id: Mapped[str] = mapped_column(
+        String(32), ForeignKey("backfill_requests.id", ondelete="CASCADE")
+    )
+    team: Mapped[str | None] = mapped_column(String(64))
+    pools: Mapped[list[str]] = mapped_column(JSON, default=list)
+    wanted: Mapped[int] = mapped_column(Integer)
+    granted: Mapped[int] = mapped_column(Integer, default=0)
+    level: Mapped[int] = mapped_column(Integer, default=1)
+    deadlines: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+    since: Mapped[datetime] = mapped_column(UTCDateTime())
+    position: Mapped[int] = mapped_column(Integer)
+    granted_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+    __table_args__ = (Index("ix_backfill_budget_request_id", "request_id"),)

@@ -12,6 +12,7 @@ from bot.core.run_options import (
     RunOptions,
     parse_conf,
     parse_max_active,
+    parse_priority,
     parse_reason,
     parse_rerun,
 )
@@ -19,7 +20,8 @@ from bot.core.run_options import (
 USAGE = (
     "/backfill DAG START..END [--only] [--exclude DAG[,DAG]] [--namespace NS] [--dry-run] "
     "[--rerun missing|failed|all] [--backwards] [--conf JSON] [--max-active N] "
-    '[--reason "TEXT"] [--stop-on-failure] [--at "YYYY-MM-DD HH:MM [ZONE]"] [--now]'
+    '[--reason "TEXT"] [--stop-on-failure] [--priority high|normal|low] '
+    '[--at "YYYY-MM-DD HH:MM [ZONE]"] [--now]'
 )
 SUBSCRIBE_USAGE = (
     "/backfill subscribe PATTERN [--failures] [--sla] [--backfills] [--reports] [--downstream]"
@@ -243,8 +245,9 @@ def parse_command(text: str) -> Command:
 
 _FLAGS = frozenset({"--only", "--dry-run", "--backwards", "--stop-on-failure", "--now"})
 _VALUED = frozenset(
-    {"--exclude", "--namespace", "--rerun", "--conf", "--max-active", "--reason", "--at"}
-)
+    {"--exclude", "--namespace", "--rerun", "--conf", "--max-active", "--reason", "--at",
+     "--priority"}
+)  # fmt: skip
 
 
 def _parse_plan(words: list[str]) -> PlanCommand:
@@ -306,6 +309,7 @@ def _options(flags: set[str], values: dict[str, str]) -> RunOptions:
             else None,
             reason=parse_reason(values["--reason"]) if "--reason" in values else "",
             stop_on_failure="--stop-on-failure" in flags,
+            priority=parse_priority(values["--priority"]) if "--priority" in values else "normal",
         )
     except OptionError as exc:
         raise CommandError(str(exc)) from None
