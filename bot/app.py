@@ -107,7 +107,14 @@ def build_services(settings: Settings, config: BotConfig, given: AsyncWebClient)
         await alerts.backfill_ended(session, request)
 
     runner = (
-        Runner(sessions, backend, config.execution, metrics=metrics, on_end=ended)
+        Runner(
+            sessions,
+            backend,
+            config.execution,
+            metrics=metrics,
+            on_end=ended,
+            on_start=notices.reports_started,
+        )
         if backend is not None
         else None
     )

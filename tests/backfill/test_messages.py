@@ -23,9 +23,10 @@ from bot.backfill.messages.backfill import (
     status_list,
 )
 from bot.backfill.messages.options_form import options_modal, read_form
+from bot.backfill.rules.capacity import Held
 from bot.backfill.rules.options import RunOptions
 from bot.backfill.rules.states import REQUEST_TRANSITIONS, RequestState, StepState
-from bot.backfill.rules.status import Hold, RequestStatus, StepStatus
+from bot.backfill.rules.status import Hold, Queued, ReportEstimate, RequestStatus, StepStatus
 from bot.core.model import DagRef, DateRange, Interval
 from bot.lineage.rules.planner import LineageLoading, Plan, PlanStep
 from bot.ownership.messages import denied
@@ -141,6 +142,17 @@ WEIRD = make_plan(
 )
 
 
+# Weekly KPIs read at 08:00 UTC daily, written by example.dag_002; DAGs run 20 min, 2 at once.
+REPORTS = {
+    "deadlines": [{
+        "report": "Weekly KPIs", "team": "reporting", "dags": ["example.dag_002"],
+        "deadline": {"days": list(range(7)), "at": "08:00", "timezone": "UTC"},
+    }],
+    "pace": {d: {"run_s": 1200, "at_once": 2}
+             for d in ("example.etl_orders", "example.dag_001", "example.dag_002")},
+}  # fmt: skip
+
+
 def preview(plan: Plan, **options: Any) -> dict[str, Any]:
     return plan_preview(
         plan, request_id=REQUEST, requester="U0REQUESTER", **{"dry_run": False, **options}
@@ -194,6 +206,57 @@ CASES: dict[str, Case] = {
                 hold=Hold("failure", AT, "stopped at a failed run of example.dag_001"),
                 options=RunOptions.from_json(OPTIONS).described(),
                 reason="orders feed was late",
+            )
+        ),
+    ),
+    "plan_preview_reports": Case(
+        PREVIEW,
+        lambda: preview(
+            make_plan(2),
+            options={**OPTIONS, "priority": "high", **REPORTS},
+            now=datetime(2021, 6, 7, 5, 0, tzinfo=UTC),
+        ),
+    ),
+    "request_status_queued": Case(
+        STATUS,
+        lambda: request_status(
+            replace(
+                make_status("approved"),
+                state="running",
+                queued=Queued(
+                    2,
+                    3,
+                    (Held("team", "orders", 8, 8), Held("pool", "finance.*", 4, 4)),
+                    idle=True,
+                    steps=3,
+                ),
+                estimates=(
+                    ReportEstimate(
+                        "Weekly KPIs",
+                        "reporting",
+                        datetime(2021, 6, 7, 8, 0, tzinfo=UTC),
+                        None,
+                        timedelta(hours=1, minutes=40),
+                    ),
+                ),
+            )
+        ),
+    ),
+    "request_status_running_estimate": Case(
+        STATUS,
+        lambda: request_status(
+            replace(
+                make_status("running"),
+                queued=Queued(1, 1, (Held("total", "", 32, 32),), idle=False, steps=1),
+                estimates=(
+                    ReportEstimate(
+                        "Weekly KPIs",
+                        "reporting",
+                        datetime(2021, 6, 7, 8, 0, tzinfo=UTC),
+                        datetime(2021, 6, 7, 8, 40, tzinfo=UTC),
+                        timedelta(hours=1),
+                    ),
+                ),
             )
         ),
     ),

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bot.backfill.messages import notices as teams
+from bot.backfill.rules.status import ReportEstimate
 from bot.core.model import Interval
 from bot.events import messages as ops
 from bot.home import messages as home
@@ -129,6 +130,19 @@ CASES: dict[str, Case] = {
         lambda: teams.rerun_approved(
             teams.TeamRerun(REQUEST, WEIRD, "2021-06-04", [(WEIRD, 2)] * 20, "C0ORDERS"),
             approver="U0BOB",
+        ),
+    ),
+    "report_notice": Case(
+        "backfill/report_notice.json.j2",
+        lambda: teams.reports_started(
+            replace(RERUN, dags=[]),
+            [
+                ReportEstimate("Weekly KPIs", "reporting", T0, T0 - timedelta(minutes=20), None),
+                ReportEstimate(
+                    "Orders <!channel> & *bold*", "reporting", T0, T0 + timedelta(minutes=40), None
+                ),
+                ReportEstimate("Finance export", "reporting", T0, None, None),
+            ],
         ),
     ),
     "home": Case(HOME, lambda: a_home(3)),

@@ -13,8 +13,8 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from bot.backfill.rules.estimate import DEADLINES
 from bot.backfill.rules.states import RequestState
-from bot.backfill.run.budget import DEADLINES
 from bot.backfill.run.runner import Runner
 from bot.backfill.store import control, repository
 from bot.backfill.store.models import BackfillRequest, BackfillStep, BudgetClaim
@@ -142,8 +142,8 @@ async def test_backfills_share_the_budget_and_a_waiting_one_starts_when_runs_end
     assert [s.state for s in waiting.steps] == ["pending"]
     texts = await status_texts(sessions, third)
     assert "Queued" in texts[-1]
-    assert "1st of 1 in the queue · waiting for the bot's budget (4 of 4 runs in use)" in (
-        texts[-1]
+    assert (
+        "1st of 1 in the queue · waiting for the bot's budget (4 of 4 runs in use)" in (texts[-1])
     )
 
     backend.polls["a"] = [DONE]
@@ -202,12 +202,14 @@ async def test_team_and_pool_limits_hold_only_what_they_cover(sessions: Sessions
     pooled = await approved(sessions, runner, "fin.b", team="ops", max_active=1)
     await runner.tick()
     assert sorted(backend.submitted) == ["f1", "fin.a", "m1"]
-    assert "waiting for team `finance`'s budget (2 of 2 runs in use)" in (
-        await status_texts(sessions, queued)
-    )[-1]
-    assert "waiting for the pool `fin.*` (1 of 1 runs in use)" in (
-        await status_texts(sessions, pooled)
-    )[-1]
+    assert (
+        "waiting for team `finance`'s budget (2 of 2 runs in use)"
+        in (await status_texts(sessions, queued))[-1]
+    )
+    assert (
+        "waiting for the pool `fin.*` (1 of 1 runs in use)"
+        in (await status_texts(sessions, pooled))[-1]
+    )
 
 
 async def test_the_queue_and_what_is_held_outlive_a_restart(sessions: Sessions) -> None:
@@ -271,3 +273,28 @@ def test_a_deadline_is_read_in_its_zone() -> None:
     assert berlin.next_after(friday_noon - timedelta(hours=7)) == datetime(
         2021, 6, 4, 6, 0, tzinfo=UTC
     )
+
+
+async def test_within_a_backfill_the_way_to_the_most_urgent_report_goes_first(
+    sessions: Sessions,
+) -> None:
+    backend = Scripted(polls={d: [DONE] for d in ("r", "b", "c")})
+    settings = Execution(poll_interval_s=0.01, max_parallel_steps=1, budget=Budget(total=4))
+    runner = make_runner(sessions, backend, settings, clock=Clock(NOW))
+    kpis = Deadline(parse_days("daily"), parse_clock("08:00"), "UTC").to_json()
+    steps = [
+        {"dag_id": dag, "namespace": "ns", "intervals": DAYS, "upstream": up, "owners": ["t"]}
+        for dag, up in (("r", []), ("b", ["r"]), ("c", ["r"]))
+    ]
+    async with sessions.begin() as session:
+        request = await repository.create_request(
+            session, plan={**plan("r"), "steps": steps}, requester="U1", channel="C1",
+            options={DEADLINES: [{"report": "KPIs", "deadline": kpis, "dags": ["c"]}]},
+        )  # fmt: skip
+        await repository.transition_request(
+            session, request.id, expected={"previewed"}, to="approved", actor="U2"
+        )
+        await runner.start(session, await repository.get_request(session, request.id))
+    for _ in range(6):
+        await runner.tick()
+    assert backend.submitted == ["r", "c", "b"]  # c writes what KPIs reads, b feeds nothing

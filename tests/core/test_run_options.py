@@ -24,6 +24,7 @@ from bot.core.run_options import (
     default_rerun,
     parse_conf,
     parse_max_active,
+    parse_priority,
     parse_reason,
     parse_rerun,
 )
@@ -205,7 +206,19 @@ def test_defaults() -> None:
         "max_active": None,
         "reason": "",
         "stop_on_failure": False,
+        "priority": "normal",
     }
+
+
+def test_priority_parses_and_survives_storage() -> None:
+    assert parse_priority(" HIGH ") == "high"
+    with pytest.raises(OptionError, match="--priority takes high, normal or low"):
+        parse_priority("urgent")
+    stored = RunOptions(priority="low").to_json()
+    assert RunOptions.from_json(stored).priority == "low"
+    assert RunOptions.from_json({**stored, "priority": "extreme"}).priority == "normal"
+    assert "low priority" in RunOptions(priority="low").described()
+    assert not any("priority" in w for w in RunOptions().described())
 
 
 FULL = RunOptions(

@@ -106,7 +106,8 @@ def test_every_option_at_once() -> None:
     parsed = plan(
         "--rerun missing --backwards --conf '{\"full_refresh\": true}' --max-active 4 "
         '--reason "orders feed was late" --stop-on-failure --at "2021-06-07 20:00" '
-        "--exclude example.email_discounts --namespace food_delivery --only --dry-run"
+        "--exclude example.email_discounts --namespace food_delivery --only --dry-run "
+        "--priority LOW"
     )
     assert parsed == PlanCommand(
         "example.etl_orders",
@@ -122,6 +123,7 @@ def test_every_option_at_once() -> None:
             max_active=4,
             reason="orders feed was late",
             stop_on_failure=True,
+            priority="low",
         ),
         at="2021-06-07 20:00",
         now=False,
@@ -475,3 +477,10 @@ def test_the_escaping_slack_adds_to_a_commands_text_is_undone() -> None:
     assert isinstance(command, PlanCommand)
     assert command.options.conf == {"filter": "a > b && c < d"}
     assert command.options.reason == "orders & payments"
+
+
+def test_a_priority_that_is_not_one_of_three_is_refused() -> None:
+    with pytest.raises(CommandError, match="--priority takes high, normal or low"):
+        plan("--priority urgent")
+    with pytest.raises(CommandError, match="--priority needs a value"):
+        plan("--priority")

@@ -28,8 +28,9 @@ from bot.backfill.messages import answers as backfill_answers
 from bot.backfill.messages import backfill, options_form, progress
 from bot.backfill.messages import notices as teams
 from bot.backfill.rules import outcomes
+from bot.backfill.rules.capacity import Held
 from bot.backfill.rules.progress import Counts
-from bot.backfill.rules.status import RequestStatus, StepStatus
+from bot.backfill.rules.status import Queued, ReportEstimate, RequestStatus, StepStatus
 from bot.backfill.store.models import BackfillRequest, BackfillStep
 from bot.core.model import DagRef, DateRange, Interval
 from bot.core.templates import environment
@@ -154,6 +155,18 @@ def status(v: Values) -> RequestStatus:
     )
 
 
+def queued_status(v: Values) -> RequestStatus:
+    """A running request waiting for the budget, with its reports' estimates."""
+    held = tuple(Held(kind, f"{v.team}{i}", i, i)
+                 for i, kind in enumerate(["total", "team", "pool"] * v.rows))  # fmt: skip
+    return replace(
+        status(v),
+        state="running",
+        queued=Queued(v.rows + 1, v.rows + 2, held, idle=bool(v.rows % 2), steps=v.rows),
+        estimates=tuple(report_estimates(v)),
+    )
+
+
 def stored(v: Values, state: str = "failed") -> BackfillRequest:
     return BackfillRequest(
         id=v.ident,
@@ -244,6 +257,16 @@ def links(v: Values) -> sla.NoticeLinks:
 def rerun(v: Values, *, channel: str = "") -> teams.TeamRerun:
     dags = [(f"{v.dag}{i}", i + 1) for i in range(v.rows)]
     return teams.TeamRerun(v.ident, v.dag, v.error, dags, channel or v.user, v.ts)
+
+
+def report_estimates(v: Values) -> list[ReportEstimate]:
+    at = datetime(2021, 6, 7, 8, 0, tzinfo=UTC)
+    return [
+        ReportEstimate(f"{v.report}{i}", v.team, at, at + timedelta(minutes=10 * i - 30),
+                       timedelta(hours=i)) if i % 3 else
+        ReportEstimate(f"{v.report}{i}", v.team, None, None, None)
+        for i in range(v.rows)
+    ]  # fmt: skip
 
 
 def home_view(v: Values) -> dict[str, Any]:
@@ -403,6 +426,10 @@ KINDS: dict[str, tuple[Callable[..., Any], Build]] = {
         ),
     ),
     "request_status": (backfill.request_status, lambda v: backfill.request_status(status(v))),
+    "request_status_queued": (
+        backfill.request_status,
+        lambda v: backfill.request_status(queued_status(v)),
+    ),
     "status_list": (backfill.status_list, lambda v: backfill.status_list([status(v)] * v.rows)),
     "help_message": (backfill.help_message, lambda v: backfill.help_message(v.dag)),
     "refusal": (
@@ -504,6 +531,10 @@ KINDS: dict[str, tuple[Callable[..., Any], Build]] = {
         lambda v: teams.rerun_approved(rerun(v, channel=CHANNEL), approver=OWNER),
     ),
     "team_rerun_ended": (teams.rerun_ended, lambda v: teams.rerun_ended(rerun(v), state="failed")),
+    "team_reports_started": (
+        teams.reports_started,
+        lambda v: teams.reports_started(rerun(v), report_estimates(v)),
+    ),
     "hub_failure_notice": (
         hub_slack.failure_notice,
         lambda v: hub_slack.failure_notice(hub_notice(v)),

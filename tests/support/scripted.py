@@ -26,6 +26,8 @@ class Scripted:
     cancelled: list[str] = field(default_factory=list)
     pauses: list[tuple[str, bool]] = field(default_factory=list)
     works: list[StepWork] = field(default_factory=list)
+    run_s: dict[str, float] = field(default_factory=dict)
+    """How long one run of each DAG usually takes (`run_seconds`)."""
 
     async def check(self, dags: Sequence[DagRef]) -> dict[DagRef, Finding]:
         return {}
@@ -56,6 +58,9 @@ class Scripted:
 
     def unhonoured(self, options: RunOptions) -> tuple[str, ...]:
         return ()
+
+    async def run_seconds(self, dag: DagRef) -> float | None:
+        return self.run_s.get(dag.dag_id)
 
     def runs_at_once(self, work: StepWork) -> int:
         return max(1, min(work.options.max_active or 4, len(work.intervals)))

@@ -8,9 +8,11 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from bot.backfill.rules.estimate import for_plan
 from bot.backfill.rules.options import RERUN_CHOICES, RerunCounts, RunOptions, with_option_notes
+from bot.backfill.rules.progress import duration_text
 from bot.backfill.rules.states import RequestState, StepState
-from bot.backfill.rules.status import RequestStatus, StepStatus
+from bot.backfill.rules.status import ReportEstimate, RequestStatus, StepStatus
 from bot.core.model import Interval
 from bot.core.windows import Window
 from bot.lineage.rules.planner import Plan, PlanStep
@@ -29,6 +31,8 @@ from bot.slack.messages.render import (
 
 STATUS_ROWS = 20  # requests in /backfill status
 _LISTED_RUNS = 3  # a step lists this many intervals, then summarises them
+_ESTIMATES = 5  # reports estimated in one line before "and N more"
+_HELD = 3  # limits named on the queue line (the bot's, the team's, a pool: all there usually are)
 
 REQUEST_LOOK: Mapping[str, tuple[str, str]] = {
     RequestState.PREVIEWED: (":memo:", "Waiting for approval"),
@@ -147,6 +151,26 @@ def _when(moment: datetime | None) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC") if moment else ""
 
 
+def estimates_line(estimates: Sequence[ReportEstimate], *, started: bool) -> str:
+    """The reports downstream and when each is correct again: by when once the backfill runs,
+    how long after its start before (raw text: the template escapes it)."""
+    parts = []
+    for estimate in estimates[:_ESTIMATES]:
+        name = clip(estimate.report, NAME)
+        read = f"read at {_when(estimate.read_at)}" if estimate.read_at else ""
+        if estimate.ready is None:
+            parts.append(f"{name} ({read or 'no ready_by'}): no run-time history to estimate from")
+        elif started:
+            late = " — late" if estimate.late else ""
+            parts.append(f"{name} correct by about {_when(estimate.ready)} ({read}{late})")
+        else:
+            takes = duration_text(estimate.takes)
+            parts.append(f"{name} correct about {takes} after it starts ({read})")
+    more = len(estimates) - _ESTIMATES
+    line = " · ".join(parts) + (f" · and {plural(more, 'more report')}" if more > 0 else "")
+    return clip(line, SECTION_TEXT // 2) if parts else ""
+
+
 def _hold_view(status: RequestStatus) -> dict[str, Any] | None:
     """The paused (or scheduled) line's parts: who, when, why, until when, what is left."""
     hold = status.hold
@@ -176,7 +200,7 @@ def _queue_view(status: RequestStatus) -> dict[str, Any] | None:
         return None
     held = [
         {"kind": h.kind, "name": clip(h.name, NAME), "used": h.used, "cap": h.cap}
-        for h in queued.held
+        for h in queued.held[:_HELD]
     ]
     return {
         "position": ordinal(queued.position),
@@ -234,6 +258,11 @@ def _status_view(status: RequestStatus, *, max_rows: int) -> dict[str, Any]:
         and (status.hold is None or status.hold.by != "window"),
         "hold": _hold_view(status),
         "queue": _queue_view(status),
+        "reports": estimates_line(
+            status.estimates,
+            started=any(s.state not in (StepState.PENDING,) for s in status.steps)
+            and not (status.queued is not None and status.queued.idle),
+        ),
         "options": join_clipped(list(status.options), SECTION_TEXT // 4, sep=" · "),
         "reason": clip(status.reason, 300),
         # What did not succeed can be run again (bot/backfill/service/retry.py).
@@ -267,15 +296,18 @@ def plan_preview(
     retry_of: str = "",
     options: Mapping[str, Any] | None = None,
     start_at: datetime | None = None,
+    now: datetime | None = None,
 ) -> dict[str, Any]:
     """The plan posted after `/backfill`: steps up to `max_rows`, then Approve and Cancel;
     `awaiting` names the teams whose approval is still needed, `retry_of` the failed backfill
     this plan runs again, `options` what the request stores of its options (the options
     chosen, the runs each `--rerun` choice means, what the executor cannot honour, its off-peak
-    window), `start_at` its `--at`."""
+    window), `start_at` its `--at`; `now` dates the reports' next reading (their estimates)."""
     plan = with_option_notes(plan, options)
     chosen = _options_view(options, start_at, dags=len(plan.steps))
-    frame = _PREVIEW_FRAME + bool(awaiting) + bool(retry_of) + 3 * bool(chosen)
+    if chosen is not None and options and now is not None:
+        chosen["reports"] = estimates_line(for_plan(plan, options, now), started=False)
+    frame = _PREVIEW_FRAME + bool(awaiting) + bool(retry_of) + 4 * bool(chosen)
     max_rows = min(max_rows, MESSAGE_BLOCKS - frame)
     notes = {n.dag_id: n for n in plan.notes}
     rows = [_step_row(i, s, notes) for i, s in enumerate(plan.steps[:max_rows], start=1)]
@@ -350,6 +382,7 @@ def _options_view(
         "choices": choices,
         "unhonoured": clip(" ".join(f"{u[0].upper()}{u[1:]}." for u in unhonoured), 900),
         "when": clip(_when_text(options, start_at), 600),
+        "reports": "",  # the reports' estimates, when the caller gives the time
     }
 
 
@@ -388,7 +421,7 @@ def plan_modal(plan: Plan, *, request_id: str) -> dict[str, Any]:
 
 def request_status(status: RequestStatus, *, max_rows: int = 12) -> dict[str, Any]:
     """The channel message that is the parent of a backfill's progress thread."""
-    frame = _STATUS_FRAME + bool(status.awaiting) + bool(status.queued)
+    frame = _STATUS_FRAME + bool(status.awaiting) + bool(status.queued) + bool(status.estimates)
     view = _status_view(status, max_rows=min(max_rows, MESSAGE_BLOCKS - frame))
     return render("backfill/request_status.json.j2", view)
 

@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from bot.backfill.messages.backfill import REQUEST_LOOK
+from bot.backfill.messages.backfill import REQUEST_LOOK, estimates_line
 from bot.backfill.rules.states import RequestState
+from bot.backfill.rules.status import ReportEstimate
 from bot.slack.messages.render import NAME, clip, link, plural, render
 
 _ROWS = 15  # DAGs named in one notice before "and N more"
@@ -57,6 +58,14 @@ def _view(rerun: TeamRerun) -> dict[str, Any]:
 
 def rerun_approved(rerun: TeamRerun, *, approver: str) -> dict[str, Any]:
     return render("backfill/team_notice.json.j2", {**_view(rerun), "approver": clip(approver, 40)})
+
+
+def reports_started(rerun: TeamRerun, estimates: Sequence[ReportEstimate]) -> dict[str, Any]:
+    """To the team owning reports downstream of a backfill that has started: when each of
+    its reports reads correct data again."""
+    view = {**_view(rerun), "estimates": estimates_line(estimates, started=True),
+            "reports": len(estimates)}  # fmt: skip
+    return render("backfill/report_notice.json.j2", view)
 
 
 def rerun_ended(rerun: TeamRerun, *, state: str) -> dict[str, Any]:

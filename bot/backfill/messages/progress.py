@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bot.backfill.messages.backfill import REQUEST_LOOK, STEP_LOOK, request_status
+from bot.backfill.rules.estimate import for_request
 from bot.backfill.rules.options import RunOptions
 from bot.backfill.rules.progress import Counts, duration_text
 from bot.backfill.rules.states import OPEN, RequestState, StepState
@@ -107,7 +108,11 @@ def _note(step: BackfillStep) -> str:
 
 
 def status_of(
-    request: BackfillRequest, *, awaiting: tuple[str, ...] = (), queued: Queued | None = None
+    request: BackfillRequest,
+    *,
+    awaiting: tuple[str, ...] = (),
+    queued: Queued | None = None,
+    now: datetime | None = None,
 ) -> RequestStatus:
     """The status message's view of a stored request; `awaiting` names the teams whose approval
     is still needed (the approval service knows them)."""
@@ -134,6 +139,9 @@ def status_of(
         reason=str((request.options or {}).get("reason") or ""),
         hold=_hold(request),
         queued=queued if request.state == RequestState.RUNNING else None,
+        estimates=tuple(for_request(request, now))
+        if now is not None and request.state in OPEN
+        else (),
     )
 
 
@@ -146,9 +154,12 @@ def _hold(request: BackfillRequest) -> Hold | None:
     return None
 
 
-def status_payload(request: BackfillRequest, *, queued: Queued | None = None) -> dict[str, Any]:
-    """The status message as it should look now (sent with chat.update to its stored ts)."""
-    return request_status(status_of(request, queued=queued))
+def status_payload(
+    request: BackfillRequest, *, queued: Queued | None = None, now: datetime | None = None
+) -> dict[str, Any]:
+    """The status message as it should look now (sent with chat.update to its stored ts);
+    `now` dates the reports' estimates."""
+    return request_status(status_of(request, queued=queued, now=now))
 
 
 def digest(payload: dict[str, Any]) -> str:

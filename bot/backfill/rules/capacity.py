@@ -82,6 +82,24 @@ def rank(
     return Rank(PRIORITIES.index(priority), soonest, since, position)
 
 
+def leading_to(
+    steps: Sequence[tuple[str, Sequence[str]]], targets: Iterable[str]
+) -> frozenset[str]:
+    """The DAGs of a plan (dag id, its upstream dag ids; in plan order) that are `targets` or
+    upstream of one: what must rerun before the targets' data is right."""
+    wanted = set(targets)
+    upstream = dict(steps)
+    found: set[str] = set()
+    stack = [dag for dag in wanted if dag in upstream]
+    while stack:
+        dag = stack.pop()
+        if dag in found:
+            continue
+        found.add(dag)
+        stack.extend(u for u in upstream.get(dag, ()) if u in upstream)
+    return frozenset(found)
+
+
 @dataclass(frozen=True)
 class Claim:
     """A step's claim on the budget: granted (`granted` > 0) or waiting."""

@@ -8,9 +8,10 @@ How often a running backfill reports in Slack is decided here too (`report_gap`,
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from bot.backfill.rules.states import STEP_ACTIVE, STEP_BROKEN, STEP_FINAL, RequestState, StepState
 from bot.core.model import Interval
@@ -49,10 +50,17 @@ class Moves:
 
 
 def next_moves(
-    steps: Sequence[StepView], *, cancelled: bool, max_parallel: int, paused: bool = False
+    steps: Sequence[StepView],
+    *,
+    cancelled: bool,
+    max_parallel: int,
+    paused: bool = False,
+    first: Callable[[str], Any] | None = None,
 ) -> Moves:
     """Which pending steps to start and which to skip; `steps` are in plan (topological) order.
-    A paused request starts nothing (what depends on a failure is still skipped)."""
+    A paused request starts nothing (what depends on a failure is still skipped). Ready steps
+    start in plan order, or by `first` (a sort key of step ids: those on the way to the most
+    urgent report)."""
     state = {s.dag_id: s.state for s in steps}
     skip: list[tuple[str, str]] = []
     ready: list[str] = []
@@ -73,6 +81,8 @@ def next_moves(
     room = max(0, max_parallel - sum(1 for s in steps if s.state in STEP_ACTIVE))
     if paused:
         room = 0
+    if first is not None:
+        ready.sort(key=first)  # stable: plan order among equals
     return Moves(start=tuple(ready[:room]), skip=tuple(skip))
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from typing import Any, Protocol
 
 from bot.backfill.rules.capacity import Held
@@ -31,6 +31,12 @@ class StoredStep(Protocol):
 
     @property
     def message(self) -> str | None: ...
+
+    @property
+    def upstream(self) -> Sequence[str]: ...
+
+    @property
+    def executor_state(self) -> dict[str, Any] | None: ...
 
     @property
     def started_at(self) -> datetime | None: ...
@@ -101,6 +107,23 @@ class Hold:
 
 
 @dataclass(frozen=True)
+class ReportEstimate:
+    """A report downstream of a backfill: when it is read next, and when it is correct again."""
+
+    report: str
+    team: str | None
+    read_at: datetime | None
+    ready: datetime | None
+    """None: no run-time history to tell from."""
+    takes: timedelta | None
+    """How long after the start it is ready (said before the backfill starts)."""
+
+    @property
+    def late(self) -> bool:
+        return self.ready is not None and self.read_at is not None and self.ready > self.read_at
+
+
+@dataclass(frozen=True)
 class Queued:
     """Where a request waits for the budget shared by every backfill (`execution.budget`)."""
 
@@ -145,6 +168,8 @@ class RequestStatus:
     """Set while it is paused or scheduled."""
     queued: Queued | None = None
     """Set while a step of it waits for the budget."""
+    estimates: tuple[ReportEstimate, ...] = ()
+    """The reports downstream that say when they are read, and when each is correct again."""
 
     @property
     def still_to_run(self) -> tuple[int, int]:

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
+from datetime import timedelta
 from typing import Any
 
+from bot.backfill.rules.estimate import typical_run_s
 from bot.backfill.rules.options import RunOptions, conf_problems
 from bot.backfill.run.airflow2 import AIRFLOW_MAX_ACTIVE_RUNS, Airflow2Steps
 from bot.backfill.run.airflow3 import Airflow3Steps
@@ -30,8 +32,12 @@ from bot.clients.airflow import (
 )
 from bot.config import AirflowExecution
 from bot.core.model import DagRef, Interval
+from bot.core.tables import utcnow
 
 _CHECKS_AT_ONCE = 8
+# A DAG's typical run: the median of its last this many successful runs, of these last weeks.
+_PACE_RUNS = 10
+_PACE_HISTORY = timedelta(days=14)
 
 
 class AirflowBackend:
@@ -139,6 +145,22 @@ class AirflowBackend:
             return [None] * len(intervals)  # the preview's check says the DAG is missing
         latest = {run.logical_date: run.state for run in runs if run.logical_date is not None}
         return [latest.get(i.start) for i in intervals]
+
+    async def run_seconds(self, dag: DagRef) -> float | None:
+        """The median of the DAG's last successful runs (of the last weeks), start to end."""
+        client = (await self.steps()).client
+        try:
+            runs = await client.list_dag_runs(
+                self.settings.dag_id_for(dag), logical_date_gte=utcnow() - _PACE_HISTORY
+            )
+        except AirflowNotFound:
+            return None
+        done = sorted(
+            (r.end_date, (r.end_date - r.start_date).total_seconds())
+            for r in runs
+            if r.state == "success" and r.start_date is not None and r.end_date is not None
+        )
+        return typical_run_s(seconds for _, seconds in done[-_PACE_RUNS:])
 
     async def check_conf(
         self, dags: Sequence[DagRef], conf: Mapping[str, Any]

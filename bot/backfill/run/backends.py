@@ -117,6 +117,9 @@ class Backend(Protocol):
     def unhonoured(self, options: RunOptions) -> tuple[str, ...]:
         """What of `options` this backend cannot do, in words for the preview."""
 
+    async def run_seconds(self, dag: DagRef) -> float | None:
+        """How long one run of the DAG usually takes (None: no history to tell from)."""
+
     def runs_at_once(self, work: StepWork) -> int:
         """How many of the step's runs it would have active at once, unbounded by the budget
         (what the step asks of `execution.budget`)."""

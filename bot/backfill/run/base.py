@@ -8,7 +8,7 @@ Spark from its own worker, after the commit, never inside `start`.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -45,3 +45,7 @@ class Executor(Protocol):
 
     async def check_options(self, plan: Plan, options: RunOptions) -> tuple[PlanNote, ...]:
         """What the plan's DAGs say of the chosen options (a `--conf` their params refuse)."""
+
+    async def paces(self, plan: Plan, options: RunOptions) -> dict[str, dict[str, Any]]:
+        """Per DAG of the plan: its typical run in seconds (`run_s`, None without history) and
+        the runs it would have at once (`at_once`), for the reports' estimates."""

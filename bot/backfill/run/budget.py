@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.backfill.rules import capacity
 from bot.backfill.rules.capacity import Claim, Limits, Place
+from bot.backfill.rules.estimate import DEADLINES, granted
 from bot.backfill.rules.options import RunOptions
 from bot.backfill.store import budget as store
 from bot.backfill.store.models import BackfillRequest, BackfillStep, BudgetClaim
@@ -22,10 +23,6 @@ from bot.config.base import matches
 from bot.config.execution import Budget
 from bot.core.run_options import PRIORITIES
 from bot.core.windows import Deadline
-
-DEADLINES = "deadlines"
-"""The request's `options` key for the reports downstream that say when they are read:
-[{report, team, deadline: Deadline JSON}] (bot/backfill/service/planned.py writes it)."""
 
 
 def limits_of(config: Budget) -> Limits:
@@ -41,12 +38,21 @@ def team_of(request: BackfillRequest) -> str | None:
     return None
 
 
-def deadlines_of(request: BackfillRequest) -> list[Deadline]:
-    found = []
+def step_deadlines(request: BackfillRequest) -> dict[str, list[Deadline]]:
+    """Each step's DAG → the `ready_by` of the reports it leads to (it, or a DAG downstream
+    of it in the plan, writes what they read; every step when the writers are not known)."""
+    steps = [(s.dag_id, tuple(s.upstream)) for s in request.steps]
+    found: dict[str, list[Deadline]] = {dag: [] for dag, _ in steps}
     for entry in (request.options or {}).get(DEADLINES) or ():
-        deadline = Deadline.from_json(entry.get("deadline") if isinstance(entry, dict) else None)
-        if deadline is not None:
-            found.append(deadline)
+        if not isinstance(entry, dict):
+            continue
+        deadline = Deadline.from_json(entry.get("deadline"))
+        if deadline is None:
+            continue
+        writers = [str(d) for d in entry.get("dags") or ()]
+        leading = capacity.leading_to(steps, writers) if writers else found.keys()
+        for dag in leading:
+            found[dag].append(deadline)
     return found
 
 
@@ -94,9 +100,10 @@ class BudgetGate:
             return {step.id: 0 for step in ready}
         team = team_of(request)
         level = PRIORITIES.index(self.options(request).priority)
-        deadlines = [d.to_json() for d in deadlines_of(request)]
+        by_dag = step_deadlines(request)
         since = request.started_at or request.created_at
         for step in ready:
+            deadlines = [d.to_json() for d in by_dag.get(step.dag_id, ())]
             pools = [p.dags for p in self.config.pools
                      if matches(p.dags, step.namespace, step.dag_id)]  # fmt: skip
             await store.want(
@@ -111,6 +118,20 @@ class BudgetGate:
         for step_id, runs in mine.items():
             await store.grant(session, step_id, runs, at=now)
         return mine
+
+    def first(self, request: BackfillRequest, now: datetime) -> Callable[[str], Any]:
+        """The order a request's ready steps start in: those leading to the report read
+        soonest (inside `urgent_within`) first, then plan order."""
+        by_dag = step_deadlines(request)
+        keys = {
+            step.id: capacity.rank(
+                "normal", (d.next_after(now) for d in by_dag.get(step.dag_id, ())),
+                since=now, position=step.position, now=now,
+                urgent_within=self.config.urgent_within,
+            ).key()
+            for step in request.steps
+        }  # fmt: skip
+        return lambda step_id: keys[step_id]
 
     async def release(self, session: AsyncSession, step_ids: Sequence[str]) -> bool:
         """Give back the runs of steps that ended; True if any were held (others may start)."""
@@ -132,5 +153,4 @@ class BudgetGate:
 
     @staticmethod
     def granted(step: BackfillStep) -> int | None:
-        value: Any = (step.executor_state or {}).get("budget")
-        return value if isinstance(value, int) and value > 0 else None
+        return granted(step.executor_state)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shlex
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -71,6 +72,9 @@ class ManualExecutor:
 
     async def rerun_counts(self, plan: Plan) -> RerunCounts | None:
         return None
+
+    async def paces(self, plan: Plan, options: RunOptions) -> dict[str, dict[str, Any]]:
+        return {}  # whoever runs the commands decides how fast
 
     async def check_options(self, plan: Plan, options: RunOptions) -> tuple[PlanNote, ...]:
         return ()

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -27,6 +27,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.backfill.messages import progress as progress_messages
+from bot.backfill.rules.estimate import for_request
 from bot.backfill.rules.options import RerunCounts, RunOptions, default_rerun, rerun_counts
 from bot.backfill.rules.progress import (
     Counts,
@@ -36,7 +37,7 @@ from bot.backfill.rules.progress import (
     report_due,
 )
 from bot.backfill.rules.states import STEP_ACTIVE, STEP_FINAL, RequestState, StepState
-from bot.backfill.rules.status import Queued
+from bot.backfill.rules.status import Queued, ReportEstimate
 from bot.backfill.run.backends import (
     Backend,
     Busy,
@@ -62,6 +63,9 @@ from bot.slack.store.models import OutboxRole
 
 logger = logging.getLogger(__name__)
 EndHook = Callable[[AsyncSession, BackfillRequest], Coroutine[Any, Any, None]]
+StartHook = Callable[
+    [AsyncSession, BackfillRequest, Sequence[ReportEstimate]], Coroutine[Any, Any, None]
+]
 # A claimed step with no backend answer recorded this long ago was left by a crashed process.
 ORPHAN_AFTER = timedelta(minutes=2)
 # Run histories asked of the backend at once for a preview's counts.
@@ -94,9 +98,11 @@ class Runner:
         submit_retry: SubmitRetry | None = None,
         metrics: Metrics,
         on_end: EndHook | None = None,
+        on_start: StartHook | None = None,
     ) -> None:
         """`on_end`: what else a request owes when it ends (notices to other teams, its alert's
-        edit), written in the same transaction as its final state."""
+        edit), written in the same transaction as its final state; `on_start`: what it owes
+        when its first step starts (the report owners' estimates), in that transaction."""
         self.sessions = sessions
         self.metrics = metrics
         self.backend = backend
@@ -104,6 +110,7 @@ class Runner:
         self.submit_retry = submit_retry or SubmitRetry()
         self.clock = clock
         self.on_end = on_end
+        self.on_start = on_start
         self._in_flight: set[str] = set()
         self._worker = Worker("runner", self.tick, every_s=self.settings.poll_interval_s)
         self.holds = Holds(sessions, self.options)
@@ -171,6 +178,25 @@ class Runner:
         dags = [s.dag for s in plan.steps[:_HISTORY_STEPS]]
         findings = await self.backend.check_conf(dags, options.conf)
         return tuple(PlanNote(dag.dag_id, f.text, f.blocking) for dag, f in findings.items())
+
+    async def paces(self, plan: Plan, options: RunOptions) -> dict[str, dict[str, Any]]:
+        if len(plan.steps) > _HISTORY_STEPS:
+            return {}  # a preview does not wait for hundreds of histories
+        limit = asyncio.Semaphore(_HISTORY_AT_ONCE)
+
+        async def one(step: PlanStep) -> dict[str, Any]:
+            work = StepWork(request_id="", step_id="", dag=step.dag, intervals=step.intervals,
+                            options=options)  # fmt: skip
+            async with limit:
+                try:
+                    run_s = await self.backend.run_seconds(step.dag)
+                except Exception as exc:  # the estimate says it cannot tell
+                    logger.warning("cannot read run times of %s: %s", step.dag.dag_id, exc)
+                    run_s = None
+            return {"run_s": run_s, "at_once": self.backend.runs_at_once(work)}
+
+        found = await asyncio.gather(*(one(s) for s in plan.steps))
+        return {s.dag.dag_id: pace for s, pace in zip(plan.steps, found, strict=True)}
 
     async def rerun_counts(self, plan: Plan) -> RerunCounts | None:
         if len(plan.steps) > _HISTORY_STEPS:
@@ -343,6 +369,7 @@ class Runner:
                 cancelled=cancelled,
                 max_parallel=self.settings.max_parallel_steps,
                 paused=paused or request.state == RequestState.PAUSED,
+                first=self.budget.first(request, now),
             )
             skipped = []
             for step_id, why in moves.skip:
@@ -352,6 +379,7 @@ class Runner:
             if skipped:
                 seen.events.append(progress_messages.Skipped(tuple(skipped)))
             starts = []
+            fresh = all(s.state == StepState.PENDING for s in request.steps)
             ready = [by_id[step_id] for step_id in moves.start]
             admitted = await self.budget.admit(session, request, ready, now) if ready else {}
             for step_id, runs in admitted.items():
@@ -365,6 +393,8 @@ class Runner:
                     await execution.note_step(session, step.id, executor_state=state)
                 starts.append(step.id)  # told as started once the backend accepts it
             request = await repository.get_request(session, request_id)
+            if fresh and starts and self.on_start is not None:
+                await self.on_start(session, request, for_request(request, now))
             await self._settle_budget(session, request)
             await self._finish_if_done(session, request, seen, now)
             request = await repository.get_request(session, request_id)
@@ -480,7 +510,7 @@ class Runner:
         reported = await execution.lock_reported(session, request.id)
         lines = [*reported.lines, *progress_messages.event_lines(request, seen.events)]
         status = progress_messages.status_payload(
-            request, queued=await self._queued(session, request, now)
+            request, queued=await self._queued(session, request, now), now=now
         )
         digest = progress_messages.digest(status)
         changed = digest != reported.digest

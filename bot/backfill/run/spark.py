@@ -212,6 +212,9 @@ class SparkBackend:
     ) -> dict[DagRef, Finding]:
         return {}  # its jobs take no conf: `unhonoured` says so
 
+    async def run_seconds(self, dag: DagRef) -> float | None:
+        return None  # local runs leave no history
+
     def runs_at_once(self, work: StepWork) -> int:
         return 1  # a step's intervals run one after another on the shared session
 

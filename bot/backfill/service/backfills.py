@@ -183,6 +183,7 @@ class BackfillService:
                 awaiting=awaiting,
                 options=options,
                 start_at=start_at,
+                now=utcnow(),
             )
             await outbox.enqueue(
                 session,
@@ -386,6 +387,7 @@ class BackfillService:
                     awaiting=awaiting,
                     options=request.options,
                     start_at=request.start_at,
+                    now=utcnow(),
                 )
                 await outbox.enqueue(
                     session,

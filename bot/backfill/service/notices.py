@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.backfill.messages import notices as team_messages
+from bot.backfill.rules.status import ReportEstimate
 from bot.backfill.store.models import BackfillRequest
 from bot.config import BotConfig
 from bot.core.metrics import Metrics
@@ -74,6 +75,36 @@ class TeamNotices:
             await outbox.enqueue(session, channel=channel, payload=payload, request_id=request.id)
             self.metrics.notice_owed(session, "team_notice")
         await self._hub(session, request, "backfill.approved", [c for c, _ in told])
+
+    async def reports_started(
+        self,
+        session: AsyncSession,
+        request: BackfillRequest,
+        estimates: Sequence[ReportEstimate],
+    ) -> None:
+        """Once, when the backfill starts: each team owning a report downstream hears when its
+        reports read correct data again (not in the channel the backfill reports in: its
+        status message says it there)."""
+        home = request.status_channel or request.channel or ""
+        by_channel: dict[str, list[ReportEstimate]] = {}
+        for estimate in estimates:
+            team = self.config.team(estimate.team) if estimate.team else None
+            if team is None or not team.channel or team.channel == home:
+                continue
+            by_channel.setdefault(team.channel, []).append(estimate)
+        for channel, theirs in by_channel.items():
+            rerun = team_messages.TeamRerun(
+                request_id=request.id,
+                root_dag=request.root_dag,
+                range_text=f"{request.start_date.isoformat()}..{request.end_date.isoformat()}",
+                dags=[],
+                channel=home,
+                thread_ts=request.thread_ts or request.status_message_ts,
+                reason=str((request.options or {}).get("reason") or ""),
+            )
+            payload = team_messages.reports_started(rerun, theirs)
+            await outbox.enqueue(session, channel=channel, payload=payload, request_id=request.id)
+            self.metrics.notice_owed(session, "team_notice")
 
     async def ended(self, session: AsyncSession, request: BackfillRequest) -> None:
         """Once, when the request reached a final state after it was approved."""

@@ -12,10 +12,10 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.backfill.messages import answers
-from bot.backfill.rules.options import OPTION_NOTES, default_rerun
+from bot.backfill.rules.estimate import DEADLINES, PACE
+from bot.backfill.rules.options import OPTION_NOTES, RunOptions, default_rerun
 from bot.backfill.rules.outcomes import Busy
 from bot.backfill.run.base import Executor
-from bot.backfill.run.budget import DEADLINES
 from bot.backfill.store import execution
 from bot.config import BotConfig
 from bot.core.model import DagRef
@@ -114,14 +114,26 @@ class PlanChecks:
             "counts": counts.to_json() if counts else None,
             "unhonoured": [*self.executor.unhonoured(chosen), *self._untimed(command, window)],
             OPTION_NOTES: [n.to_json() for n in notes],
-            DEADLINES: await self.deadlines(plan),
+            **await self._reports(plan, chosen),
         }
+
+    async def _reports(self, plan: Plan, options: RunOptions) -> dict[str, Any]:
+        """The reports downstream that say when they are read, and (for their estimates) the
+        pace of the plan's DAGs."""
+        deadlines = await self.deadlines(plan)
+        if not deadlines:
+            return {DEADLINES: []}
+        try:
+            paces = await self.executor.paces(plan, options)
+        except Exception as exc:  # the preview says it cannot estimate
+            logger.warning("cannot read the run times for %s: %s", plan.root.dag_id, exc)
+            paces = {}
+        return {DEADLINES: deadlines, PACE: paces}
 
     async def deadlines(self, plan: Plan) -> list[dict[str, Any]]:
         """The reports downstream of the plan that say when they are read (`ready_by`): what
         puts the backfill ahead in the queue for the budget as that time nears."""
-        reports = self.config.reports
-        if not self.config.execution.budget.enforced or not any(r.ready_by for r in reports):
+        if not any(r.ready_by for r in self.config.reports):
             return []
         try:
             async with self.planners() as planner:
@@ -129,15 +141,19 @@ class PlanChecks:
         except Exception as exc:  # it queues as if nothing urgent read its data
             logger.warning("cannot find the reports downstream of %s: %s", plan.root.dag_id, exc)
             return []
+        planned = {s.dag for s in plan.steps}
         found: dict[str, dict[str, Any]] = {}
         for hit in impact.reports:
             deadline = hit.report.deadline()
-            if deadline is not None:
-                found[hit.report.name] = {
-                    "report": hit.report.name,
-                    "team": hit.report.team,
-                    "deadline": deadline.to_json(),
-                }
+            if deadline is None:
+                continue
+            entry = found.setdefault(hit.report.name, {
+                "report": hit.report.name, "team": hit.report.team,
+                "deadline": deadline.to_json(), "dags": [],
+            })  # fmt: skip
+            # The plan's DAGs that write what it reads: it is correct once they have rerun.
+            entry["dags"] += [d.dag_id for d in hit.writers
+                              if d in planned and d.dag_id not in entry["dags"]]  # fmt: skip
         return list(found.values())
 
     def _untimed(self, command: PlanCommand, window: object) -> list[str]:

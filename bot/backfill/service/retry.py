@@ -121,6 +121,7 @@ class RetryService:
                 dry_run=False,
                 retry_of=old.id,
                 options=row.options,
+                now=self.clock(),
             )
             await outbox.enqueue(
                 session,

@@ -131,6 +131,7 @@ class PlanRevisions:
             awaiting=awaiting,
             options=request.options,
             start_at=request.start_at,
+            now=utcnow(),
             retry_of=request.retry_of or "",
         )
         await outbox.enqueue(

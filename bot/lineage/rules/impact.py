@@ -5,7 +5,7 @@ could not be worked out is explicit, so no caller guesses from missing keys."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from itertools import chain
@@ -157,6 +157,9 @@ def _count(value: Any) -> int | None:
 class ReportHit:
     report: Report
     dataset: DatasetRef
+    writers: tuple[DagRef, ...] = ()
+    """The DAGs downstream (or the root) that write `dataset`: once they have rerun, the
+    report reads correct data again."""
 
 
 @dataclass(frozen=True)
@@ -176,13 +179,22 @@ class Impact:
         datasets: Sequence[DatasetRef],
         config: BotConfig,
         owners_of: Callable[[DagRef], tuple[str, ...]],
+        outputs_of: Callable[[DagRef], Iterable[DatasetRef]] | None = None,
     ) -> Impact:
-        """The impact of `affected.root`, whichever lineage (index or crawl) it came from."""
+        """The impact of `affected.root`, whichever lineage (index or crawl) it came from;
+        `outputs_of` (a DAG's datasets) names the DAGs that write each report's dataset."""
+        hits = reports(config, datasets)
+        writes: dict[DatasetRef, list[DagRef]] = {d: [] for _, d in hits}
+        if hits and outputs_of is not None:
+            for dag in affected.order:
+                for dataset in outputs_of(dag):
+                    if dataset in writes:
+                        writes[dataset].append(dag)
         return cls(
             root=affected.root,
             downstream=affected.downstream,
             datasets=tuple(datasets),
-            reports=tuple(ReportHit(r, d) for r, d in reports(config, datasets)),
+            reports=tuple(ReportHit(r, d, tuple(writes[d])) for r, d in hits),
             owners={dag: owners_of(dag) for dag in affected.order},
         )
 

@@ -373,7 +373,10 @@ class IndexPlanner:
         """Downstream DAGs, rewritten datasets, reports and owners of a DAG."""
         root = await self._root(name, namespace)
         affected = affected_dags(self.index.graph, root)
-        return Impact.of(affected, self.index.outputs(affected.order), self.config, self.owners)
+        return Impact.of(
+            affected, self.index.outputs(affected.order), self.config, self.owners,
+            lambda dag: self.index.outputs([dag]),
+        )  # fmt: skip
 
 
 def freshness_text(freshness: Freshness, now: datetime | None = None) -> str | None:

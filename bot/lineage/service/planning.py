@@ -198,4 +198,7 @@ class Planner:
         lineage = await self.lineage(root)
         affected = affected_dags(lineage.dags, root)
         datasets = sorted({d for dag in affected.order for d in lineage.outputs.get(dag, ())})
-        return Impact.of(affected, datasets, self.config, self.owners(await self.catalog()))
+        return Impact.of(
+            affected, datasets, self.config, self.owners(await self.catalog()),
+            lambda dag: lineage.outputs.get(dag, ()),
+        )  # fmt: skip
