@@ -41,6 +41,7 @@ from bot.backfill.store import control, repository
 from bot.backfill.store.models import BackfillRequest
 from bot.clients.airflow import Airflow3Client, AirflowClient, DagRunInfo, connect_airflow
 from bot.config import AirflowExecution, Execution
+from bot.config.execution import Budget
 from bot.core.db import make_engine, session_factory, upgrade
 from bot.core.model import Interval, iso
 from bot.core.run_options import RunOptions
@@ -180,14 +181,21 @@ class Managed:
 
 @asynccontextmanager
 async def managed(
-    tmp_path: Path, airflow: RealAirflow, clock: Callable[[], datetime] = utcnow
+    tmp_path: Path,
+    airflow: RealAirflow,
+    clock: Callable[[], datetime] = utcnow,
+    *,
+    budget: Budget | None = None,
 ) -> AsyncIterator[Managed]:
     database = f"sqlite:///{tmp_path / 'bot.db'}"
     upgrade(database)
     engine = make_engine(database)
     sessions = session_factory(engine)
     # A 409 from Airflow 3 (another backfill of the DAG not completed yet) is retried soon.
-    settings = Execution(poll_interval_s=PASS_S, conflict_retry_s=2.0, airflow=AirflowExecution())
+    settings = Execution(
+        poll_interval_s=PASS_S, conflict_retry_s=2.0, airflow=AirflowExecution(),
+        budget=budget or Budget(),
+    )  # fmt: skip
     backend = AirflowBackend(airflow.url, airflow.username, airflow.password, settings.airflow)
     client = await connect_airflow(airflow.url, airflow.username, airflow.password)
     try:
@@ -394,3 +402,44 @@ async def scheduled_backfill_waits_for_its_time(tmp_path: Path, airflow: RealAir
         assert start_at <= request.started_at <= woke + timedelta(minutes=1)
         assert request.resume_at is None
         assert [[r.state for r in ran[i.start]] for i in intervals] == [["success"]] * 3
+
+
+async def budget_caps_runs_across_backfills(tmp_path: Path, airflow: RealAirflow) -> None:
+    """Three backfills of three DAGs, each asking for 3 runs at once, under a budget of 4: at
+    no moment do more than 4 of their runs run in Airflow, and all of them finish."""
+    intervals = {
+        QUICK: days(datetime(2021, 10, 4, tzinfo=UTC), 4),
+        IDLE: days(datetime(2021, 10, 4, tzinfo=UTC), 4),
+        SLOW: days(datetime(2021, 10, 4, tzinfo=UTC), 2),
+    }
+    async with managed(tmp_path, airflow, budget=Budget(total=4)) as bot:
+        begun = utcnow()
+        requests = [
+            await bot.approve(dag_id, dates, RunOptions(rerun="all", max_active=3))
+            for dag_id, dates in intervals.items()
+        ]
+        spans: list[tuple[datetime, datetime]] = []
+        for request_id in requests:
+            request = await bot.finished(request_id, timeout_s=300)
+            [step] = request.steps
+            assert request.state == RequestState.SUCCEEDED, (step.state, step.message)
+        for dag_id, dates in intervals.items():
+            for runs in (await bot.runs(dag_id, dates)).values():
+                ours = [r for r in runs if r.start_date is not None and r.start_date >= begun]
+                assert [r.state for r in ours] == ["success"], (dag_id, runs)
+                [run] = ours
+                assert run.start_date is not None
+                assert run.end_date is not None
+                spans.append((run.start_date, run.end_date))
+        assert len(spans) == 10
+        assert 1 < peak(spans) <= 4, "more runs ran at once than the budget allows"
+
+
+def peak(spans: list[tuple[datetime, datetime]]) -> int:
+    """The most spans that overlap at one moment (an end before a start at the same instant)."""
+    edges = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
+    most = running = 0
+    for _, change in edges:
+        running += change
+        most = max(most, running)
+    return most

@@ -15,6 +15,7 @@ from tests.airflow.harness import RealAirflow
 
 pytest.register_assert_rewrite("tests.airflow.managed_story")  # its asserts explain failures
 from tests.airflow.managed_story import (  # noqa: E402
+    budget_caps_runs_across_backfills,
     pause_holds_new_runs_and_resume_runs_the_rest,
     rerun_failed_redoes_only_failed_and_missing,
     scheduled_backfill_waits_for_its_time,
@@ -39,3 +40,9 @@ async def test_a_backfill_scheduled_for_later_on_airflow2_starts_only_at_its_tim
     tmp_path: Path, real_airflow2: RealAirflow
 ) -> None:
     await scheduled_backfill_waits_for_its_time(tmp_path, real_airflow2)
+
+
+async def test_three_backfills_on_airflow2_under_a_budget_of_4_run_at_most_4(
+    tmp_path: Path, real_airflow2: RealAirflow
+) -> None:
+    await budget_caps_runs_across_backfills(tmp_path, real_airflow2)

@@ -17,6 +17,8 @@ from bot.backfill.rules import capacity
 from bot.backfill.rules.capacity import Claim, Limits, Place
 from bot.backfill.rules.estimate import DEADLINES, granted
 from bot.backfill.rules.options import RunOptions
+from bot.backfill.rules.states import STEP_ACTIVE
+from bot.backfill.rules.status import Queued
 from bot.backfill.store import budget as store
 from bot.backfill.store.models import BackfillRequest, BackfillStep, BudgetClaim
 from bot.config.base import matches
@@ -150,6 +152,17 @@ class BudgetGate:
             return None
         claims = [as_claim(r, now=now, config=self.config) for r in await store.claims(session)]
         return capacity.places(self.limits, claims).get(request_id)
+
+    async def queued(
+        self, session: AsyncSession, request: BackfillRequest, now: datetime
+    ) -> Queued | None:
+        """The request's place in the queue as its status message shows it (None: it waits
+        for nothing)."""
+        place = await self.place(session, request.id, now)
+        if place is None:
+            return None
+        idle = not any(s.state in STEP_ACTIVE for s in request.steps)
+        return Queued(place.position, place.of, place.held, idle, place.steps)
 
     @staticmethod
     def granted(step: BackfillStep) -> int | None:

@@ -17,7 +17,6 @@ Everything the runner knows lives in the database, so a restarted bot carries on
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field, replace
@@ -28,27 +27,26 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.backfill.messages import progress as progress_messages
 from bot.backfill.rules.estimate import for_request
-from bot.backfill.rules.options import RerunCounts, RunOptions, default_rerun, rerun_counts
+from bot.backfill.rules.options import RerunCounts, RunOptions, default_rerun
 from bot.backfill.rules.progress import (
     Counts,
     StepView,
     next_moves,
     outcome,
-    report_due,
 )
 from bot.backfill.rules.states import STEP_ACTIVE, STEP_FINAL, RequestState, StepState
-from bot.backfill.rules.status import Queued, ReportEstimate
+from bot.backfill.rules.status import ReportEstimate
+from bot.backfill.run import preview, reports
 from bot.backfill.run.backends import (
     Backend,
-    Busy,
     Progress,
     StepRejected,
     StepWork,
-    SubmitInterrupted,
 )
 from bot.backfill.run.budget import BudgetGate
 from bot.backfill.run.holds import Holds
-from bot.backfill.run.submit_retry import SubmitRetry, span
+from bot.backfill.run.submit import Submitter
+from bot.backfill.run.submit_retry import SubmitRetry
 from bot.backfill.store import execution, repository
 from bot.backfill.store.models import BackfillRequest, BackfillStep
 from bot.config import Execution
@@ -57,9 +55,7 @@ from bot.core.metrics import Metrics
 from bot.core.model import DagRef
 from bot.core.tables import utcnow
 from bot.core.worker import Worker
-from bot.lineage.rules.planner import Plan, PlanNote, PlanStep, interval_from_json
-from bot.slack.store import outbox
-from bot.slack.store.models import OutboxRole
+from bot.lineage.rules.planner import Plan, PlanNote, interval_from_json
 
 logger = logging.getLogger(__name__)
 EndHook = Callable[[AsyncSession, BackfillRequest], Coroutine[Any, Any, None]]
@@ -68,11 +64,6 @@ StartHook = Callable[
 ]
 # A claimed step with no backend answer recorded this long ago was left by a crashed process.
 ORPHAN_AFTER = timedelta(minutes=2)
-# Run histories asked of the backend at once for a preview's counts.
-_HISTORY_AT_ONCE = 8
-_HISTORY_STEPS = 100
-# Step state kept while submissions fail: how many in a row, and since when.
-_FAILURE_KEYS = ("submit_failures", "failing_since")
 
 
 @dataclass
@@ -109,9 +100,12 @@ class Runner:
         self.settings = settings
         self.submit_retry = submit_retry or SubmitRetry()
         self.clock = clock
+        self.submitter = Submitter(
+            sessions, backend, settings, clock=clock, metrics=metrics,
+            retry=self.submit_retry, reject=self._reject,
+        )  # fmt: skip
         self.on_end = on_end
         self.on_start = on_start
-        self._in_flight: set[str] = set()
         self._worker = Worker("runner", self.tick, every_s=self.settings.poll_interval_s)
         self.holds = Holds(sessions, self.options)
         self.budget = BudgetGate(
@@ -163,54 +157,22 @@ class Runner:
 
     async def check(self, plan: Plan) -> tuple[PlanNote, ...]:
         try:
-            findings = await self.backend.check([s.dag for s in plan.steps])
+            return await preview.check(self.backend, plan)
         except Exception as exc:
             self.metrics.request_failed(exc)
             raise
-        return tuple(PlanNote(dag.dag_id, f.text, f.blocking) for dag, f in findings.items())
 
     def unhonoured(self, options: RunOptions) -> tuple[str, ...]:
         return self.backend.unhonoured(options)
 
     async def check_options(self, plan: Plan, options: RunOptions) -> tuple[PlanNote, ...]:
-        if not options.conf:
-            return ()
-        dags = [s.dag for s in plan.steps[:_HISTORY_STEPS]]
-        findings = await self.backend.check_conf(dags, options.conf)
-        return tuple(PlanNote(dag.dag_id, f.text, f.blocking) for dag, f in findings.items())
+        return await preview.check_options(self.backend, plan, options)
 
     async def paces(self, plan: Plan, options: RunOptions) -> dict[str, dict[str, Any]]:
-        if len(plan.steps) > _HISTORY_STEPS:
-            return {}  # a preview does not wait for hundreds of histories
-        limit = asyncio.Semaphore(_HISTORY_AT_ONCE)
-
-        async def one(step: PlanStep) -> dict[str, Any]:
-            work = StepWork(request_id="", step_id="", dag=step.dag, intervals=step.intervals,
-                            options=options)  # fmt: skip
-            async with limit:
-                try:
-                    run_s = await self.backend.run_seconds(step.dag)
-                except Exception as exc:  # the estimate says it cannot tell
-                    logger.warning("cannot read run times of %s: %s", step.dag.dag_id, exc)
-                    run_s = None
-            return {"run_s": run_s, "at_once": self.backend.runs_at_once(work)}
-
-        found = await asyncio.gather(*(one(s) for s in plan.steps))
-        return {s.dag.dag_id: pace for s, pace in zip(plan.steps, found, strict=True)}
+        return await preview.paces(self.backend, plan, options)
 
     async def rerun_counts(self, plan: Plan) -> RerunCounts | None:
-        if len(plan.steps) > _HISTORY_STEPS:
-            return None  # a preview does not wait for hundreds of histories
-        limit = asyncio.Semaphore(_HISTORY_AT_ONCE)
-
-        async def one(step: PlanStep) -> list[str | None] | None:
-            async with limit:
-                return await self.backend.history(step.dag, step.intervals)
-
-        found = await asyncio.gather(*(one(s) for s in plan.steps))
-        if any(states is None for states in found):
-            return RerunCounts(plan.run_count, plan.run_count, plan.run_count, known=False)
-        return rerun_counts(state for states in found for state in states or ())
+        return await preview.rerun_counts(self.backend, plan)
 
     # --- the loop ---------------------------------------------------------------------------
 
@@ -271,13 +233,13 @@ class Runner:
     def _orphaned(self, step: BackfillStep, now: datetime) -> bool:
         """Claimed by a process that died before the backend answered (or by this one before
         a restart): nobody else is submitting it."""
-        if step.id in self._in_flight:
+        if step.id in self.submitter.in_flight:
             return False
         return step.updated_at < self._booted or now - step.updated_at > ORPHAN_AFTER
 
     def _needs_submit(self, step: BackfillStep, now: datetime) -> bool:
         state = step.executor_state or {}
-        if state.get("started") or step.id in self._in_flight:
+        if state.get("started") or step.id in self.submitter.in_flight:
             return False
         retry_at = state.get("retry_at")
         if isinstance(retry_at, str):
@@ -504,59 +466,8 @@ class Runner:
     async def _owe_messages(
         self, session: AsyncSession, request: BackfillRequest, seen: _Pass, now: datetime
     ) -> bool:
-        """Gather the pass's thread lines with those already owed, and report (one thread reply
-        with every gathered line, one edit of the status message if it changed) when the
-        report gap has passed, or at once on the final state. True if a report was owed."""
-        reported = await execution.lock_reported(session, request.id)
-        lines = [*reported.lines, *progress_messages.event_lines(request, seen.events)]
-        status = progress_messages.status_payload(
-            request, queued=await self._queued(session, request, now), now=now
-        )
-        digest = progress_messages.digest(status)
-        changed = digest != reported.digest
-        final = request.finished_at is not None
-        due = final or report_due(
-            now=now,
-            started=request.started_at,
-            last=reported.at,
-            base_s=self.settings.progress_update_s,
-            urgent=progress_messages.tells_failure(lines),
-        )
-        if not due or not (lines or changed):
-            if len(lines) != len(reported.lines):
-                await execution.keep_lines(session, request.id, lines)
-            return False
-        channel = request.status_channel or request.channel or ""
-        if lines:
-            await outbox.enqueue(
-                session,
-                channel=channel,
-                payload=progress_messages.reply(lines),
-                role=OutboxRole.THREAD,
-                request_id=request.id,
-            )
-        if changed:
-            await outbox.enqueue(
-                session,
-                channel=channel,
-                payload=status,
-                method="chat.update",
-                role=OutboxRole.STATUS_UPDATE,
-                request_id=request.id,
-            )
-        await execution.progress_posted(
-            session, request.id, digest=digest if changed else None, at=now
-        )
-        return True
-
-    async def _queued(
-        self, session: AsyncSession, request: BackfillRequest, now: datetime
-    ) -> Queued | None:
-        place = await self.budget.place(session, request.id, now)
-        if place is None:
-            return None
-        idle = not any(s.state in STEP_ACTIVE for s in request.steps)
-        return Queued(place.position, place.of, place.held, idle, place.steps)
+        queued = await self.budget.queued(session, request, now)
+        return await reports.owe(session, request, seen.events, now, self.settings, queued)
 
     # --- phase C: submit ------------------------------------------------------------------
 
@@ -574,86 +485,7 @@ class Runner:
         if request.state != RequestState.RUNNING:
             return False
         work = self._work(request, step, cancelling=False)
-        self._in_flight.add(step_id)
-        try:
-            state = await self.backend.submit(work)
-        except Busy as exc:  # the backend answered: whatever failed before has passed
-            retry = exc.retry_at or self.clock() + timedelta(seconds=self.settings.conflict_retry_s)
-            waiting = {k: v for k, v in work.state.items() if k not in _FAILURE_KEYS}
-            await self._note(step_id, {**waiting, "retry_at": retry.isoformat()}, message=str(exc))
-            return False
-        except StepRejected as exc:
-            self.metrics.request_failed(exc)
-            await self._reject(request_id, step, str(exc))
-            return False
-        except Exception as exc:  # unreachable or confused backend: try again later, up to a limit
-            self.metrics.request_failed(exc)
-            await self._failed_submit(request_id, step, work, exc)
-            return False
-        finally:
-            self._in_flight.discard(step_id)
-        merged = {**work.state, **state, "started": True}
-        for key in ("retry_at", *_FAILURE_KEYS):
-            merged.pop(key, None)
-        handle = str(merged.get("handle", "")) or None
-        started = progress_messages.Started(
-            step.dag_id, len(step.intervals), self.backend.link(replace(work, state=merged))
-        )
-        async with self.sessions.begin() as session:
-            await execution.note_step(
-                session, step_id, executor_state=merged, handle=handle, clear_message=True
-            )
-            # "Started" only now that the backend took it (a 409, a paused DAG or an outage
-            # before this would have made it untrue); the next report carries the line.
-            reported = await execution.lock_reported(session, request_id)
-            lines = progress_messages.event_lines(request, [started])
-            await execution.keep_lines(session, request_id, [*reported.lines, *lines])
-        logger.info(
-            "submitted step %s (%s) of backfill %s to %s%s",
-            step_id, step.dag_id, request_id, self.name, f" as {handle}" if handle else "",
-            extra={"request_id": request_id, "step_id": step_id, "dag_id": step.dag_id,
-                   "executor": self.name, "handle": handle},
-        )  # fmt: skip
-        return True
-
-    async def _failed_submit(
-        self, request_id: str, step: BackfillStep, work: StepWork, error: Exception
-    ) -> None:
-        """Count a failed submission; retry it after a growing pause, or fail the step once
-        `submit_retry` gives up. What the backend decided before it failed is kept."""
-        if isinstance(error, SubmitInterrupted):
-            work = replace(work, state={**work.state, **error.state})
-            error = error.cause
-        now = self.clock()
-        policy = self.submit_retry
-        failures = int(work.state.get("submit_failures", 0)) + 1
-        since_text = work.state.get("failing_since")
-        since = datetime.fromisoformat(since_text) if isinstance(since_text, str) else now
-        elapsed = (now - since).total_seconds()
-        if failures >= policy.attempts or elapsed >= policy.give_up_after_s:
-            logger.warning(
-                "submitting %s of %s failed %d times; giving up: %s",
-                step.dag_id, request_id, failures, error,
-            )  # fmt: skip
-            tries = f"{failures} attempt{'s' if failures > 1 else ''}"
-            over = f" over {span(elapsed)}" if failures > 1 else ""
-            await self._reject(request_id, step, f"gave up after {tries}{over}: {error}")
-            return
-        # The last try comes at the deadline, not after it.
-        deadline = since + timedelta(seconds=policy.give_up_after_s)
-        retry = min(now + policy.delay(failures, self.settings.poll_interval_s), deadline)
-        logger.warning(
-            "submitting %s of %s failed (%d of %d); retrying at %s: %s",
-            step.dag_id, request_id, failures, policy.attempts, retry.isoformat(), error,
-        )  # fmt: skip
-        state = {
-            **work.state,
-            "retry_at": retry.isoformat(),
-            "submit_failures": failures,
-            "failing_since": since.isoformat(),
-        }
-        message = f"will retry ({failures} of {policy.attempts} attempts failed): {error}"
-        await self._note(step.id, state, message=message)
+        return await self.submitter.submit(request, step, work)
 
     async def _note(self, step_id: str, state: dict[str, object], *, message: str) -> None:
         async with self.sessions.begin() as session:
