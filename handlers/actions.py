@@ -73,6 +73,10 @@ def register(app: AsyncApp, services: Services) -> None:
         ActionId.APPROVE: (backfills.approve, backfill_answers.answer),
         ActionId.CANCEL: (backfills.cancel, backfill_answers.answer),
         ActionId.RETRY: (services.retries.retry, backfill_answers.answer),
+        ActionId.RETRY_TASKS: (
+            partial(services.retries.retry, tasks=True),
+            backfill_answers.answer,
+        ),
         ActionId.PAUSE: (backfills.control.pause, backfill_answers.answer),
         ActionId.RESUME: (backfills.control.resume, backfill_answers.answer),
         ActionId.INCIDENT_APPROVE: (alerts.approve, incident_answers.answer),

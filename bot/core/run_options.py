@@ -57,6 +57,10 @@ class RunOptions:
     reason: str = ""
     stop_on_failure: bool = False
     """Pause the whole backfill at its first failed run instead of running on."""
+    clear_failed: tuple[str, ...] = ()
+    """A Retry's DAGs whose failed runs have only their failed tasks cleared (Airflow's
+    clearTaskInstances) instead of new runs of every task; the other DAGs of the plan (those
+    skipped downstream) run anew."""
     priority: Priority = "normal"
     """Where it stands in the queue for the bot's budget (`execution.budget`): high before
     normal before low; within one level, urgent report deadlines first."""
@@ -70,6 +74,7 @@ class RunOptions:
             "reason": self.reason,
             "stop_on_failure": self.stop_on_failure,
             "priority": self.priority,
+            **({"clear_failed": list(self.clear_failed)} if self.clear_failed else {}),
         }
 
     @classmethod
@@ -94,6 +99,9 @@ class RunOptions:
             reason=str(data.get("reason") or ""),
             stop_on_failure=bool(data.get("stop_on_failure", False)),
             priority=next((p for p in PRIORITIES if p == data.get("priority")), "normal"),
+            clear_failed=tuple(str(d) for d in data.get("clear_failed") or () if isinstance(d, str))
+            if isinstance(data.get("clear_failed"), list)
+            else (),
         )
 
     @property
@@ -120,6 +128,10 @@ class RunOptions:
             words.append(f"conf {conf_text(self.conf)}")
         if self.stop_on_failure:
             words.append("pauses at the first failed run")
+        if self.clear_failed:
+            n = len(self.clear_failed)
+            words.append(f"clears only the failed tasks of the failed runs of {n} "
+                         f"DAG{'s' if n != 1 else ''}")  # fmt: skip
         if self.priority != "normal":
             words.append(f"{self.priority} priority")
         return tuple(words)

@@ -19,6 +19,7 @@ from bot.backfill.rules.estimate import typical_run_s
 from bot.backfill.rules.options import RunOptions, conf_problems
 from bot.backfill.run.airflow2 import AIRFLOW_MAX_ACTIVE_RUNS, Airflow2Steps
 from bot.backfill.run.airflow3 import Airflow3Steps
+from bot.backfill.run.airflow_clear import ClearFailedSteps
 from bot.backfill.run.backends import Finding, Progress, State, StepRejected, StepWork
 from bot.clients.airflow import (
     Airflow2Client,
@@ -110,9 +111,15 @@ class AirflowBackend:
         found = await asyncio.gather(*(one(d) for d in dags))
         return {dag: f for dag, f in zip(dags, found, strict=True) if f is not None}
 
+    async def _steps_for(self, work: StepWork) -> Airflow3Steps | Airflow2Steps | ClearFailedSteps:
+        steps = await self.steps()
+        if work.dag.dag_id in work.options.clear_failed:
+            return ClearFailedSteps(steps.client, self.settings)
+        return steps
+
     async def submit(self, work: StepWork) -> State:
         try:
-            return await (await self.steps()).submit(work)
+            return await (await self._steps_for(work)).submit(work)
         except (AirflowAuthError, AirflowNotFound, AirflowRequestError) as exc:
             # 400/422 too: Airflow refuses what was asked (a DAG that depends on its past run
             # backwards, a conf its params refuse), and will again.
@@ -120,16 +127,16 @@ class AirflowBackend:
 
     async def poll(self, work: StepWork) -> Progress:
         try:
-            return await (await self.steps()).poll(work)
+            return await (await self._steps_for(work)).poll(work)
         except (AirflowAuthError, AirflowNotFound) as exc:
             # Airflow will not say how the runs went: they may still go on there.
             raise StepRejected(f"{exc}; cannot follow the runs any more") from exc
 
     async def cancel(self, work: StepWork) -> State | None:
-        return await (await self.steps()).cancel(work)
+        return await (await self._steps_for(work)).cancel(work)
 
     async def pause(self, work: StepWork, paused: bool) -> State | None:
-        return await (await self.steps()).pause(work, paused)
+        return await (await self._steps_for(work)).pause(work, paused)
 
     async def history(self, dag: DagRef, intervals: Sequence[Interval]) -> list[str | None] | None:
         if not intervals:

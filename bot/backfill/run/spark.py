@@ -227,6 +227,10 @@ class SparkBackend:
             )
         if options.conf:
             cannot.append("the local Spark executor's jobs take no DAG run conf: --conf is ignored")
+        if options.clear_failed:
+            cannot.append(
+                "the local Spark executor has no tasks to clear: every interval runs again"
+            )
         return tuple(cannot)
 
     async def close(self) -> None:

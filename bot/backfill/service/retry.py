@@ -29,11 +29,14 @@ from bot.slack.store import outbox
 from bot.slack.store.models import OutboxRole
 
 
-def retried(options: dict[str, Any] | None) -> dict[str, Any]:
+def retried(options: dict[str, Any] | None, clear: list[str] | None = None) -> dict[str, Any]:
     """A retry's options: the failed request's, but every interval of what did not succeed
     runs again (under `--rerun missing` a failed interval has a run, and a skipped DAG's old
-    runs succeeded on the data being repaired); the run-history counts were the old plan's."""
-    return {**(options or {}), "rerun": "all", "counts": None}
+    runs succeeded on the data being repaired); the run-history counts were the old plan's.
+    `clear`: the DAGs whose failed runs clear only their failed tasks."""
+    chosen = {**(options or {}), "rerun": "all", "counts": None}
+    chosen.pop("clear_failed", None)
+    return {**chosen, "clear_failed": list(clear)} if clear else chosen
 
 
 class _Refused(Exception):
@@ -56,12 +59,14 @@ class RetryService:
         self.clock = clock
 
     async def retry(
-        self, request_id: str, *, user: str, channel: str | None = None
+        self, request_id: str, *, user: str, channel: str | None = None, tasks: bool = False
     ) -> RetryPosted | RetryRefused | NotFound:
         """Post, for approval, a new plan of the failed, skipped and cancelled DAGs of a failed
         backfill, in its thread; refuse (audited) when there is nothing to retry, a retry of it
         is already open, or the click did not come from the channel the backfill lives in
-        (`channel`; None: a caller that checked), answered like an unknown id."""
+        (`channel`; None: a caller that checked), answered like an unknown id. With `tasks`,
+        the DAGs that failed clear only the failed tasks of their failed runs (the others,
+        skipped or cancelled, run anew)."""
         old = await self._load(request_id)
         if old is None or (channel is not None and not lives_in(old, channel)):
             return await self._not_found(request_id, user=user, channel=channel, elsewhere=old)
@@ -75,13 +80,16 @@ class RetryService:
             all_succeeded = RetryRefused("all_succeeded", old.id)
             return await self._refuse(user, all_succeeded, request_id=old.id)
         plan = retry_plan(plan_from_json(old.plan), set(dags))
+        failed = [s.dag_id for s in old.steps if s.state == StepState.FAILED] if tasks else []
         try:
-            created = await self._create(old, plan, user=user, dags=dags)
+            created = await self._create(old, plan, user=user, dags=dags, clear=failed)
         except _Refused as exc:
             return await self._refuse(user, exc.outcome, **exc.detail)
         return RetryPosted(created, of=old.id)
 
-    async def _create(self, old: BackfillRequest, plan: Plan, *, user: str, dags: list[str]) -> str:
+    async def _create(
+        self, old: BackfillRequest, plan: Plan, *, user: str, dags: list[str], clear: list[str]
+    ) -> str:
         """The retry request, its audit row and its preview, in one transaction; its id."""
         async with self.sessions.begin() as session:
             # Holds the failed request until commit: two clicks at once make one retry.
@@ -96,7 +104,7 @@ class RetryService:
                 plan=plan.to_json(),
                 requester=user,
                 channel=old.channel,
-                options=retried(old.options),
+                options=retried(old.options, clear),
             )
             await repository.link_retry(
                 session,
@@ -111,7 +119,7 @@ class RetryService:
                 actor=user,
                 action="request.retry",
                 request_id=old.id,
-                detail={"retry": row.id, "dags": dags},
+                detail={"retry": row.id, "dags": dags, "clear_failed": clear},
                 at=self.clock(),
             )
             preview = plan_preview(

@@ -28,6 +28,8 @@ class ActionId(StrEnum):
     INCIDENT_AIRFLOW = "incident.open_airflow"
     INCIDENT_LOG = "incident.open_log"
     RETRY = "backfill.retry"
+    RETRY_TASKS = "backfill.retry_failed_tasks"
+    """Retry by clearing only the failed tasks of the failed runs (Airflow's clearTaskInstances)."""
     PAUSE = "backfill.pause"
     RESUME = "backfill.resume"
     REVIEW = "backfill.review"
@@ -41,7 +43,8 @@ class ActionId(StrEnum):
 
 DECIDING_CLICKS: frozenset[str] = frozenset(
     {
-        ActionId.APPROVE, ActionId.CANCEL, ActionId.RETRY, ActionId.PAUSE, ActionId.RESUME,
+        ActionId.APPROVE, ActionId.CANCEL, ActionId.RETRY, ActionId.RETRY_TASKS, ActionId.PAUSE,
+        ActionId.RESUME,
         ActionId.INCIDENT_APPROVE,
         ActionId.INCIDENT_DOWNSTREAM, ActionId.INCIDENT_BACKFILL, ActionId.INCIDENT_ACK,
         ActionId.INCIDENT_SNOOZE_1H, ActionId.INCIDENT_SNOOZE_24H, ActionId.INCIDENT_UNSNOOZE,
