@@ -258,7 +258,8 @@ def test_a_failed_row_says_why_and_the_status_offers_retry() -> None:
     assert rows[0].endswith("…_")  # clipped
     assert rows[1].endswith("_2 of 3 runs failed_")  # no message: the counts say it
     assert [(e["action_id"], e["value"]) for e in elements(payload)] == [
-        (ActionId.RETRY, REQUEST_ID)
+        (ActionId.RETRY, REQUEST_ID),
+        (ActionId.RETRY_TASKS, REQUEST_ID),
     ]
 
 
@@ -269,7 +270,9 @@ def test_retry_is_offered_only_once_failed() -> None:
         ("cancelled", ["succeeded", "cancelled", "skipped"]),
     ]:
         payload = progress.status_payload(request(DAGS, steps, state=state))
-        assert ActionId.RETRY not in [e["action_id"] for e in elements(payload)], state
+        offered = [e["action_id"] for e in elements(payload)]
+        assert ActionId.RETRY not in offered, state
+        assert ActionId.RETRY_TASKS not in offered, state
 
 
 def test_awaited_teams_are_named_and_escaped() -> None:
