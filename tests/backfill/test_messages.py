@@ -217,6 +217,20 @@ CASES: dict[str, Case] = {
             now=datetime(2021, 6, 7, 5, 0, tzinfo=UTC),
         ),
     ),
+    "plan_preview_asset_consumers": Case(
+        PREVIEW,
+        lambda: preview(
+            make_plan(2),
+            options={
+                **OPTIONS,
+                "asset_consumers": [
+                    {"dag": "example.etl_orders", "asset": "orders", "consumer": "example.audit"},
+                    {"dag": "example.etl_orders", "asset": "orders", "consumer": "example.kpi"},
+                    {"dag": "example.dag_001", "asset": "s3://lake/<b>&", "consumer": "x"},
+                ],
+            },
+        ),
+    ),
     "request_status_queued": Case(
         STATUS,
         lambda: request_status(

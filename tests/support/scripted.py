@@ -27,6 +27,8 @@ class Scripted:
     pauses: list[tuple[str, bool]] = field(default_factory=list)
     works: list[StepWork] = field(default_factory=list)
     run_s: dict[str, float] = field(default_factory=dict)
+    consumers: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    """(asset, consumer DAG) each DAG's runs trigger (`asset_consumers`)."""
     """How long one run of each DAG usually takes (`run_seconds`)."""
 
     async def check(self, dags: Sequence[DagRef]) -> dict[DagRef, Finding]:
@@ -58,6 +60,9 @@ class Scripted:
 
     def unhonoured(self, options: RunOptions) -> tuple[str, ...]:
         return ()
+
+    async def asset_consumers(self, dag: DagRef) -> list[tuple[str, str]]:
+        return list(self.consumers.get(dag.dag_id, ()))
 
     async def run_seconds(self, dag: DagRef) -> float | None:
         return self.run_s.get(dag.dag_id)

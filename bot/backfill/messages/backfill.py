@@ -9,7 +9,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bot.backfill.rules.estimate import for_plan
-from bot.backfill.rules.options import RERUN_CHOICES, RerunCounts, RunOptions, with_option_notes
+from bot.backfill.rules.options import (
+    ASSET_CONSUMERS,
+    RERUN_CHOICES,
+    RerunCounts,
+    RunOptions,
+    with_option_notes,
+)
 from bot.backfill.rules.progress import duration_text
 from bot.backfill.rules.states import RequestState, StepState
 from bot.backfill.rules.status import ReportEstimate, RequestStatus, StepStatus
@@ -383,7 +389,35 @@ def _options_view(
         "unhonoured": clip(" ".join(f"{u[0].upper()}{u[1:]}." for u in unhonoured), 900),
         "when": clip(_when_text(options, start_at), 600),
         "reports": "",  # the reports' estimates, when the caller gives the time
+        "consumers": _consumers_text(options.get(ASSET_CONSUMERS)),
     }
+
+
+def _consumers_text(found: object) -> str:
+    """The DAGs outside the plan that each rerun interval triggers through Airflow assets (raw
+    text: the template escapes it)."""
+    if not isinstance(found, list):
+        return ""
+    by_asset: dict[tuple[str, str], list[str]] = {}
+    for entry in found:
+        if isinstance(entry, Mapping):
+            key = (str(entry.get("dag", "")), str(entry.get("asset", "")))
+            by_asset.setdefault(key, []).append(str(entry.get("consumer", "")))
+    if not by_asset:
+        return ""
+    parts = [
+        f"{clip(dag, NAME)} updates asset {clip(asset, NAME)}, which schedules "
+        f"{join_clipped(consumers, LIST)}"
+        for (dag, asset), consumers in list(by_asset.items())[:_ESTIMATES]
+    ]
+    more = len(by_asset) - _ESTIMATES
+    listed = "; ".join(parts) + (f"; and {plural(more, 'more asset')}" if more > 0 else "")
+    return clip(
+        f"Airflow triggers DAGs outside this plan once for every interval it reruns "
+        f"(apache/airflow#33272): {listed}. Backfill them as well, or pause them while this "
+        "runs.",
+        SECTION_TEXT // 2,
+    )
 
 
 def loading_line(plan: Plan) -> str:

@@ -29,6 +29,9 @@ __all__ = [
 ]  # fmt: skip
 
 IN_FLIGHT = frozenset({"queued", "running"})
+ASSET_CONSUMERS = "asset_consumers"
+"""The request's `options` key for the DAGs outside the plan that Airflow schedules on assets
+the plan's DAGs produce: [{dag, asset, consumer}] (the preview warns of them)."""
 OPTION_NOTES = "notes"
 """Key of the request's `options` holding what the executor found about them per DAG (a conf
 the DAG's params refuse): `[{"dag_id", "text", "blocking"}]`."""

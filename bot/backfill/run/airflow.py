@@ -153,6 +153,14 @@ class AirflowBackend:
         latest = {run.logical_date: run.state for run in runs if run.logical_date is not None}
         return [latest.get(i.start) for i in intervals]
 
+    async def asset_consumers(self, dag: DagRef) -> list[tuple[str, str]]:
+        client = (await self.steps()).client
+        try:
+            found = await client.asset_consumers(self.settings.dag_id_for(dag))
+        except AirflowNotFound:
+            return []
+        return [(c.name, c.dag_id) for c in found]
+
     async def run_seconds(self, dag: DagRef) -> float | None:
         """The median of the DAG's last successful runs (of the last weeks), start to end."""
         client = (await self.steps()).client

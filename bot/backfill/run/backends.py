@@ -117,6 +117,10 @@ class Backend(Protocol):
     def unhonoured(self, options: RunOptions) -> tuple[str, ...]:
         """What of `options` this backend cannot do, in words for the preview."""
 
+    async def asset_consumers(self, dag: DagRef) -> list[tuple[str, str]]:
+        """(asset, DAG id) of each DAG scheduled on an asset the DAG produces (Airflow assets;
+        Airflow 2 datasets): a run of `dag` triggers them. Empty when the backend has none."""
+
     async def run_seconds(self, dag: DagRef) -> float | None:
         """How long one run of the DAG usually takes (None: no history to tell from)."""
 

@@ -46,6 +46,10 @@ class Executor(Protocol):
     async def check_options(self, plan: Plan, options: RunOptions) -> tuple[PlanNote, ...]:
         """What the plan's DAGs say of the chosen options (a `--conf` their params refuse)."""
 
+    async def asset_consumers(self, plan: Plan) -> list[dict[str, str]]:
+        """DAGs outside the plan that Airflow schedules on assets the plan's DAGs produce
+        (producer `dag`, `asset`, `consumer`): every rerun interval triggers them."""
+
     async def paces(self, plan: Plan, options: RunOptions) -> dict[str, dict[str, Any]]:
         """Per DAG of the plan: its typical run in seconds (`run_s`, None without history) and
         the runs it would have at once (`at_once`), for the reports' estimates."""

@@ -73,6 +73,9 @@ class ManualExecutor:
     async def rerun_counts(self, plan: Plan) -> RerunCounts | None:
         return None
 
+    async def asset_consumers(self, plan: Plan) -> list[dict[str, str]]:
+        return []  # no Airflow to ask
+
     async def paces(self, plan: Plan, options: RunOptions) -> dict[str, dict[str, Any]]:
         return {}  # whoever runs the commands decides how fast
 

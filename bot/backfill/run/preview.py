@@ -54,6 +54,29 @@ async def paces(backend: Backend, plan: Plan, options: RunOptions) -> dict[str, 
     return {s.dag.dag_id: pace for s, pace in zip(plan.steps, found, strict=True)}
 
 
+async def asset_consumers(backend: Backend, plan: Plan) -> list[dict[str, str]]:
+    """Each DAG scheduled on an asset a DAG of the plan produces, and not itself in the plan:
+    Airflow triggers it for every rerun interval (apache/airflow#33272). Producer, asset and
+    consumer, once per pair."""
+    if len(plan.steps) > MOST_STEPS:
+        return []
+    limit = asyncio.Semaphore(AT_ONCE)
+
+    async def one(step: PlanStep) -> list[tuple[str, str]]:
+        async with limit:
+            return await backend.asset_consumers(step.dag)
+
+    found = await asyncio.gather(*(one(s) for s in plan.steps))
+    planned = {s.dag.dag_id for s in plan.steps}
+    seen: dict[tuple[str, str, str], dict[str, str]] = {}
+    for step, consumers in zip(plan.steps, found, strict=True):
+        for asset, consumer in consumers:
+            if consumer not in planned:
+                key = (step.dag.dag_id, asset, consumer)
+                seen[key] = {"dag": step.dag.dag_id, "asset": asset, "consumer": consumer}
+    return list(seen.values())
+
+
 async def rerun_counts(backend: Backend, plan: Plan) -> RerunCounts | None:
     if len(plan.steps) > MOST_STEPS:
         return None

@@ -168,6 +168,9 @@ class Runner:
     async def check_options(self, plan: Plan, options: RunOptions) -> tuple[PlanNote, ...]:
         return await preview.check_options(self.backend, plan, options)
 
+    async def asset_consumers(self, plan: Plan) -> list[dict[str, str]]:
+        return await preview.asset_consumers(self.backend, plan)
+
     async def paces(self, plan: Plan, options: RunOptions) -> dict[str, dict[str, Any]]:
         return await preview.paces(self.backend, plan, options)
 

@@ -212,6 +212,9 @@ class SparkBackend:
     ) -> dict[DagRef, Finding]:
         return {}  # its jobs take no conf: `unhonoured` says so
 
+    async def asset_consumers(self, dag: DagRef) -> list[tuple[str, str]]:
+        return []  # the example pipeline's jobs schedule nothing on each other's output
+
     async def run_seconds(self, dag: DagRef) -> float | None:
         return None  # local runs leave no history
 

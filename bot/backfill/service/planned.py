@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.backfill.messages import answers
 from bot.backfill.rules.estimate import DEADLINES, PACE
-from bot.backfill.rules.options import OPTION_NOTES, RunOptions, default_rerun
+from bot.backfill.rules.options import ASSET_CONSUMERS, OPTION_NOTES, RunOptions, default_rerun
 from bot.backfill.rules.outcomes import Busy
 from bot.backfill.run.base import Executor
 from bot.backfill.store import execution
@@ -115,7 +115,15 @@ class PlanChecks:
             "unhonoured": [*self.executor.unhonoured(chosen), *self._untimed(command, window)],
             OPTION_NOTES: [n.to_json() for n in notes],
             **await self._reports(plan, chosen),
+            ASSET_CONSUMERS: await self._consumers(plan),
         }
+
+    async def _consumers(self, plan: Plan) -> list[dict[str, str]]:
+        try:
+            return await self.executor.asset_consumers(plan)
+        except Exception as exc:  # the preview goes out without the warning
+            logger.warning("cannot read the asset consumers of %s: %s", plan.root.dag_id, exc)
+            return []
 
     async def _reports(self, plan: Plan, options: RunOptions) -> dict[str, Any]:
         """The reports downstream that say when they are read, and (for their estimates) the
