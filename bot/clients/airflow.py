@@ -13,19 +13,23 @@
   renews the token once.
 - Wrong credentials get 401 from `POST /auth/token`; they are not tried again for
   `login_retry_s` (see `bot.clients.airflow_http`).
+- `clearTaskInstances` (tests/airflow/test_clear_failed_tasks.py): `dry_run` defaults to true,
+  so a real clear says false. With `only_failed` it takes failed and upstream_failed tasks, not
+  skipped ones; the failed run goes back to queued and only the cleared tasks run again (as try
+  `try_number + 1`). `dag_run_id` with dates is a 422.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from datetime import datetime
 from typing import Any
 
 import aiohttp
 
 from bot.clients.airflow2 import Airflow2Client
-from bot.clients.airflow_http import AirflowHttp, iso, logger, seg
+from bot.clients.airflow_http import AirflowHttp, clear_body, iso, logger, seg
 from bot.clients.airflow_models import (
     AirflowAuthError,
     AirflowBadResponse,
@@ -34,11 +38,14 @@ from bot.clients.airflow_models import (
     AirflowNotFound,
     AirflowRequestError,
     AirflowUnavailable,
+    AssetConsumer,
     BackfillInfo,
+    ClearedTasks,
     DagInfo,
     DagParam,
     DagRunInfo,
     Parser,
+    TaskInstanceInfo,
     error_detail,
 )
 from bot.core.http import RetryPolicy
@@ -55,11 +62,14 @@ __all__ = [
     "AirflowNotFound",
     "AirflowRequestError",
     "AirflowUnavailable",
+    "AssetConsumer",
     "BackfillInfo",
+    "ClearedTasks",
     "DagInfo",
     "DagParam",
     "DagRunInfo",
     "RetryPolicy",
+    "TaskInstanceInfo",
     "connect_airflow",
 ]
 
@@ -268,10 +278,68 @@ class Airflow3Client(AirflowHttp):
         items = await self._paged(path, "dag_runs", query)
         return [Parser(f"GET {path}", 200).dag_run(item) for item in items]
 
+    async def recent_dag_runs(
+        self, dag_id: str, *, state: str = "success", limit: int = 10
+    ) -> list[DagRunInfo]:
+        """The DAG's last `limit` runs in `state`, the latest to end first (one request: how
+        long its runs take lately, whatever its history's length)."""
+        path = f"/api/v2/dags/{seg(dag_id)}/dagRuns"
+        query: list[tuple[str, str | int | bool]] = [
+            ("state", state), ("order_by", "-end_date"), ("limit", int(limit)),
+        ]  # fmt: skip
+        reply = await self._request("GET", path, query=query, retry_safe=True)
+        return [reply.parse.dag_run(item) for item in reply.parse.objects(reply.data, "dag_runs")]
+
     async def get_dag_run(self, dag_id: str, run_id: str) -> DagRunInfo:
         path = f"/api/v2/dags/{seg(dag_id)}/dagRuns/{seg(run_id)}"
         reply = await self._request("GET", path, retry_safe=True)
         return reply.parse.dag_run(reply.data)
+
+    async def clear_task_instances(
+        self,
+        dag_id: str,
+        *,
+        dag_run_id: str | None = None,
+        start_date: datetime | None = None,
+        end_date: datetime | None = None,
+        only_failed: bool = True,
+        task_ids: Collection[str] | None = None,
+    ) -> ClearedTasks:
+        """Clear task instances of one run, or of the runs with logical dates in [start_date,
+        end_date], so they run again: with `only_failed` the failed and upstream_failed ones
+        only (skipped and succeeded tasks keep their state and try), `task_ids` narrowing it
+        further. Their finished runs go back to queued, and the scheduler runs the cleared
+        tasks alone.
+
+        A body Airflow refuses (dag_run_id with dates, end before start) is 422
+        (AirflowRequestError, Airflow's words); an unknown DAG or run 404. Not retried after a
+        timeout or 5xx: the caller looks with `list_task_instances` before repeating it.
+        """
+        body = clear_body(
+            dag_run_id=dag_run_id, start_date=start_date, end_date=end_date,
+            only_failed=only_failed, task_ids=task_ids,
+        )  # fmt: skip
+        path = f"/api/v2/dags/{seg(dag_id)}/clearTaskInstances"
+        reply = await self._request("POST", path, body=body, retry_safe=False)
+        return reply.parse.cleared(reply.data)
+
+    async def list_task_instances(self, dag_id: str, dag_run_id: str) -> list[TaskInstanceInfo]:
+        """The run's task instances, in Airflow's order (404 for an unknown run)."""
+        path = f"/api/v2/dags/{seg(dag_id)}/dagRuns/{seg(dag_run_id)}/taskInstances"
+        items = await self._paged(path, "task_instances")
+        parser = Parser(f"GET {path}", 200)
+        return [parser.task_instance(item) for item in items]
+
+    async def asset_consumers(self, dag_id: str) -> list[AssetConsumer]:
+        """The DAGs scheduled on the assets `dag_id` produces (itself left out), by asset.
+
+        `dag_ids` keeps assets related to the DAG in any way (consumed or read too), so the
+        producer is checked here.
+        """
+        path = "/api/v2/assets"
+        items = await self._paged(path, "assets", [("dag_ids", dag_id)])
+        parser = Parser(f"GET {path}", 200)
+        return [c for item in items for c in parser.asset_consumers(item, dag_id, "scheduled_dags")]
 
     def ui_url(self, dag_id: str, run_id: str | None = None) -> str:
         """The Airflow 3 UI page of the DAG (`/dags/<id>`) or of one run (`.../runs/<run id>`)."""

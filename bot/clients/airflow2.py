@@ -7,8 +7,16 @@ from collections.abc import Collection, Mapping
 from datetime import datetime
 from typing import Any
 
-from bot.clients.airflow_http import AirflowHttp, Query, iso, seg
-from bot.clients.airflow_models import DagInfo, DagParam, DagRunInfo, Parser
+from bot.clients.airflow_http import AirflowHttp, Query, clear_body, iso, seg
+from bot.clients.airflow_models import (
+    AssetConsumer,
+    ClearedTasks,
+    DagInfo,
+    DagParam,
+    DagRunInfo,
+    Parser,
+    TaskInstanceInfo,
+)
 
 __all__ = ["Airflow2Client"]
 
@@ -17,7 +25,8 @@ class Airflow2Client(AirflowHttp):
     """Airflow 2 stable REST API (`/api/v1`) with HTTP basic auth; it has no backfill endpoint.
 
     Backfill one interval with `trigger_dag_run` (explicit data interval), or rerun existing
-    runs with `clear_dag_run` / `clear_task_instances`.
+    runs with `clear_dag_run` / `clear_task_instances` (which can rerun only their failed
+    tasks).
     """
 
     api_version: int = 2
@@ -80,6 +89,15 @@ class Airflow2Client(AirflowHttp):
         runs = [parser.dag_run(item) for item in items]
         return [run for run in runs if run_type is None or run.run_type == run_type]
 
+    async def recent_dag_runs(
+        self, dag_id: str, *, state: str = "success", limit: int = 10
+    ) -> list[DagRunInfo]:
+        """The DAG's last `limit` runs in `state`, the latest to end first (one request)."""
+        path = f"/api/v1/dags/{seg(dag_id)}/dagRuns"
+        query: Query = [("state", state), ("order_by", "-end_date"), ("limit", int(limit))]
+        reply = await self._request("GET", path, query=query, retry_safe=True)
+        return [reply.parse.dag_run(item) for item in reply.parse.objects(reply.data, "dag_runs")]
+
     async def trigger_dag_run(
         self,
         dag_id: str,
@@ -131,21 +149,49 @@ class Airflow2Client(AirflowHttp):
         self,
         dag_id: str,
         *,
-        start_date: datetime,
-        end_date: datetime,
-        only_failed: bool = False,
-    ) -> int:
-        """Clear the task instances with logical dates in [start_date, end_date]; how many."""
-        body = {
-            "dry_run": False,
-            "start_date": iso(start_date, "start_date"),
-            "end_date": iso(end_date, "end_date"),
-            "only_failed": only_failed,
-            "reset_dag_runs": True,
-        }
+        dag_run_id: str | None = None,
+        start_date: datetime | None = None,
+        end_date: datetime | None = None,
+        only_failed: bool = True,
+        task_ids: Collection[str] | None = None,
+    ) -> ClearedTasks:
+        """Clear task instances of one run, or of the runs with logical dates in [start_date,
+        end_date], so they run again: with `only_failed` the failed and upstream_failed ones
+        only (the tasks that succeeded keep their state), `task_ids` narrowing it further.
+        Their finished runs go back to queued.
+
+        Airflow 2 converts `dag_run_id` to the run's logical date. Its answer names the task
+        instances (no states); `count` is how many. A body Airflow refuses is 400
+        (AirflowRequestError, Airflow's words). Not retried after a timeout or 5xx: the caller
+        looks with `list_task_instances` before repeating it.
+        """
+        body = clear_body(
+            dag_run_id=dag_run_id, start_date=start_date, end_date=end_date,
+            only_failed=only_failed, task_ids=task_ids,
+        )  # fmt: skip
         path = f"/api/v1/dags/{seg(dag_id)}/clearTaskInstances"
         reply = await self._request("POST", path, body=body, retry_safe=False)
-        return len(reply.parse.objects(reply.data, "task_instances"))
+        return reply.parse.cleared(reply.data)
+
+    async def list_task_instances(self, dag_id: str, dag_run_id: str) -> list[TaskInstanceInfo]:
+        """The run's task instances (Airflow 2 lists none, rather than a 404, for an unknown
+        run)."""
+        path = f"/api/v1/dags/{seg(dag_id)}/dagRuns/{seg(dag_run_id)}/taskInstances"
+        items = await self._paged(path, "task_instances")
+        parser = Parser(f"GET {path}", 200)
+        return [parser.task_instance(item) for item in items]
+
+    async def asset_consumers(self, dag_id: str) -> list[AssetConsumer]:
+        """The DAGs scheduled on the datasets `dag_id` produces (itself left out), by dataset.
+
+        `dag_ids` keeps datasets related to the DAG in any way, so the producer is checked
+        here; and Airflow 2's `total_entries` counts every dataset, so the pages run until a
+        short one.
+        """
+        path = "/api/v1/datasets"
+        items = await self._paged(path, "datasets", [("dag_ids", dag_id)], trust_total=False)
+        parser = Parser(f"GET {path}", 200)
+        return [c for item in items for c in parser.asset_consumers(item, dag_id, "consuming_dags")]
 
     def ui_url(self, dag_id: str, run_id: str | None = None) -> str:
         """The Airflow 2 grid view of the DAG, focused on one run if given."""

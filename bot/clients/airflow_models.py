@@ -23,9 +23,12 @@ __all__ = [
     "AirflowNotFound",
     "AirflowRequestError",
     "AirflowUnavailable",
+    "AssetConsumer",
     "BackfillInfo",
+    "ClearedTasks",
     "DagInfo",
     "DagRunInfo",
+    "TaskInstanceInfo",
 ]
 
 
@@ -129,6 +132,44 @@ class BackfillInfo:
     is_paused: bool
     created_at: datetime | None
     completed_at: datetime | None
+
+
+@dataclass(frozen=True)
+class TaskInstanceInfo:
+    """One task of a DAG run. `state` is None for a task not scheduled yet (or just cleared);
+    `try_number` counts the tries that started, so a cleared task that ran again has one more
+    and a task left alone keeps its own."""
+
+    task_id: str
+    state: str | None
+    try_number: int
+    start_date: datetime | None
+    end_date: datetime | None
+
+
+@dataclass(frozen=True)
+class ClearedTasks:
+    """What `clear_task_instances` cleared: `tasks` are the (dag_run_id, task_id) pairs, in
+    Airflow's order, each once; `count` is how many task instances that was (a mapped task
+    has one per map index)."""
+
+    tasks: tuple[tuple[str, str], ...]
+    count: int
+
+    @property
+    def run_ids(self) -> tuple[str, ...]:
+        """The runs that had tasks cleared, each once, to follow with `get_dag_run`."""
+        return tuple(dict.fromkeys(run_id for run_id, _ in self.tasks))
+
+
+@dataclass(frozen=True)
+class AssetConsumer:
+    """A DAG scheduled on an asset (Airflow 2: a dataset) that another DAG produces: a run of
+    the producer can trigger it. `name` is the asset's name (Airflow 2: its URI)."""
+
+    uri: str
+    name: str
+    dag_id: str
 
 
 def error_detail(raw: bytes, reason: str | None) -> str:
@@ -323,3 +364,43 @@ class Parser:
             created_at=self.opt_dt(backfill, "created_at"),
             completed_at=self.opt_dt(backfill, "completed_at"),
         )
+
+    def task_instance(self, data: object) -> TaskInstanceInfo:
+        task = self.obj(data, "a task instance")
+        return TaskInstanceInfo(
+            task_id=self.str_(task, "task_id"),
+            # Airflow 2 before 2.7 wrote "none" for no state; null since.
+            state=None if task.get("state") == "none" else self.opt_str(task, "state"),
+            try_number=self.int_(task, "try_number"),
+            start_date=self.opt_dt(task, "start_date"),
+            end_date=self.opt_dt(task, "end_date"),
+        )
+
+    def cleared(self, data: object) -> ClearedTasks:
+        """A clear's answer: Airflow 3's task instances and `total_entries`, or Airflow 2's
+        references (`task_id`, `dag_run_id`; no total)."""
+        items = self.objects(data, "task_instances")
+        pairs = [(self.str_(item, "dag_run_id"), self.str_(item, "task_id")) for item in items]
+        total = self.obj(data).get("total_entries")
+        count = total if isinstance(total, int) and not isinstance(total, bool) else len(items)
+        return ClearedTasks(tuple(dict.fromkeys(pairs)), count)
+
+    def asset_consumers(
+        self, data: object, producer: str, consumers_key: str
+    ) -> list[AssetConsumer]:
+        """The DAGs (but `producer`) scheduled on one asset (Airflow 3's `AssetResponse`,
+        consumers under `scheduled_dags`; Airflow 2's `Dataset`, under `consuming_dags`),
+        none unless `producer` produces it."""
+        asset = self.obj(data, "an asset")
+        uri = self.str_(asset, "uri")
+        name = self.opt_str(asset, "name") or uri
+        producers = {
+            self.opt_str(task, "dag_id") for task in self.objects(asset, "producing_tasks")
+        }
+        if producer not in producers:
+            return []
+        dag_ids = {self.opt_str(dag, "dag_id") for dag in self.objects(asset, consumers_key)}
+        return [
+            AssetConsumer(uri, name, dag_id)
+            for dag_id in sorted(d for d in dag_ids if d is not None and d != producer)
+        ]

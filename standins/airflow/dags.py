@@ -132,10 +132,11 @@ class StandinDag:
     """A DAG known to the stand-in.
 
     `schedule` is a cron expression or @preset; `run_seconds` overrides the stand-in's default
-    run duration; `fail` makes every run of the DAG fail. New DAGs are unpaused by default (a
-    real Airflow pauses new DAGs unless DAGS_ARE_PAUSED_AT_CREATION=False): pass
-    `is_paused=True` for the real default. `max_active_runs=None` is a DAG whose row has none
-    (the API answers null; the scheduler applies `[core] max_active_runs_per_dag`, 16).
+    run duration; `fail` makes every run of the DAG fail. `tasks` run as a chain, in order
+    (`extract >> load`). New DAGs are unpaused by default (a real Airflow pauses new DAGs
+    unless DAGS_ARE_PAUSED_AT_CREATION=False): pass `is_paused=True` for the real default.
+    `max_active_runs=None` is a DAG whose row has none (the API answers null; the scheduler
+    applies `[core] max_active_runs_per_dag`, 16).
     """
 
     dag_id: str
@@ -153,11 +154,21 @@ class StandinDag:
     """The DAG's params: (name, default value, JSON schema `type` or None)."""
     depends_on_past: bool = False
     """Some of its tasks have depends_on_past=True (Airflow 3 then refuses some backfills)."""
+    outlets: tuple[str, ...] = ()
+    """URIs of the assets (Airflow 2: datasets) its last task produces (`outlets=[Asset(uri)]`)."""
+    asset_schedule: tuple[str, ...] = ()
+    """URIs of the assets it is scheduled on (`schedule=[Asset(uri), ...]`): the assets API
+    lists it as their consumer. The stand-in keeps `schedule` for the runs it is asked for; it
+    does not trigger runs on asset events."""
 
     def __post_init__(self) -> None:
         CronTimetable(self.schedule)  # fail early on a bad expression
         if not self.tasks:
             raise ValueError(f"DAG {self.dag_id} needs at least one task")
+        if len(set(self.tasks)) != len(self.tasks):
+            raise ValueError(f"DAG {self.dag_id} names a task twice: {self.tasks}")
+        if not all(uri.strip() for uri in (*self.outlets, *self.asset_schedule)):
+            raise ValueError(f"DAG {self.dag_id} has an empty asset URI")
 
     @property
     def active_runs_limit(self) -> int:

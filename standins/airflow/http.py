@@ -109,11 +109,23 @@ def iso_v2(value: datetime | None) -> str | None:
 
 def parse_datetime(raw: str) -> datetime | None:
     """An ISO 8601 date or datetime (naive read as UTC), or None when it is not one."""
+    parsed = _parse_iso(raw)
+    return None if parsed is None else utc(parsed)
+
+
+def is_naive(raw: str) -> bool:
+    """Whether `raw` is a datetime without a UTC offset (Airflow refuses those where it asks
+    for an aware one: `AwareDatetime`, Airflow 2's `validate_istimezone`)."""
+    parsed = _parse_iso(raw)
+    return parsed is not None and parsed.tzinfo is None
+
+
+def _parse_iso(raw: str) -> datetime | None:
     text = raw.strip()
     if text.endswith(("z", "Z")):
         text = text[:-1] + "+00:00"
     try:
-        return utc(datetime.fromisoformat(text))
+        return datetime.fromisoformat(text)
     except ValueError:
         return None
 
@@ -169,6 +181,7 @@ class V2Body:
         default: Any = _MISSING,
         nullable: bool = False,
         choices: Sequence[str] = (),
+        max_length: int | None = None,
     ) -> None:
         self._known.add(name)
         if not isinstance(self.body, dict):
@@ -186,6 +199,15 @@ class V2Body:
             self.values[name] = None
             return
         checked = _CHECKS[kind](value, choices)
+        if max_length is not None and isinstance(checked, str) and len(checked) > max_length:
+            error = pydantic_error(
+                "string_too_long",
+                ["body", name],
+                f"String should have at most {max_length} characters",
+                value,
+            )
+            self.errors.append(error | {"ctx": {"max_length": max_length}})
+            return
         if isinstance(checked, _Bad):
             error = pydantic_error(checked.kind, ["body", name], checked.msg, value)
             if choices:
@@ -253,6 +275,27 @@ def _check_datetime(value: Any, _: Sequence[str]) -> Any:
     return parsed
 
 
+def _check_aware_datetime(value: Any, choices: Sequence[str]) -> Any:
+    if isinstance(value, str) and is_naive(value):
+        return _Bad("timezone_aware", "Input should have timezone info")
+    return _check_datetime(value, choices)
+
+
+def _check_str_list(value: Any, _: Sequence[str]) -> Any:
+    """A list of task ids, or of [task id, map index] pairs (`list[str | tuple[str, int]]`),
+    each pair read as its task id: the stand-in maps no task."""
+    if not isinstance(value, list):
+        return _Bad("list_type", "Input should be a valid list")
+    found = []
+    for item in value:
+        if isinstance(item, list) and len(item) == 2 and isinstance(item[1], int):
+            item = item[0]
+        if not isinstance(item, str):
+            return _Bad("string_type", "Input should be a valid string")
+        found.append(item)
+    return found
+
+
 def _check_dict(value: Any, _: Sequence[str]) -> Any:
     return (
         value
@@ -272,6 +315,8 @@ _CHECKS: dict[str, Callable[[Any, Sequence[str]], Any]] = {
     "bool": _check_bool,
     "int": _check_int,
     "datetime": _check_datetime,
+    "aware_datetime": _check_aware_datetime,
+    "str_list": _check_str_list,
     "dict": _check_dict,
     "enum": _check_enum,
 }

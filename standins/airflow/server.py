@@ -3,7 +3,9 @@ Airflow 2's stable API (`/api/v1`, HTTP basic auth), over a simulated scheduler.
 
 Shared by the tests and the local demo. Shapes, status codes and messages follow the published
 specs (tests/fixtures/airflow/v2-rest-api-generated.yaml and v1.yaml) and the behaviour observed
-on a real Airflow 3.3.2 (tests/fixtures/airflow/SOURCE.md). One stand-in serves one major
+on a real Airflow 3.3.2 (tests/fixtures/airflow/SOURCE.md). Besides DAGs, runs and backfills it
+serves a run's task instances, clearing them (the failed ones only: clearing.py) and the assets
+the DAGs declare (assets.py). One stand-in serves one major
 version, like a real server: `api=3` serves `/auth/token` and `/api/v2`, `api=2` serves `/api/v1`.
 Runs progress on the injected clock (see state.py); nothing needs a background task.
 """
@@ -31,7 +33,7 @@ from standins.airflow.dags import (
     system_clock,
 )
 from standins.airflow.http import STATE, USER, HttpError, detail, problem
-from standins.airflow.state import AirflowState, Backfill, DagRun
+from standins.airflow.state import AirflowState, Backfill, DagRun, TaskInstance
 from standins.http_server import start_app
 
 __all__ = [
@@ -44,6 +46,7 @@ __all__ = [
     "HistoricRun",
     "ManualClock",
     "StandinDag",
+    "TaskInstance",
     "create_app",
     "food_delivery_history",
     "running_airflow_standin",

@@ -7,6 +7,13 @@ DAG's `max_active_runs` for the others, independently, as in Airflow 3), running
 their DAG's duration (failed when chosen by `fail_on`/`fail_always`), and a backfill gets
 `completed_at` `completion_delay` seconds after its last run finished. Replaying is event by event,
 so the outcome does not depend on how often anyone looks.
+
+Each run has one task instance per task of its DAG, the tasks forming a chain in the DAG's order
+(`extract >> load`). A run that starts runs the tasks that are not finished yet: the first of them
+shows `running` until the run ends, when each gets its outcome in order (a failed task leaves the
+ones after it `upstream_failed`, never run) and the run fails if any of its tasks did. So a run
+cleared of its failed tasks only (`clear_tasks`) reruns those alone: the tasks that succeeded keep
+their state and `try_number`. Like Airflow, `try_number` counts the tries that started.
 """
 
 from __future__ import annotations
@@ -15,15 +22,20 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from standins.airflow.auth import Tokens
 from standins.airflow.dags import HistoricRun, RunState, StandinDag, run_end, system_clock, utc
 
 JsonDict = dict[str, Any]
 Clock = Callable[[], datetime]
+TaskState = Literal["running", "success", "failed", "upstream_failed", "skipped"]
 UNFINISHED = ("queued", "running")
+#: task states a run's next try runs again (None: cleared or never scheduled)
+TASK_PENDING: tuple[TaskState | None, ...] = (None, "running")
+TASK_BROKEN: tuple[TaskState | None, ...] = ("failed", "upstream_failed")
 _VERSIONS = uuid.UUID("0b6c3c52-9b8e-5d1e-8f57-2f4a0c1d9e11")
+_TASK_IDS = uuid.UUID("6f1d2a7e-3c58-5b0e-9d4a-8e2f1c7b5a90")
 
 
 @dataclass
@@ -37,6 +49,29 @@ class DagState:
     @property
     def dag_id(self) -> str:
         return self.dag.dag_id
+
+
+@dataclass
+class TaskInstance:
+    """One task of one run. Clearing it gives it a new `id` (Airflow records the old try in its
+    history) and state None; `try_number` grows when it next starts."""
+
+    task_id: str
+    id: str
+    state: TaskState | None = None
+    try_number: int = 0
+    max_tries: int = 0
+    start_date: datetime | None = None
+    end_date: datetime | None = None
+    queued_when: datetime | None = None
+    note: str | None = None
+    clears: int = 0
+
+    @property
+    def duration(self) -> float | None:
+        if self.start_date is None or self.end_date is None:
+            return None
+        return (self.end_date - self.start_date).total_seconds()
 
 
 @dataclass
@@ -63,6 +98,7 @@ class DagRun:
     last_scheduling_decision: datetime | None = None
     clear_number: int = 0
     finish_at: datetime | None = None  # when a running run ends (simulation only)
+    tasks: dict[str, TaskInstance] = field(default_factory=dict)  # in the DAG's (chain) order
 
     @property
     def duration(self) -> float | None:
@@ -111,7 +147,8 @@ class AirflowState:
         self._dags: dict[str, DagState] = {}
         self._runs: dict[str, dict[str, DagRun]] = {}
         self._backfills: dict[int, Backfill] = {}
-        self._fail_on: dict[tuple[str, datetime], int | None] = {}
+        # (DAG, logical date) -> (tries left or None for always, the task that fails or None)
+        self._fail_on: dict[tuple[str, datetime], tuple[int | None, str | None]] = {}
         self._outage: tuple[int, int | None] | None = None  # (status, answers left or None)
         self.forbidden = False
         self._ids = 0
@@ -136,10 +173,24 @@ class AirflowState:
     def unpause(self, dag_id: str) -> None:
         self.pause(dag_id, False)
 
-    def fail_on(self, dag_id: str, logical_date: datetime, *, times: int | None = None) -> None:
-        """Make the run of `dag_id` at `logical_date` fail (next `times` tries; None: always)."""
-        self._require(dag_id)
-        self._fail_on[(dag_id, utc(logical_date))] = times
+    def fail_on(
+        self,
+        dag_id: str,
+        logical_date: datetime,
+        *,
+        times: int | None = None,
+        task_id: str | None = None,
+    ) -> None:
+        """Make the run of `dag_id` at `logical_date` fail (next `times` tries; None: always).
+
+        It fails in `task_id` (the tasks before it succeed, the ones after it end
+        `upstream_failed`), or in the first task it runs when None. A try that does not run
+        `task_id` (cleared of other tasks only) neither fails nor counts.
+        """
+        dag = self._require(dag_id)
+        if task_id is not None and task_id not in dag.dag.tasks:
+            raise KeyError(f"DAG {dag_id!r} has no task {task_id!r}")
+        self._fail_on[(dag_id, utc(logical_date))] = (times, task_id)
 
     def fail_always(self, dag_id: str, failing: bool = True) -> None:
         self._require(dag_id).failing = failing
@@ -202,6 +253,8 @@ class AirflowState:
         made.queued_at, made.start_date, made.end_date = run_after, started, ended
         made.updated_at = ended
         made.triggered_by = "timetable" if run.run_type == "scheduled" else "rest_api"
+        failing = next(iter(made.tasks)) if run.state == "failed" else None
+        _run_tasks(made.tasks.values(), started, ended, failing)
         return made
 
     # -- lookups used by the HTTP layer ---------------------------------------------------------
@@ -270,6 +323,8 @@ class AirflowState:
             data_interval_end=interval[1] if interval else None,
             run_after=run_after, queued_at=self._time, updated_at=self._time, conf=conf or {},
         )  # fmt: skip
+        for task_id in self._dags[dag_id].dag.tasks:
+            run.tasks[task_id] = TaskInstance(task_id, _task_instance_id(run, task_id, 0))
         self._runs[dag_id][run_id] = run
         return run
 
@@ -298,19 +353,48 @@ class AirflowState:
         return run
 
     def requeue(self, run: DagRun) -> None:
-        """Clear a run: it goes back to queued and will run again."""
+        """Clear a run and all its tasks: it goes back to queued (whatever its state) and will
+        run again."""
+        self.clear_tasks(run, list(run.tasks), reset_run=False)
+        self._queue(run)
+
+    def clear_tasks(self, run: DagRun, task_ids: Iterable[str], *, reset_run: bool) -> None:
+        """Clear some tasks of a run (`clear_task_instances`): each gets state None and a new
+        id, keeping its last try's dates; a finished run goes back to queued when `reset_run`,
+        and then runs the tasks that are not finished, as a scheduler would. Without
+        `reset_run` a finished run stays as it is, its cleared tasks waiting for nothing."""
+        for task_id in task_ids:
+            task = run.tasks[task_id]
+            task.clears += 1
+            task.id = _task_instance_id(run, task_id, task.clears)
+            task.state = None
+            task.max_tries = task.try_number  # retries=0: `try_number + task.retries`
+        run.clear_number += 1
+        run.queued_at = run.updated_at = self._time
+        if reset_run and run.state not in UNFINISHED:
+            self._queue(run)
+
+    def _queue(self, run: DagRun) -> None:
         run.state, run.queued_at, run.updated_at = "queued", self._time, self._time
         run.start_date = run.end_date = run.finish_at = run.last_scheduling_decision = None
-        run.clear_number += 1
 
     def set_state(self, run: DagRun, state: RunState) -> None:
-        """Mark a run (PATCH): finished states stop it now, queued clears it."""
+        """Mark a run (PATCH): finished states stop it now, queued clears it.
+
+        Its tasks follow as in Airflow's `set_dag_run_state_to_*`: success marks every task
+        succeeded; failed fails the running task and skips the ones not started."""
         if state == "queued":
             self.requeue(run)
             return
         if run.state != state:
             run.state, run.end_date, run.finish_at = state, self._time, None
             run.updated_at = self._time
+        for task in run.tasks.values():
+            if state == "success" and task.state != "success":
+                task.state, task.end_date = "success", self._time
+            elif state == "failed" and task.state in TASK_PENDING:
+                task.state = "failed" if task.state == "running" else "skipped"
+                task.end_date = self._time
 
     def touch(self) -> None:
         """Start whatever may start after a change made at the current time."""
@@ -339,6 +423,10 @@ class AirflowState:
         run.state, run.start_date, run.end_date = "running", moment, None
         run.finish_at = moment + self._duration(run.dag_id)
         run.updated_at = run.last_scheduling_decision = moment
+        first = next((t for t in run.tasks.values() if t.state is None), None)
+        if first is not None and not _blocked(run, first):
+            first.state, first.start_date, first.queued_when = "running", moment, moment
+            first.try_number += 1
 
     def _schedule(self, moment: datetime) -> None:
         for dag in self._dags.values():
@@ -395,15 +483,23 @@ class AirflowState:
                 backfill.completed_at = backfill.updated_at = due
 
     def _finish(self, run: DagRun, moment: datetime) -> None:
-        failed = self._dags[run.dag_id].failing
+        pending = [t for t in run.tasks.values() if t.state in TASK_PENDING]
+        runs_first = next((t.task_id for t in pending if not _blocked(run, t)), None)
+        failing = runs_first if self._dags[run.dag_id].failing else None
         key = (run.dag_id, run.logical_date) if run.logical_date is not None else None
         if key is not None and key in self._fail_on:
-            failed, times = True, self._fail_on[key]
-            if times is not None:
-                if times <= 1:
-                    del self._fail_on[key]
-                else:
-                    self._fail_on[key] = times - 1
+            times, task_id = self._fail_on[key]
+            task_id = task_id or runs_first
+            if any(t.task_id == task_id and not _blocked(run, t) for t in pending):
+                failing = task_id
+                if times is not None:
+                    if times <= 1:
+                        del self._fail_on[key]
+                    else:
+                        self._fail_on[key] = (times - 1, self._fail_on[key][1])
+        started = run.start_date or moment
+        _run_tasks(run.tasks.values(), started, moment, failing)
+        failed = any(t.state in TASK_BROKEN for t in run.tasks.values())
         run.state = "failed" if failed else "success"
         run.end_date = run.updated_at = moment
         run.finish_at = None
@@ -413,3 +509,44 @@ class AirflowState:
         if dag is None:
             raise KeyError(f"unknown DAG {dag_id!r}")
         return dag
+
+
+def _task_instance_id(run: DagRun, task_id: str, clears: int) -> str:
+    """A task instance's uuid, new at each clear (stable across stand-ins for equal histories)."""
+    return str(uuid.uuid5(_TASK_IDS, f"{run.dag_id}\0{run.run_id}\0{task_id}\0{clears}"))
+
+
+def _blocked(run: DagRun, task: TaskInstance) -> bool:
+    """Whether a task before `task` in the chain has failed, so that `task` cannot run."""
+    for other in run.tasks.values():
+        if other is task:
+            return False
+        if other.state in TASK_BROKEN:
+            return True
+    return False
+
+
+def _run_tasks(
+    tasks: Iterable[TaskInstance], started: datetime, ended: datetime, failing: str | None
+) -> None:
+    """Give a run's pending tasks their outcome, in chain order, sharing [started, ended] out
+    evenly: `failing` fails, and a task after a failed one (this try's or an earlier one's) ends
+    `upstream_failed`, never run, at the time the failure was known."""
+    tasks = list(tasks)
+    pending = [t for t in tasks if t.state in TASK_PENDING]
+    slot = (ended - started) / max(len(pending), 1)
+    moment, broken = started, False
+    for task in tasks:
+        if task.state not in TASK_PENDING:
+            broken = broken or task.state in TASK_BROKEN
+        elif broken:
+            task.state = "upstream_failed"
+            task.start_date = task.end_date = moment
+        else:
+            if task.state != "running":  # the first task started with its run
+                task.try_number += 1
+                task.queued_when = moment
+            task.start_date, task.end_date = moment, moment + slot
+            moment += slot
+            task.state = "failed" if task.task_id == failing else "success"
+            broken = task.state == "failed"

@@ -15,9 +15,11 @@ from typing import Any
 
 from aiohttp import web
 
+from standins.airflow import assets, clearing
 from standins.airflow.http import (
     STATE,
     HttpError,
+    is_naive,
     json_body,
     ordering_error,
     parse_datetime,
@@ -26,7 +28,14 @@ from standins.airflow.http import (
     sort_key,
 )
 from standins.airflow.state import DagRun, DagState
-from standins.airflow.views import dag_details_v1, dag_v1, run_v1, task_reference_v1
+from standins.airflow.views import (
+    dag_details_v1,
+    dag_v1,
+    dataset_v1,
+    run_v1,
+    task_instance_v1,
+    task_reference_v1,
+)
 
 VERSION = "2.10.5"
 MAX_PAGE_LIMIT = 100
@@ -43,6 +52,12 @@ _RUN_ORDER = {
 }
 _RUN_FIELDS = ("dag_run_id", "logical_date", "execution_date", "data_interval_start",
                "data_interval_end", "conf", "note")  # fmt: skip
+_DATASET_ORDER = {
+    "id": lambda a: a.id,
+    "uri": lambda a: a.uri,
+    "created_at": lambda a: a.created_at,
+    "updated_at": lambda a: a.created_at,
+}
 _CLEAR_FIELDS = (
     *("dry_run", "task_ids", "start_date", "end_date", "only_failed", "only_running"),
     *("include_subdags", "include_parentdag", "reset_dag_runs", "dag_run_id"),
@@ -300,11 +315,6 @@ async def patch_run(request: web.Request) -> web.Response:
     return reply(run_v1(run))
 
 
-def _task_states(run: DagRun) -> str | None:
-    """Task instances share their run's fate in the stand-in (queued: not yet scheduled)."""
-    return None if run.state == "queued" else run.state
-
-
 async def clear_run(request: web.Request) -> web.Response:
     state = request.app[STATE]
     dag_id, run_id = request.match_info["dag_id"], request.match_info["dag_run_id"]
@@ -323,60 +333,107 @@ async def clear_run(request: web.Request) -> web.Response:
     return reply(run_v1(run))
 
 
-async def clear_task_instances(request: web.Request) -> web.Response:
-    state = request.app[STATE]
-    body = await _object(request)
+def _clear_form(body: dict[str, Any], dag_id: str) -> tuple[clearing.ClearRequest, bool, bool]:
+    """ClearTaskInstanceFormSchema: (what to clear, dry_run, reset_dag_runs).
+
+    A naive date is refused at once by `validate_istimezone` (its own BadRequest, before the
+    other fields are looked at); then field errors; its `validates_schema` runs only when there
+    are none, and stops at the first rule broken."""
+    for name in ("start_date", "end_date"):
+        raw = body.get(name)
+        if isinstance(raw, str) and is_naive(raw):
+            raise problem(400, "Invalid datetime format", "Naive datetime is disallowed")
     errors = _unknown(body, _CLEAR_FIELDS)
     start, end = _when(body, "start_date", errors), _when(body, "end_date", errors)
-    dry = _flag(body, "dry_run", True, errors)
-    only_failed = _flag(body, "only_failed", True, errors)
-    only_running = _flag(body, "only_running", False, errors)
-    reset = _flag(body, "reset_dag_runs", True, errors)
-    run_id = body.get("dag_run_id")
-    task_ids = body.get("task_ids")
-    if task_ids is not None and (not isinstance(task_ids, list) or not task_ids):
-        errors["task_ids"] = ["Shorter than minimum length 1."]
-    schema: list[str] = []
-    if only_failed and only_running:
-        schema.append("only_failed and only_running both are set to True")
-    if start is not None and end is not None and start > end:
-        schema.append("end_date is sooner than start_date")
-    if run_id is not None and (start is not None or end is not None):
-        schema.append("Exactly one of dag_run_id or (start_date and end_date) must be provided")
-    if schema:
-        errors["_schema"] = schema
+    flags = {
+        name: _flag(body, name, default, errors)
+        for name, default in (("dry_run", True), ("only_failed", True), ("only_running", False),
+                              ("include_subdags", False), ("include_parentdag", False),
+                              ("reset_dag_runs", False), ("include_upstream", False),
+                              ("include_downstream", False), ("include_future", False),
+                              ("include_past", False))
+    }  # fmt: skip
+    run_id, task_ids = body.get("dag_run_id"), body.get("task_ids")
+    if run_id is not None and not isinstance(run_id, str):
+        errors["dag_run_id"] = ["Not a valid string."]
+    if task_ids is not None:
+        if not isinstance(task_ids, list) or not all(isinstance(t, str) for t in task_ids):
+            errors["task_ids"] = ["Not a valid list."]
+        elif not task_ids:
+            errors["task_ids"] = ["Shorter than minimum length 1."]
+    if not errors:
+        rule = None
+        if flags["only_failed"] and flags["only_running"]:
+            rule = "only_failed and only_running both are set to True"
+        elif start is not None and end is not None and start > end:
+            rule = "end_date is sooner than start_date"
+        elif start is not None and end is not None and run_id:
+            rule = "Exactly one of dag_run_id or (start_date and end_date) must be provided"
+        elif start is not None and run_id:
+            rule = "Exactly one of dag_run_id or start_date must be provided"
+        elif end is not None and run_id:
+            rule = "Exactly one of dag_run_id or end_date must be provided"
+        if rule is not None:
+            errors["_schema"] = [rule]
     if errors:
         raise _bad_body(errors)
+    wanted = clearing.ClearRequest(
+        dag_id=dag_id, dag_run_id=run_id, start_date=start, end_date=end,
+        only_failed=flags["only_failed"], only_running=flags["only_running"],
+        task_ids=None if task_ids is None else tuple(task_ids),
+        include_upstream=flags["include_upstream"],
+        include_downstream=flags["include_downstream"], include_past=flags["include_past"],
+        include_future=flags["include_future"],
+    )  # fmt: skip
+    return wanted, flags["dry_run"], flags["reset_dag_runs"]
+
+
+async def clear_task_instances(request: web.Request) -> web.Response:
+    """Clear task instances (clearing.py says which); answers references to them."""
+    state = request.app[STATE]
     dag_id = request.match_info["dag_id"]
-    dag = state.dag(dag_id)
-    if dag is None:
+    wanted, dry_run, reset_dag_runs = _clear_form(await _object(request), dag_id)
+    if state.dag(dag_id) is None:
         raise problem(404, f"Dag id {dag_id} not found")
-    runs = state.all_runs(dag_id)
-    if run_id is not None:
-        chosen = state.run(dag_id, run_id)
-        if chosen is None:
-            raise problem(404, f"Dag Run id {run_id} not found in dag {dag_id}")
-        start = end = chosen.logical_date
-    if body.get("include_past"):
-        start = None
-    if body.get("include_future"):
-        end = None
-    matched = []
-    for run in runs:
-        when = run.logical_date
-        if when is None or (start is not None and when < start) or (end is not None and when > end):
-            continue
-        ti_state = _task_states(run)
-        if (only_failed and ti_state != "failed") or (only_running and ti_state != "running"):
-            continue
-        matched.append(run)
-    tasks = [t for t in dag.dag.tasks if task_ids is None or t in task_ids]
-    refs = [task_reference_v1(run, t) for run in matched for t in tasks]
-    if not dry and reset:
-        for run in matched:
-            state.requeue(run)
+    try:
+        selected = clearing.select(state, wanted)
+    except clearing.ClearError as exc:  # Airflow 2's runs all have a logical date
+        raise problem(404, f"Dag Run id {wanted.dag_run_id} not found in dag {dag_id}") from exc
+    refs = [task_reference_v1(run, task.task_id) for run, task in selected]
+    if not dry_run:
+        clearing.clear(state, selected, reset_dag_runs=reset_dag_runs)
         state.touch()
     return reply({"task_instances": refs})
+
+
+async def list_task_instances(request: web.Request) -> web.Response:
+    """One run's task instances in the DAG's order. Airflow 2 does not check that the run
+    exists: an unknown one lists none."""
+    state = request.app[STATE]
+    limit, offset = _int(request, "limit", 100), _int(request, "offset", 0)
+    run = state.run(request.match_info["dag_id"], request.match_info["dag_run_id"])
+    tasks = [] if run is None else list(run.tasks.values())
+    if states := request.query.getall("state", []):
+        tasks = [t for t in tasks if (t.state or "none") in states]  # "none": no state
+    page = [task_instance_v1(run, t) for t in tasks[offset:][:limit]] if run else []
+    return reply({"task_instances": page, "total_entries": len(tasks)})
+
+
+async def list_datasets(request: web.Request) -> web.Response:
+    """Datasets; `dag_ids` (comma-separated) keeps those the DAGs produce or are scheduled on.
+    Like Airflow 2 (dataset_endpoint.get_datasets), `total_entries` counts every dataset,
+    whatever the filters."""
+    state = request.app[STATE]
+    limit, offset = _int(request, "limit", 100), _int(request, "offset", 0)
+    order = _order(request, "id", _DATASET_ORDER)
+    everything = assets.index(state.dag_states())
+    found = everything
+    if dag_ids := request.query.get("dag_ids"):
+        found = [a for a in found if a.related_to(dag_ids.split(","))]
+    if pattern := request.query.get("uri_pattern"):
+        found = [a for a in found if pattern.lower() in a.uri.lower()]
+    page = order(found)[offset:][:limit]
+    return reply({"datasets": [dataset_v1(a) for a in page], "total_entries": len(everything)})
 
 
 PUBLIC_PATHS = frozenset({"/api/v1/version", "/api/v1/health"})
@@ -396,3 +453,7 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get(f"{prefix}/dags/{{dag_id}}/dagRuns/{{dag_run_id}}", get_run)
     app.router.add_patch(f"{prefix}/dags/{{dag_id}}/dagRuns/{{dag_run_id}}", patch_run)
     app.router.add_post(f"{prefix}/dags/{{dag_id}}/dagRuns/{{dag_run_id}}/clear", clear_run)
+    app.router.add_get(
+        f"{prefix}/dags/{{dag_id}}/dagRuns/{{dag_run_id}}/taskInstances", list_task_instances
+    )
+    app.router.add_get(f"{prefix}/datasets", list_datasets)

@@ -2,8 +2,9 @@
 
 Status codes, messages and shapes follow the published spec and, where the spec is silent, the
 FastAPI routes of apache/airflow (routes/public/dags.py, dag_run.py; backfills are in
-v2_backfills.py). Where real Airflow departs from its own spec, the stand-in does what
-Airflow does (string `detail`s on some 422s, see v2_backfills.py).
+v2_backfills.py, task instances and assets in v2_tasks.py). Where real Airflow departs from its
+own spec, the stand-in does what Airflow does (string `detail`s on some 422s, see
+v2_backfills.py).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 from aiohttp import web
 
 from standins.airflow import v2_backfills as airflow_v2_backfills
+from standins.airflow import v2_tasks as airflow_v2_tasks
 from standins.airflow.dags import RUN_STATES
 from standins.airflow.http import (
     STATE,
@@ -313,3 +315,4 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get(f"{prefix}/dags/{{dag_id}}/dagRuns/{{dag_run_id}}", get_run)
     app.router.add_patch(f"{prefix}/dags/{{dag_id}}/dagRuns/{{dag_run_id}}", patch_run)
     airflow_v2_backfills.add_routes(app, prefix)
+    airflow_v2_tasks.add_routes(app, prefix)

@@ -1,13 +1,16 @@
-"""JSON views of the stand-in's state: Airflow 2's `DAG`/`DAGRun` (v1.yaml) and Airflow 3's
-`DAGResponse`/`DAGRunResponse`/`BackfillResponse` (v2-rest-api-generated.yaml)."""
+"""JSON views of the stand-in's state: Airflow 2's `DAG`/`DAGRun`/`TaskInstance`/`Dataset`
+(v1.yaml) and Airflow 3's `DAGResponse`/`DAGRunResponse`/`BackfillResponse`/
+`TaskInstanceResponse`/`AssetResponse` (v2-rest-api-generated.yaml)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from standins.airflow.assets import Asset
 from standins.airflow.http import iso_v1, iso_v2
-from standins.airflow.state import AirflowState, Backfill, DagRun, DagState
+from standins.airflow.state import AirflowState, Backfill, DagRun, DagState, TaskInstance
 
 JsonDict = dict[str, Any]
 
@@ -114,22 +117,23 @@ def run_v1(run: DagRun) -> JsonDict:
     }
 
 
+def _dag_version(dag: DagState) -> JsonDict:
+    """The DAG's one version (DagVersionResponse)."""
+    return {
+        "id": dag.version_id,
+        "version_number": 1,
+        "dag_id": dag.dag_id,
+        "bundle_name": "dags-folder",
+        "bundle_version": None,
+        "created_at": iso_v2(dag.created_at),
+        "dag_display_name": dag.dag_id,
+        "bundle_url": None,
+    }
+
+
 def run_v2(state: AirflowState, run: DagRun) -> JsonDict:
     dag = state.dag(run.dag_id)
-    versions = []
-    if dag is not None:
-        versions.append(
-            {
-                "id": dag.version_id,
-                "version_number": 1,
-                "dag_id": dag.dag_id,
-                "bundle_name": "dags-folder",
-                "bundle_version": None,
-                "created_at": iso_v2(dag.created_at),
-                "dag_display_name": dag.dag_id,
-                "bundle_url": None,
-            }
-        )
+    versions = [] if dag is None else [_dag_version(dag)]
     return {
         "dag_run_id": run.run_id,
         "dag_id": run.dag_id,
@@ -179,6 +183,117 @@ def task_reference_v1(run: DagRun, task_id: str) -> JsonDict:
         "dag_id": run.dag_id,
         "execution_date": iso_v1(run.logical_date),
         "dag_run_id": run.run_id,
+    }
+
+
+def _task_common(task: TaskInstance) -> JsonDict:
+    """What both APIs say alike of a task instance (a BashOperator's defaults, no retries)."""
+    return {
+        "task_id": task.task_id,
+        "task_display_name": task.task_id,
+        "map_index": -1,
+        "duration": task.duration,
+        "state": task.state,
+        "try_number": task.try_number,
+        "max_tries": task.max_tries,
+        "hostname": "" if task.start_date is None else "standin",
+        "unixname": "airflow",
+        "pool": "default_pool",
+        "pool_slots": 1,
+        "queue": "default",
+        "priority_weight": 1,
+        "operator": "BashOperator",
+        "pid": None,
+        "executor": None,
+        "executor_config": "{}",
+        "note": task.note,
+        "rendered_map_index": None,
+        "rendered_fields": {},
+        "trigger": None,
+        "triggerer_job": None,
+    }
+
+
+def task_instance_v1(run: DagRun, task: TaskInstance) -> JsonDict:
+    """Airflow 2's `TaskInstance` (TaskInstanceSchema)."""
+    return {
+        **_task_common(task),
+        "dag_id": run.dag_id,
+        "dag_run_id": run.run_id,
+        "execution_date": iso_v1(run.logical_date),
+        "start_date": iso_v1(task.start_date),
+        "end_date": iso_v1(task.end_date),
+        "queued_when": iso_v1(task.queued_when),
+        "sla_miss": None,
+    }
+
+
+def task_instance_v2(state: AirflowState, run: DagRun, task: TaskInstance) -> JsonDict:
+    """Airflow 3's `TaskInstanceResponse`."""
+    dag = state.dag(run.dag_id)
+    return {
+        **_task_common(task),
+        "id": task.id,
+        "dag_id": run.dag_id,
+        "dag_run_id": run.run_id,
+        "dag_display_name": run.dag_id,
+        "logical_date": iso_v2(run.logical_date),
+        "run_after": iso_v2(run.run_after),
+        "start_date": iso_v2(task.start_date),
+        "end_date": iso_v2(task.end_date),
+        "queued_when": iso_v2(task.queued_when),
+        "scheduled_when": iso_v2(task.queued_when),
+        "operator_name": "BashOperator",
+        "dag_version": None if dag is None else _dag_version(dag),
+    }
+
+
+def _asset_refs(asset: Asset, iso: Callable[[datetime | None], str | None]) -> JsonDict:
+    at = iso(asset.created_at)
+    return {
+        "producing_tasks": [
+            {"dag_id": dag_id, "task_id": task_id, "created_at": at, "updated_at": at}
+            for dag_id, task_id in asset.producers
+        ],
+        "consumers": [
+            {"dag_id": dag_id, "created_at": at, "updated_at": at} for dag_id in asset.consumers
+        ],
+    }
+
+
+def asset_v2(asset: Asset) -> JsonDict:
+    """Airflow 3's `AssetResponse`: consumers are `scheduled_dags`."""
+    refs = _asset_refs(asset, iso_v2)
+    return {
+        "id": asset.id,
+        "name": asset.uri,
+        "uri": asset.uri,
+        "group": "asset",
+        "extra": {},
+        "created_at": iso_v2(asset.created_at),
+        "updated_at": iso_v2(asset.created_at),
+        "scheduled_dags": refs["consumers"],
+        "producing_tasks": refs["producing_tasks"],
+        "consuming_tasks": [],
+        "aliases": [],
+        "watchers": [],
+        "last_asset_event": {"id": None, "timestamp": None},
+    }
+
+
+def dataset_v1(asset: Asset) -> JsonDict:
+    """Airflow 2's `Dataset` (DatasetSchema, which adds `aliases` to the spec's fields):
+    consumers are `consuming_dags`."""
+    refs = _asset_refs(asset, iso_v1)
+    return {
+        "id": asset.id,
+        "uri": asset.uri,
+        "extra": {},
+        "created_at": iso_v1(asset.created_at),
+        "updated_at": iso_v1(asset.created_at),
+        "consuming_dags": refs["consumers"],
+        "producing_tasks": refs["producing_tasks"],
+        "aliases": [],
     }
 
 

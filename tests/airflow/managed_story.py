@@ -214,7 +214,13 @@ def _runs_path(airflow: RealAirflow, dag_id: str) -> str:
     return f"{airflow.kind.api}/dags/{urllib.parse.quote(dag_id, safe='')}/dagRuns"
 
 
-def trigger(airflow: RealAirflow, dag_id: str, run_id: str, interval: Interval) -> None:
+def trigger(
+    airflow: RealAirflow,
+    dag_id: str,
+    run_id: str,
+    interval: Interval,
+    conf: dict[str, object] | None = None,
+) -> None:
     """A manual run of `interval` (its data interval spelled out), as someone made by hand."""
     airflow.api(
         "POST",
@@ -224,7 +230,7 @@ def trigger(airflow: RealAirflow, dag_id: str, run_id: str, interval: Interval) 
             "logical_date": iso(interval.start),
             "data_interval_start": iso(interval.start),
             "data_interval_end": iso(interval.end),
-            "conf": {},
+            "conf": conf or {},
         },
     )
 
@@ -443,3 +449,36 @@ def peak(spans: list[tuple[datetime, datetime]]) -> int:
         running += change
         most = max(most, running)
     return most
+
+
+CLEAR_FAILED = "bot_test.clear_failed"
+"""`extract >> load`; `load` fails on its first try when the run's conf says `fail_load`."""
+
+
+async def retry_failed_tasks_reruns_only_the_failed_task(
+    tmp_path: Path, airflow: RealAirflow
+) -> None:
+    """A run failed in `load`; a request that clears only the failed tasks (Retry failed
+    tasks) reruns `load` in that same run, and `extract`, which succeeded, is not run again."""
+    [interval] = days(datetime(2021, 11, 1, tzinfo=UTC), 1)
+    run_id = f"history__clear__{utcnow():%Y%m%d%H%M%S}"
+    trigger(airflow, CLEAR_FAILED, run_id, interval, conf={"fail_load": True})
+
+    async def failed() -> bool:
+        return run_state(airflow, CLEAR_FAILED, run_id) == "failed"
+
+    await until(failed, "the run failed in load")
+    async with managed(tmp_path, airflow) as bot:
+        before = {t.task_id: (t.state, t.try_number)
+                  for t in await bot.client.list_task_instances(CLEAR_FAILED, run_id)}  # fmt: skip
+        assert before == {"extract": ("success", 1), "load": ("failed", 1)}
+        options = RunOptions(rerun="all", clear_failed=(CLEAR_FAILED,))
+        request = await bot.finished(await bot.approve(CLEAR_FAILED, (interval,), options))
+        [step] = request.steps
+        assert request.state == RequestState.SUCCEEDED, (step.state, step.message)
+        assert step.message == "1 failed task cleared and run again"
+        after = {t.task_id: (t.state, t.try_number)
+                 for t in await bot.client.list_task_instances(CLEAR_FAILED, run_id)}  # fmt: skip
+        assert after == {"extract": ("success", 1), "load": ("success", 2)}
+        runs = (await bot.runs(CLEAR_FAILED, (interval,)))[interval.start]
+        assert [(r.run_id, r.state) for r in runs] == [(run_id, "success")]  # no new run

@@ -18,6 +18,7 @@ from tests.airflow.managed_story import (  # noqa: E402
     budget_caps_runs_across_backfills,
     pause_holds_new_runs_and_resume_runs_the_rest,
     rerun_failed_redoes_only_failed_and_missing,
+    retry_failed_tasks_reruns_only_the_failed_task,
     scheduled_backfill_waits_for_its_time,
 )
 
@@ -46,3 +47,9 @@ async def test_three_backfills_on_airflow2_under_a_budget_of_4_run_at_most_4(
     tmp_path: Path, real_airflow2: RealAirflow
 ) -> None:
     await budget_caps_runs_across_backfills(tmp_path, real_airflow2)
+
+
+async def test_retry_failed_tasks_on_airflow2_reruns_only_the_failed_task(
+    tmp_path: Path, real_airflow2: RealAirflow
+) -> None:
+    await retry_failed_tasks_reruns_only_the_failed_task(tmp_path, real_airflow2)

@@ -610,8 +610,13 @@ async def test_v1_trigger_list_clear_and_state(fake: FakeAirflow) -> None:
     run_path = f"{path}/manual__2021-06-05T00%3A00%3A00%2B00%3A00"
     fake.routes["POST", f"{run_path}/clear"] = answer(run(4, "manual"))
     fake.routes["PATCH", run_path] = answer(run(4, "manual", state="failed"))
+    refs = [
+        {"task_id": "spark_job", "dag_id": "example.etl_orders", "dag_run_id": f"scheduled__{d}",
+         "execution_date": f"{d}T00:00:00+00:00"}
+        for d in ("2021-06-04", "2021-06-05")
+    ]  # fmt: skip
     fake.routes["POST", "/api/v1/dags/example.etl_orders/clearTaskInstances"] = answer(
-        {"task_instances": [{"task_id": "spark_job"}, {"task_id": "spark_job"}]}
+        {"task_instances": refs}
     )
     async with v2(fake) as client:
         created = await client.trigger_dag_run(
@@ -639,11 +644,13 @@ async def test_v1_trigger_list_clear_and_state(fake: FakeAirflow) -> None:
         await client.clear_dag_run("example.etl_orders", created.run_id)
         failed = await client.set_dag_run_state("example.etl_orders", created.run_id, "failed")
         assert failed.state == "failed"
-        assert (
-            await client.clear_task_instances(
-                "example.etl_orders", start_date=D4, end_date=D6, only_failed=True
-            )
-            == 2
+        cleared = await client.clear_task_instances(
+            "example.etl_orders", start_date=D4, end_date=D6, only_failed=True
+        )
+        assert cleared.count == 2
+        assert cleared.tasks == (
+            ("scheduled__2021-06-04", "spark_job"),
+            ("scheduled__2021-06-05", "spark_job"),
         )
     body = fake.calls("POST", path)[0].json()
     assert body == {
@@ -677,3 +684,78 @@ async def test_v1_execution_date_is_read_when_logical_date_is_absent(fake: FakeA
     fake.routes["GET", "/api/v1/dags/x/dagRuns/r"] = answer(old)
     async with v2(fake) as client:
         assert (await client.get_dag_run("x", "r")).logical_date == D4
+
+
+async def test_clear_task_instances_bodies_say_every_default_that_differs(
+    fake: FakeAirflow,
+) -> None:
+    """dry_run defaults to true in both APIs and reset_dag_runs to false in Airflow 2: both are
+    always sent, with only_failed; Airflow 3 answers whole task instances and a total."""
+    v3_path = "/api/v2/dags/example.etl_orders/clearTaskInstances"
+    v1_path = "/api/v1/dags/example.etl_orders/clearTaskInstances"
+    ti = {"task_id": "load", "dag_run_id": "manual__1", "state": None, "try_number": 1}
+    fake.routes["POST", v3_path] = answer(
+        {"task_instances": [ti, ti | {"task_id": "report"}, ti], "total_entries": 3}
+    )
+    fake.routes["POST", v1_path] = answer({"task_instances": []})
+    async with v3(fake) as client:
+        cleared = await client.clear_task_instances("example.etl_orders", dag_run_id="manual__1")
+        assert cleared.tasks == (("manual__1", "load"), ("manual__1", "report"))
+        assert (cleared.count, cleared.run_ids) == (3, ("manual__1",))  # a mapped task: 2 TIs
+        await client.clear_task_instances(
+            "example.etl_orders", start_date=D4, only_failed=False, task_ids=("load",)
+        )
+        with pytest.raises(ValueError, match="dag_run_id, or start_date"):
+            await client.clear_task_instances("example.etl_orders")
+        with pytest.raises(ValueError, match="task_ids"):
+            await client.clear_task_instances("example.etl_orders", dag_run_id="r", task_ids="x")
+        with pytest.raises(ValueError, match="naive"):
+            await client.clear_task_instances("example.etl_orders", end_date=datetime(2021, 6, 4))
+    async with v2(fake) as client:
+        assert (await client.clear_task_instances("example.etl_orders", dag_run_id="m")).count == 0
+    assert [c.json() for c in fake.calls("POST", v3_path)] == [
+        {"dry_run": False, "only_failed": True, "reset_dag_runs": True, "dag_run_id": "manual__1"},
+        {
+            "dry_run": False,
+            "only_failed": False,
+            "reset_dag_runs": True,
+            "start_date": "2021-06-04T00:00:00+00:00",
+            "task_ids": ["load"],
+        },
+    ]
+    assert fake.calls("POST", v1_path)[0].json() == {
+        "dry_run": False,
+        "only_failed": True,
+        "reset_dag_runs": True,
+        "dag_run_id": "m",
+    }
+
+
+async def test_a_clear_is_not_retried_after_a_500(fake: FakeAirflow) -> None:
+    path = "/api/v2/dags/x/clearTaskInstances"
+    fake.routes["POST", path] = answer({"detail": "boom"}, 500)
+    async with v3(fake) as client:
+        with pytest.raises(AirflowUnavailable, match="may have been carried out"):
+            await client.clear_task_instances("x", dag_run_id="r")
+    assert len(fake.calls("POST", path)) == 1
+
+
+async def test_task_instances_and_assets_are_parsed_defensively(fake: FakeAirflow) -> None:
+    tis = "/api/v2/dags/x/dagRuns/r/taskInstances"
+    fake.routes["GET", tis] = answer(
+        {"task_instances": [{"task_id": "t", "state": "success", "try_number": "1"}]}
+    )
+    fake.routes["GET", "/api/v2/assets"] = answer(
+        {"assets": [{"uri": "s3://a", "producing_tasks": "x", "scheduled_dags": []}]}
+    )
+    fake.routes["GET", "/api/v1/dags/x/dagRuns/r/taskInstances"] = answer(
+        {"task_instances": [{"task_id": "t", "state": "none", "try_number": 0}], "total_entries": 1}
+    )
+    async with v3(fake) as client:
+        with pytest.raises(AirflowBadResponse, match="'try_number' is missing or not an integer"):
+            await client.list_task_instances("x", "r")
+        with pytest.raises(AirflowBadResponse, match="'producing_tasks' is not a list"):
+            await client.asset_consumers("x")
+    async with v2(fake) as client:
+        [old] = await client.list_task_instances("x", "r")
+        assert (old.state, old.try_number, old.start_date) == (None, 0, None)

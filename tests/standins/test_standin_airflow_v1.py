@@ -182,7 +182,11 @@ async def test_v1_clear_task_instances_reruns_failed_runs(
         "POST", "/api/v1/dags/etl.weekly/clearTaskInstances", {"only_failed": False}
     )
     assert len(everything["task_instances"]) == 4
+    # Airflow 2's reset_dag_runs defaults to false: the tasks are cleared, the run stays failed.
     await v1.ok("POST", "/api/v1/dags/etl.weekly/clearTaskInstances", body | {"dry_run": False})
+    assert [r.state for r in airflow2.state.runs_of("etl.weekly")] == ["success", "failed"]
+    reset = body | {"dry_run": False, "only_failed": False, "reset_dag_runs": True}
+    await v1.ok("POST", "/api/v1/dags/etl.weekly/clearTaskInstances", reset)
     assert [r.state for r in airflow2.state.runs_of("etl.weekly")] == ["success", "running"]
     clock.advance(RUN_SECONDS)
     assert [r.state for r in airflow2.state.runs_of("etl.weekly")] == ["success", "success"]

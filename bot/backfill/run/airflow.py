@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from datetime import timedelta
 from typing import Any
 
 from bot.backfill.rules.estimate import typical_run_s
@@ -33,12 +32,10 @@ from bot.clients.airflow import (
 )
 from bot.config import AirflowExecution
 from bot.core.model import DagRef, Interval
-from bot.core.tables import utcnow
 
 _CHECKS_AT_ONCE = 8
-# A DAG's typical run: the median of its last this many successful runs, of these last weeks.
 _PACE_RUNS = 10
-_PACE_HISTORY = timedelta(days=14)
+"""A DAG's typical run: the median of its last this many successful runs."""
 
 
 class AirflowBackend:
@@ -162,20 +159,17 @@ class AirflowBackend:
         return [(c.name, c.dag_id) for c in found]
 
     async def run_seconds(self, dag: DagRef) -> float | None:
-        """The median of the DAG's last successful runs (of the last weeks), start to end."""
+        """The median of the DAG's last successful runs, start to end."""
         client = (await self.steps()).client
         try:
-            runs = await client.list_dag_runs(
-                self.settings.dag_id_for(dag), logical_date_gte=utcnow() - _PACE_HISTORY
-            )
+            runs = await client.recent_dag_runs(self.settings.dag_id_for(dag), limit=_PACE_RUNS)
         except AirflowNotFound:
             return None
-        done = sorted(
-            (r.end_date, (r.end_date - r.start_date).total_seconds())
+        return typical_run_s(
+            (r.end_date - r.start_date).total_seconds()
             for r in runs
-            if r.state == "success" and r.start_date is not None and r.end_date is not None
+            if r.start_date is not None and r.end_date is not None
         )
-        return typical_run_s(seconds for _, seconds in done[-_PACE_RUNS:])
 
     async def check_conf(
         self, dags: Sequence[DagRef], conf: Mapping[str, Any]

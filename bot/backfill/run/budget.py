@@ -73,6 +73,21 @@ def as_claim(row: BudgetClaim, *, now: datetime, config: Budget) -> Claim:
                  row.granted, rank)  # fmt: skip
 
 
+async def queued(
+    session: AsyncSession, request: BackfillRequest, config: Budget, now: datetime
+) -> Queued | None:
+    """The request's place in the queue as its status message shows it (None: it waits for
+    nothing, or there is no budget)."""
+    if not config.enforced:
+        return None
+    claims = [as_claim(r, now=now, config=config) for r in await store.claims(session)]
+    place = capacity.places(limits_of(config), claims).get(request.id)
+    if place is None:
+        return None
+    idle = not any(s.state in STEP_ACTIVE for s in request.steps)
+    return Queued(place.position, place.of, place.held, idle, place.steps)
+
+
 class BudgetGate:
     def __init__(
         self,
@@ -156,13 +171,7 @@ class BudgetGate:
     async def queued(
         self, session: AsyncSession, request: BackfillRequest, now: datetime
     ) -> Queued | None:
-        """The request's place in the queue as its status message shows it (None: it waits
-        for nothing)."""
-        place = await self.place(session, request.id, now)
-        if place is None:
-            return None
-        idle = not any(s.state in STEP_ACTIVE for s in request.steps)
-        return Queued(place.position, place.of, place.held, idle, place.steps)
+        return await queued(session, request, self.config, now)
 
     @staticmethod
     def granted(step: BackfillStep) -> int | None:

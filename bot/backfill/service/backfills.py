@@ -38,6 +38,7 @@ from bot.backfill.rules.outcomes import (
     Unplannable,
 )
 from bot.backfill.rules.states import OPEN, RequestState
+from bot.backfill.run import budget
 from bot.backfill.run.base import Executor
 from bot.backfill.service.control import BackfillControl
 from bot.backfill.service.lookup import RequestLookup
@@ -554,7 +555,10 @@ class BackfillService:
         )
         if not isinstance(request, BackfillRequest):
             return request
-        return StatusShown(status_of(request))
+        now = utcnow()
+        async with self.sessions() as session:
+            place = await budget.queued(session, request, self.config.execution.budget, now)
+        return StatusShown(status_of(request, queued=place, now=now))
 
     async def show_plan(self, request_id: str, *, user: str, channel: str) -> Plan | Lookup:
         """**Show full plan**: the request's plan, for a click where the request lives."""

@@ -153,8 +153,8 @@ class PlanChecks:
         found: dict[str, dict[str, Any]] = {}
         for hit in impact.reports:
             deadline = hit.report.deadline()
-            if deadline is None:
-                continue
+            if deadline is None or (hit.writers and not planned & set(hit.writers)):
+                continue  # not read, or its data is written by DAGs this plan does not rerun
             entry = found.setdefault(hit.report.name, {
                 "report": hit.report.name, "team": hit.report.team,
                 "deadline": deadline.to_json(), "dags": [],
