@@ -17,12 +17,23 @@ from pathlib import Path
 from bot.backfill.store import repository
 from bot.backfill.store.models import BackfillRequest
 from bot.config import BotConfig, parse_config
+from bot.core.audit import list_audit
 from bot.core.db import make_engine, session_factory
 from standins.airflow.dags import FOOD_DELIVERY_DAGS, food_delivery_history
 from standins.airflow.server import AirflowStandin, running_airflow_standin
 from standins.marquez.server import StandInServer
 from standins.slack.server import SlackStandIn, running_slack_standin
-from tests.support.e2e import CHANNEL, OWNER, REQUESTER, Bot, eventually, start_bot
+from tests.support.e2e import (
+    CHANNEL,
+    CONFIG,
+    OUTSIDER,
+    OWNER,
+    REQUESTER,
+    Bot,
+    eventually,
+    running_bot,
+    start_bot,
+)
 from tests.support.execution import airflow_env, approve, load, request_backfill
 
 FLEET, FLEET_LEAD = "U0FLEET001", "U0FLEET002"
@@ -176,3 +187,26 @@ async def load_from(database: str, request_id: str) -> BackfillRequest:
             return await repository.get_request(session, request_id)
     finally:
         await engine.dispose()
+
+
+async def test_only_an_approver_may_ask_for_high_priority(
+    tmp_path: Path, food_delivery_marquez: StandInServer
+) -> None:
+    async with running_bot(
+        f"sqlite:///{tmp_path / 'bot.db'}", food_delivery_marquez, parse_config(CONFIG)
+    ) as bot:
+        command = "example.etl_orders 2021-06-04..2021-06-05 --priority high"
+        reply = await bot.slack.slash_command(command, user_id=OUTSIDER, channel_id=CHANNEL)
+        assert reply.status == 200
+        await eventually(
+            lambda: any("only someone who may approve a backfill of example.etl_orders" in e.text
+                        for e in bot.slack.state.ephemerals if e.user == OUTSIDER)
+        )  # fmt: skip
+        assert bot.slack.state.messages(CHANNEL) == []
+        async with bot.services.sessions() as session:
+            audit = await list_audit(session)
+        refusals = [a for a in audit if a.action == "command.refused"]
+        assert any("--priority high" in str(a.detail) for a in refusals)
+
+        preview = await request_backfill(bot, command, OWNER)
+        assert "high priority" in json.dumps(preview.blocks)

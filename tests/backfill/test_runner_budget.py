@@ -5,6 +5,7 @@ backend and a driven clock, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -298,3 +299,18 @@ async def test_within_a_backfill_the_way_to_the_most_urgent_report_goes_first(
     for _ in range(6):
         await runner.tick()
     assert backend.submitted == ["r", "c", "b"]  # c writes what KPIs reads, b feeds nothing
+
+
+async def test_two_replicas_grant_no_more_than_the_budget(sessions: Sessions) -> None:
+    """Two bot processes on one database pass over the same requests at the same time: the
+    budget's lock lets them grant its runs once."""
+    backend = Scripted(polls={d: [RUNNING] for d in "abcd"})
+    one = make_runner(sessions, backend, budgeted(total=3), clock=Clock(NOW))
+    two = make_runner(sessions, backend, budgeted(total=3), clock=Clock(NOW))
+    for dag in "abcd":
+        await approved(sessions, one, dag)
+    for _ in range(4):
+        await asyncio.gather(one.tick(), two.tick())
+        assert sum((await held(sessions)).values()) <= 3
+    assert sum((await held(sessions)).values()) == 3  # 2 for a, 1 for b: the rest wait
+    assert sorted(set(backend.submitted)) == ["a", "b"]
