@@ -223,7 +223,10 @@ async def test_a_retry_keeps_the_options_but_reruns_every_interval(bot: Bot) -> 
 async def test_the_failed_status_offers_retry_and_says_why(bot: Bot) -> None:
     failed = await bot.load(await bot.failed_backfill({"delivery"}))
     status = status_payload(failed)
-    assert [(e["action_id"], e["value"]) for e in elements(status)] == [(ActionId.RETRY, failed.id)]
+    assert [(e["action_id"], e["value"]) for e in elements(status)] == [
+        (ActionId.RETRY, failed.id),
+        (ActionId.RETRY_TASKS, failed.id),
+    ]
     row = next(t for t in mrkdwn_texts(status) if "`delivery`" in t)
     assert "failed" in row
     assert "Task load failed: disk full (1)" in row
