@@ -20,11 +20,11 @@ from bot.config.base import ConfigError, Duration, Strict, matcher, matches, par
 from bot.config.execution import AirflowExecution as AirflowExecution
 from bot.config.execution import Execution as Execution
 from bot.config.execution import SparkExecution as SparkExecution
-from bot.config.execution import WindowRule, zone_name
+from bot.config.execution import WindowRule, clock_text, days_text, zone_name
 from bot.config.hub import Escalation, QuietHours, Route
 from bot.config.sinks import HubSettings, PagerDutySink, Sink, expand_references
 from bot.core.model import DagRef
-from bot.core.windows import Deadline, WindowError, parse_clock, parse_days
+from bot.core.windows import Deadline, parse_clock, parse_days
 
 
 class Team(Strict):
@@ -84,21 +84,12 @@ class Report(Strict):
     @field_validator("ready_by")
     @classmethod
     def _clock(cls, value: str | None) -> str | None:
-        if value is not None:
-            try:
-                parse_clock(value)
-            except WindowError as exc:
-                raise ValueError(str(exc)) from None
-        return value
+        return None if value is None else clock_text(value)
 
     @field_validator("days")
     @classmethod
     def _days(cls, value: str) -> str:
-        try:
-            parse_days(value)
-        except WindowError as exc:
-            raise ValueError(str(exc)) from None
-        return value
+        return days_text(value)
 
     @field_validator("timezone")
     @classmethod

@@ -58,6 +58,24 @@ def zone_name(value: str) -> str:
     return value.strip()
 
 
+def days_text(value: str) -> str:
+    """Days as BOT_CONFIG gives them (`mon-fri`, `sat,sun`, `daily`), else the error."""
+    try:
+        parse_days(value)
+    except WindowError as exc:
+        raise ValueError(str(exc)) from None
+    return value
+
+
+def clock_text(value: str) -> str:
+    """A wall-clock time as BOT_CONFIG gives it (`20:00`), else the error."""
+    try:
+        parse_clock(value)
+    except WindowError as exc:
+        raise ValueError(str(exc)) from None
+    return value
+
+
 class WindowRule(Strict):
     """When backfills may run: e.g. `{days: mon-fri, start: "20:00", end: "06:00", timezone:
     Europe/Berlin}`, for backfills whose root DAG `dags` matches or the team `team` owns
@@ -77,20 +95,12 @@ class WindowRule(Strict):
     @field_validator("days")
     @classmethod
     def _days(cls, value: str) -> str:
-        try:
-            parse_days(value)
-        except WindowError as exc:
-            raise ValueError(str(exc)) from None
-        return value
+        return days_text(value)
 
     @field_validator("start", "end")
     @classmethod
     def _clock(cls, value: str) -> str:
-        try:
-            parse_clock(value)
-        except WindowError as exc:
-            raise ValueError(str(exc)) from None
-        return value
+        return clock_text(value)
 
     @field_validator("timezone")
     @classmethod

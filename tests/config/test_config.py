@@ -149,3 +149,28 @@ def test_a_matcher_answers_as_matches_does(pattern: str) -> None:
         for namespace, name in NAMES:
             expected = any(matches(p, namespace, name) for p in patterns)
             assert test(namespace, name) == expected, (patterns, namespace, name)
+
+
+def test_a_reports_ready_by_and_the_budget_are_checked() -> None:
+    report = {"name": "KPIs", "datasets": ["kpis.*"], "team": None}
+    parsed = parse_config({"reports": [{**report, "ready_by": "08:00", "days": "mon-fri",
+                                        "timezone": "Europe/Berlin"}],
+                           "execution": {"budget": {"total": 8, "per_team": 4,
+                                                    "pools": [{"dags": "finance.*", "max": 2}],
+                                                    "urgent_within": "6h"}}})  # fmt: skip
+    deadline = parsed.reports[0].deadline()
+    assert deadline is not None
+    assert deadline.described() == "08:00 Europe/Berlin mon-fri"
+    assert parsed.execution.budget.enforced
+    assert parsed.execution.budget.urgent_within == timedelta(hours=6)
+    assert not parse_config({}).execution.budget.enforced
+    assert parse_config({"reports": [report]}).reports[0].deadline() is None
+    for bad, says in [
+        ({"reports": [{**report, "ready_by": "25:00"}]}, "reports.0.ready_by"),
+        ({"reports": [{**report, "ready_by": "08:00", "days": "someday"}]}, "reports.0.days"),
+        ({"reports": [{**report, "ready_by": "08:00", "timezone": "Mars/Base"}]}, "timezone"),
+        ({"execution": {"budget": {"total": 0}}}, "execution.budget.total"),
+        ({"execution": {"budget": {"pools": [{"dags": "x.*", "max": 0}]}}}, "pools.0.max"),
+    ]:
+        with pytest.raises(ConfigError, match=says):
+            parse_config(bad)
