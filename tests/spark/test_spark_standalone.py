@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import aiohttp
 import pytest
 import yaml
 from pyspark.sql import SparkSession
@@ -119,6 +120,22 @@ async def doctor_row(env: dict[str, str]) -> str:
     return row.detail
 
 
+async def index_current(url: str, log: Path, timeout_s: float = 90) -> None:
+    """Until /readyz says the lineage index holds a full reconcile (as in a bot up a while):
+    before it, a plan walks Marquez within a time budget that a loaded machine can outrun,
+    and the preview would say it planned from a partial walk."""
+    deadline = time.monotonic() + timeout_s
+    async with aiohttp.ClientSession() as session:
+        while time.monotonic() < deadline:
+            async with session.get(f"{url}/readyz") as reply:
+                checks = (await reply.json())["checks"]
+            if checks.get("lineage_index", {}).get("state") == "current":
+                return
+            await asyncio.sleep(0.2)
+    text = await asyncio.to_thread(log.read_text, errors="replace")
+    raise AssertionError(f"the lineage index did not load: {checks}\n{text}")
+
+
 async def approvable_preview(slack: SlackStandIn, log: Path) -> tuple[str, str]:
     """(message ts, request id) of the preview the slash command brought."""
     deadline = time.monotonic() + 60
@@ -178,6 +195,7 @@ async def test_the_bot_repairs_the_seed_story_on_a_standalone_cluster(
         log = tmp_path / "serve.log"
         async with serving(env, log) as url:
             slack.set_events_url(f"{url}/slack/events")
+            await index_current(url, log)
             reply = await slack.slash_command(COMMAND, user_id=REQUESTER, channel_id=CHANNEL)
             assert reply.status == 200
             ts, request_id = await approvable_preview(slack, log)
