@@ -2,7 +2,9 @@
 endpoint (tests/airflow/managed_story.py): with `--rerun failed` the bot itself leaves the
 succeeded intervals alone, clears the failed run and triggers the missing one; a paused request
 triggers no more runs until it is resumed; a request scheduled for later triggers nothing before
-its time. The same stories on Airflow 3 are test_managed_backfills.py. (Named so that it runs
+its time; three backfills under a budget of 4 never run more than 4 runs at once; Retry failed
+tasks clears only the failed task of the failed run. The same stories on Airflow 3 are
+test_managed_backfills.py. (Named so that it runs
 with the other Airflow 2 files: the shared Airflow is started once per version.)"""
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """A backfill's options, pause and schedule on a real Airflow 3.3.2 (see managed_story.py):
 `--rerun failed` becomes a backfill with `reprocess_behavior: failed` that reruns only the failed
 and missing intervals; a paused request pauses its backfill in Airflow (queued runs wait) and the
-resume unpauses it; a request scheduled for later creates no backfill before its time. The same
-stories on Airflow 2.11 are test_airflow2_managed.py."""
+resume unpauses it; a request scheduled for later creates no backfill before its time; three
+backfills under a budget of 4 never run more than 4 runs at once; Retry failed tasks reruns only
+the failed task of the failed run. The same stories on Airflow 2.11 are test_airflow2_managed.py."""
 
 from __future__ import annotations
 
