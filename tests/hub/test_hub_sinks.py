@@ -223,6 +223,9 @@ async def test_an_acknowledgement_and_a_resolution_wait_for_the_page_they_follow
             await eventually(lambda: True if pagerduty.requests >= 3 else None, timeout_s=15)
             [slack_alert] = alerts(bot)
             await click(bot, slack_alert, ActionId.INCIDENT_ACK, OWNER)
+            # A click is answered before it is decided: the resolve below comes after the
+            # acknowledgement once that is recorded (as for a person, who clicks, then waits).
+            await bot.settle()
             await post_events(bot, [run_event("COMPLETE", day) for day in DAYS])
             assert actions(pagerduty) == []
             pagerduty.recover()
