@@ -29,7 +29,7 @@ from typing import Any
 import aiohttp
 
 from bot.clients.airflow2 import Airflow2Client
-from bot.clients.airflow_http import AirflowHttp, clear_body, iso, logger, seg
+from bot.clients.airflow_http import clear_body, iso, logger, seg
 from bot.clients.airflow_models import (
     AirflowAuthError,
     AirflowBadResponse,
@@ -48,6 +48,7 @@ from bot.clients.airflow_models import (
     TaskInstanceInfo,
     error_detail,
 )
+from bot.clients.airflow_runs import DagRunWrites
 from bot.core.http import RetryPolicy
 
 __all__ = [
@@ -86,7 +87,7 @@ def _check_backfill_args(reprocess_behavior: str, max_active_runs: int) -> None:
         raise ValueError("max_active_runs must be >= 1")
 
 
-class Airflow3Client(AirflowHttp):
+class Airflow3Client(DagRunWrites):
     """Airflow 3 REST API (`/api/v2`) with a JWT from `POST /auth/token`.
 
     The token is fetched on first use and renewed once when Airflow refuses it (401/403). A
@@ -265,11 +266,18 @@ class Airflow3Client(AirflowHttp):
         run_type: str | None = None,
         logical_date_gte: datetime | None = None,
         logical_date_lte: datetime | None = None,
+        state: Collection[str] | None = None,
     ) -> list[DagRunInfo]:
-        """Every run of the DAG matching the filters (inclusive bounds), in creation order."""
+        """Every run of the DAG matching the filters (inclusive bounds), in creation order;
+        `state` keeps runs in any of those states (the parameter repeated)."""
         query: list[tuple[str, str | int | bool]] = [("order_by", "id")]
         if run_type is not None:
             query.append(("run_type", run_type))
+        if state is not None:
+            if isinstance(state, str) or not state:
+                # A bare string would filter on its letters; none at all would list every run.
+                raise ValueError(f"state must be a non-empty collection of states, got {state!r}")
+            query += [("state", s) for s in state]
         if logical_date_gte is not None:
             query.append(("logical_date_gte", iso(logical_date_gte, "logical_date_gte")))
         if logical_date_lte is not None:

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import base64
-from collections.abc import Collection, Mapping
+from collections.abc import Collection
 from datetime import datetime
-from typing import Any
 
-from bot.clients.airflow_http import AirflowHttp, Query, clear_body, iso, seg
+from bot.clients.airflow_http import Query, clear_body, iso, seg
 from bot.clients.airflow_models import (
     AssetConsumer,
     ClearedTasks,
@@ -17,11 +16,12 @@ from bot.clients.airflow_models import (
     Parser,
     TaskInstanceInfo,
 )
+from bot.clients.airflow_runs import DagRunWrites
 
 __all__ = ["Airflow2Client"]
 
 
-class Airflow2Client(AirflowHttp):
+class Airflow2Client(DagRunWrites):
     """Airflow 2 stable REST API (`/api/v1`) with HTTP basic auth; it has no backfill endpoint.
 
     Backfill one interval with `trigger_dag_run` (explicit data interval), or rerun existing
@@ -30,6 +30,7 @@ class Airflow2Client(AirflowHttp):
     """
 
     api_version: int = 2
+    api = "/api/v1"
 
     async def _auth_header(self) -> str | None:
         if self._username is None:
@@ -98,51 +99,9 @@ class Airflow2Client(AirflowHttp):
         reply = await self._request("GET", path, query=query, retry_safe=True)
         return [reply.parse.dag_run(item) for item in reply.parse.objects(reply.data, "dag_runs")]
 
-    async def trigger_dag_run(
-        self,
-        dag_id: str,
-        run_id: str,
-        *,
-        logical_date: datetime,
-        data_interval_start: datetime,
-        data_interval_end: datetime,
-        conf: Mapping[str, Any] | None = None,
-        note: str | None = None,
-    ) -> DagRunInfo:
-        """Create one run covering [data_interval_start, data_interval_end).
-
-        409 (AirflowConflict) if the run id or logical date exists. Not retried after a
-        timeout or 5xx; a later `get_dag_run` tells whether it was created.
-        """
-        body: dict[str, Any] = {
-            "dag_run_id": run_id,
-            "logical_date": iso(logical_date, "logical_date"),
-            "data_interval_start": iso(data_interval_start, "data_interval_start"),
-            "data_interval_end": iso(data_interval_end, "data_interval_end"),
-            "conf": dict(conf or {}),
-        }
-        if note is not None:
-            body["note"] = note
-        path = f"/api/v1/dags/{seg(dag_id)}/dagRuns"
-        reply = await self._request("POST", path, body=body, retry_safe=False)
-        return reply.parse.dag_run(reply.data)
-
     async def get_dag_run(self, dag_id: str, run_id: str) -> DagRunInfo:
         path = f"/api/v1/dags/{seg(dag_id)}/dagRuns/{seg(run_id)}"
         reply = await self._request("GET", path, retry_safe=True)
-        return reply.parse.dag_run(reply.data)
-
-    async def clear_dag_run(self, dag_id: str, run_id: str) -> None:
-        """Clear every task of an existing run so it runs again (not retried on timeout)."""
-        path = f"/api/v1/dags/{seg(dag_id)}/dagRuns/{seg(run_id)}/clear"
-        await self._request("POST", path, body={"dry_run": False}, retry_safe=False)
-
-    async def set_dag_run_state(self, dag_id: str, run_id: str, state: str) -> DagRunInfo:
-        """Set a run's state ("success", "failed" or "queued")."""
-        if state not in ("success", "failed", "queued"):
-            raise ValueError(f"state must be success, failed or queued, got {state!r}")
-        path = f"/api/v1/dags/{seg(dag_id)}/dagRuns/{seg(run_id)}"
-        reply = await self._request("PATCH", path, body={"state": state}, retry_safe=True)
         return reply.parse.dag_run(reply.data)
 
     async def clear_task_instances(

@@ -61,6 +61,12 @@ class RunOptions:
     """A Retry's DAGs whose failed runs have only their failed tasks cleared (Airflow's
     clearTaskInstances) instead of new runs of every task; the other DAGs of the plan (those
     skipped downstream) run anew."""
+    with_asset_consumers: bool = False
+    """Include the DAGs scheduled on the Airflow assets the plan's DAGs produce, as steps after
+    their producers, one run per interval (`--with-asset-consumers`)."""
+    asset_triggered: tuple[str, ...] = ()
+    """The plan's steps added so: Airflow DAG ids run as one triggered run per interval (Airflow
+    3 cannot backfill a DAG scheduled on assets)."""
     priority: Priority = "normal"
     """Where it stands in the queue for the bot's budget (`execution.budget`): high before
     normal before low; within one level, urgent report deadlines first."""
@@ -75,6 +81,8 @@ class RunOptions:
             "stop_on_failure": self.stop_on_failure,
             "priority": self.priority,
             **({"clear_failed": list(self.clear_failed)} if self.clear_failed else {}),
+            **({"with_asset_consumers": True} if self.with_asset_consumers else {}),
+            **({"asset_triggered": list(self.asset_triggered)} if self.asset_triggered else {}),
         }
 
     @classmethod
@@ -99,9 +107,9 @@ class RunOptions:
             reason=str(data.get("reason") or ""),
             stop_on_failure=bool(data.get("stop_on_failure", False)),
             priority=next((p for p in PRIORITIES if p == data.get("priority")), "normal"),
-            clear_failed=tuple(str(d) for d in data.get("clear_failed") or () if isinstance(d, str))
-            if isinstance(data.get("clear_failed"), list)
-            else (),
+            clear_failed=_names(data.get("clear_failed")),
+            with_asset_consumers=data.get("with_asset_consumers") is True,
+            asset_triggered=_names(data.get("asset_triggered")),
         )
 
     @property
@@ -132,9 +140,20 @@ class RunOptions:
             n = len(self.clear_failed)
             words.append(f"clears only the failed tasks of the failed runs of {n} "
                          f"DAG{'s' if n != 1 else ''}")  # fmt: skip
+        if self.with_asset_consumers and self.asset_triggered:
+            n = len(self.asset_triggered)
+            words.append(f"with {n} DAG{'s' if n != 1 else ''} scheduled on its assets, one "
+                         "run per interval")  # fmt: skip
+        elif self.with_asset_consumers:
+            words.append("no DAG outside it is scheduled on its assets (--with-asset-consumers)")
         if self.priority != "normal":
             words.append(f"{self.priority} priority")
         return tuple(words)
+
+
+def _names(found: object) -> tuple[str, ...]:
+    """A stored list of DAG ids (anything else: none)."""
+    return tuple(d for d in found if isinstance(d, str)) if isinstance(found, list) else ()
 
 
 def default_rerun(reprocess_behavior: str) -> Rerun:

@@ -32,7 +32,7 @@ from standins.airflow.http import (
     sort_key,
 )
 from standins.airflow.state import DagRun, DagState
-from standins.airflow.views import dag_details_v2, dag_v2, run_v2
+from standins.airflow.views import dag_details_v2, dag_v2, run_v2, task_instance_v2
 
 VERSION = "3.3.2"
 PAGE_LIMIT, MAX_PAGE_LIMIT = 50, 100
@@ -246,6 +246,31 @@ async def patch_run(request: web.Request) -> web.Response:
     return reply(run_v2(state, run))
 
 
+async def clear_run(request: web.Request) -> web.Response:
+    """`POST /dags/{dag_id}/dagRuns/{dag_run_id}/clear` (3.3.2 routes/public/dag_run.py
+    `clear_dag_run`): `DAGRunClearBody` forbids unknown keys and dry-runs by default, answering
+    the task instances it would clear; otherwise every task (or, `only_failed`, the failed and
+    upstream_failed ones) is cleared, the run goes back to queued, and the run is the answer."""
+    state = request.app[STATE]
+    run = _run(request)
+    checked = V2Body(await body_v2(request))
+    checked.field("dry_run", "bool", default=True)
+    checked.field("only_failed", "bool", default=False)
+    checked.field("run_on_latest_version", "bool", default=False)
+    values = checked.result()
+    failed = ("failed", "upstream_failed")
+    tasks = [t for t in run.tasks.values() if not values["only_failed"] or t.state in failed]
+    if values["dry_run"]:
+        found = [task_instance_v2(state, run, t) for t in tasks]
+        return reply({"task_instances": found, "total_entries": len(found)})
+    if values["only_failed"]:
+        state.clear_tasks(run, [t.task_id for t in tasks], reset_run=True)
+    else:
+        state.requeue(run)
+    state.touch()
+    return reply(run_v2(state, run))
+
+
 async def trigger_run(request: web.Request) -> web.Response:
     state = request.app[STATE]
     dag_id = request.match_info["dag_id"]
@@ -314,5 +339,6 @@ def add_routes(app: web.Application) -> None:
     app.router.add_post(f"{prefix}/dags/{{dag_id}}/dagRuns", trigger_run)
     app.router.add_get(f"{prefix}/dags/{{dag_id}}/dagRuns/{{dag_run_id}}", get_run)
     app.router.add_patch(f"{prefix}/dags/{{dag_id}}/dagRuns/{{dag_run_id}}", patch_run)
+    app.router.add_post(f"{prefix}/dags/{{dag_id}}/dagRuns/{{dag_run_id}}/clear", clear_run)
     airflow_v2_backfills.add_routes(app, prefix)
     airflow_v2_tasks.add_routes(app, prefix)

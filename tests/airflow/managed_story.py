@@ -29,11 +29,12 @@ import asyncio
 import itertools
 import time
 import urllib.parse
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -109,6 +110,7 @@ class Managed:
     runner: Runner
     client: AirflowClient
     clock: Callable[[], datetime]
+    backend: AirflowBackend
 
     @property
     def v3(self) -> bool:
@@ -124,10 +126,16 @@ class Managed:
     ) -> str:
         """Record the request, approve it and hand it to the runner, in one transaction (as
         the approval click does)."""
+        plan = one_dag_plan(dag_id, intervals)
+        return await self.approve_plan(plan, options, start_at=start_at)
+
+    async def approve_plan(
+        self, plan: Mapping[str, Any], options: RunOptions, *, start_at: datetime | None = None
+    ) -> str:
         async with self.sessions.begin() as session:
             request = await repository.create_request(
                 session,
-                plan=one_dag_plan(dag_id, intervals),
+                plan=plan,
                 requester="U1",
                 channel="C1",
                 options=options.to_json(),
@@ -204,7 +212,7 @@ async def managed(
     client = await connect_airflow(airflow.url, airflow.username, airflow.password)
     try:
         runner = make_runner(sessions, backend, settings, clock=clock)
-        yield Managed(airflow, sessions, runner, client, clock)
+        yield Managed(airflow, sessions, runner, client, clock, backend)
     finally:
         await client.close()
         await backend.close()

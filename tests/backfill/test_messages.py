@@ -231,6 +231,18 @@ CASES: dict[str, Case] = {
             },
         ),
     ),
+    "plan_preview_asset_consumers_included": Case(
+        PREVIEW,
+        lambda: preview(
+            make_plan(2),
+            options={
+                **OPTIONS,
+                "with_asset_consumers": True,
+                "asset_triggered": ["example.audit", "<b>&"],
+                "asset_consumers": [],
+            },
+        ),
+    ),
     "request_status_queued": Case(
         STATUS,
         lambda: request_status(

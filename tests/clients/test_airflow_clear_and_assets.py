@@ -15,6 +15,7 @@ from bot.clients.airflow import (
     Airflow2Client,
     Airflow3Client,
     AirflowClient,
+    AirflowConflict,
     AirflowNotFound,
     AirflowRequestError,
     AssetConsumer,
@@ -256,3 +257,38 @@ async def test_recent_runs_are_the_latest_to_end_in_the_state_asked(
     assert durations == [11 * 60, 9 * 60]
     failed = await client.recent_dag_runs("etl.chain", state="failed")
     assert [r.logical_date for r in failed] == [day(2)]
+
+
+async def test_run_writes_trigger_clear_and_stop_a_run_on_both_apis(
+    airflow: AirflowStandin, client: AirflowClient, clock: ManualClock
+) -> None:
+    """trigger_dag_run / clear_dag_run / set_dag_run_state (bot/clients/airflow_runs.py): the
+    Airflow 2 steps, and on Airflow 3 the asset-scheduled DAGs it cannot backfill."""
+    audit = "orders.audit"  # scheduled on an asset: only triggered runs have a logical date
+    made = await client.trigger_dag_run(
+        audit, "backfill_bot__x__1", logical_date=day(4), data_interval_start=day(4),
+        data_interval_end=day(5), conf={"k": 1}, note="backfill-bot request r1",
+    )  # fmt: skip
+    assert (made.run_id, made.logical_date) == ("backfill_bot__x__1", day(4))
+    assert (made.data_interval_start, made.data_interval_end) == (day(4), day(5))
+    with pytest.raises(AirflowConflict):  # the same logical date again
+        await client.trigger_dag_run(
+            audit, "other", logical_date=day(4), data_interval_start=day(4),
+            data_interval_end=day(5),
+        )  # fmt: skip
+    active = await client.list_dag_runs(audit, state=["queued", "running"])
+    assert [r.run_id for r in active] == ["backfill_bot__x__1"]
+    clock.advance(RUN_S)
+    assert (await client.get_dag_run(audit, made.run_id)).state == "success"
+    assert await client.list_dag_runs(audit, state=["queued", "running"]) == []
+
+    await client.clear_dag_run(audit, made.run_id)  # runs it again
+    assert (await client.get_dag_run(audit, made.run_id)).state in ("queued", "running")
+    stopped = await client.set_dag_run_state(audit, made.run_id, "failed")
+    assert stopped.state == "failed"
+    with pytest.raises(ValueError, match="success, failed or queued"):
+        await client.set_dag_run_state(audit, made.run_id, "running")
+    with pytest.raises(ValueError, match="non-empty collection"):
+        await client.list_dag_runs(audit, state="running")
+    with pytest.raises(AirflowNotFound):
+        await client.clear_dag_run(audit, "no-such-run")

@@ -52,8 +52,12 @@ def test_rerun(choice: str) -> None:
 
 
 def test_flags() -> None:
-    parsed = plan("--backwards --stop-on-failure --now --only --dry-run")
-    assert parsed.options == RunOptions(backwards=True, stop_on_failure=True)
+    parsed = plan("--backwards --stop-on-failure --now --only --dry-run --With-Asset-Consumers")
+    assert parsed.options == RunOptions(
+        backwards=True, stop_on_failure=True, with_asset_consumers=True
+    )
+    stored = parsed.options.to_json()
+    assert RunOptions.from_json(stored, default_rerun="missing").with_asset_consumers
     assert (parsed.now, parsed.only, parsed.dry_run) == (True, True, True)
 
 

@@ -389,13 +389,20 @@ def _options_view(
         "unhonoured": clip(" ".join(f"{u[0].upper()}{u[1:]}." for u in unhonoured), 900),
         "when": clip(_when_text(options, start_at), 600),
         "reports": "",  # the reports' estimates, when the caller gives the time
-        "consumers": _consumers_text(options.get(ASSET_CONSUMERS)),
+        "consumers": _consumers_text(options.get(ASSET_CONSUMERS), options.get("asset_triggered")),
     }
 
 
-def _consumers_text(found: object) -> str:
-    """The DAGs outside the plan that each rerun interval triggers through Airflow assets (raw
-    text: the template escapes it)."""
+def _consumers_text(found: object, included: object = None) -> str:
+    """The DAGs outside the plan that each rerun interval triggers through Airflow assets, or
+    those the plan includes (raw text: the template escapes it)."""
+    if isinstance(included, list) and included:
+        return clip(
+            f"{join_clipped([str(d) for d in included], LIST)} run once per interval here, "
+            "after the DAGs whose assets they are scheduled on; Airflow also starts runs of "
+            "them as the reruns update those assets (apache/airflow#33272).",
+            SECTION_TEXT // 2,
+        )
     if not isinstance(found, list):
         return ""
     by_asset: dict[tuple[str, str], list[str]] = {}
@@ -414,8 +421,8 @@ def _consumers_text(found: object) -> str:
     listed = "; ".join(parts) + (f"; and {plural(more, 'more asset')}" if more > 0 else "")
     return clip(
         f"Airflow triggers DAGs outside this plan once for every interval it reruns "
-        f"(apache/airflow#33272): {listed}. Backfill them as well, or pause them while this "
-        "runs.",
+        f"(apache/airflow#33272): {listed}. Add --with-asset-consumers (or tick it in Review "
+        "plan) to rerun them in this plan, once per interval, or pause them while this runs.",
         SECTION_TEXT // 2,
     )
 

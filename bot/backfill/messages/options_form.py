@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bot.backfill.messages.backfill import plan_summary, step_lines
+from bot.backfill.rules.options import ASSET_CONSUMERS
 from bot.core.run_options import (
     CONF_CHARS,
     MAX_ACTIVE,
@@ -38,7 +39,10 @@ FLAG_LABELS = (
     ("backwards", "Newest interval first (--backwards)"),
     ("stop_on_failure", "Pause at the first failed run (--stop-on-failure)"),
     ("now", "Run now, even outside its off-peak window (--now)"),
+    ("with_asset_consumers", "Include the DAGs its assets trigger (--with-asset-consumers)"),
 )
+_ASSET_FLAG = "with_asset_consumers"
+"""Offered only when the preview found DAGs scheduled on the plan's assets (or they are in)."""
 _INPUTS = 6
 """Blocks the modal spends on its options (the divider and the inputs)."""
 
@@ -75,6 +79,10 @@ def options_modal(
             f"{plural(int(counts['failed']), 'run')} · all {plural(int(counts['all']), 'run')}."
         )
     flags = [name for name, _ in FLAG_LABELS if getattr(chosen, name, False)]
+    offered = [
+        (name, label) for name, label in FLAG_LABELS
+        if name != _ASSET_FLAG or chosen.with_asset_consumers or stored.get(ASSET_CONSUMERS)
+    ]  # fmt: skip
     if stored.get("now"):
         flags.append("now")
     lines = step_lines(plan)
@@ -90,7 +98,7 @@ def options_modal(
         "rerun_choices": RERUN_CHOICES,
         "rerun_labels": RERUN_LABELS,
         "hint_rerun": hint,
-        "flag_labels": FLAG_LABELS,
+        "flag_labels": offered,
         "flags": flags,
         "max_active": chosen.max_active or "",
         "max_active_limit": MAX_ACTIVE,
@@ -158,5 +166,6 @@ def read_form(values: Mapping[str, Any]) -> tuple[Choices | None, dict[str, str]
         max_active=max_active,
         reason=reason or "",
         stop_on_failure="stop_on_failure" in flags,
+        with_asset_consumers=_ASSET_FLAG in flags,
     )
     return Choices(options, at, "now" in flags), {}

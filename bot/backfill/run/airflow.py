@@ -112,6 +112,9 @@ class AirflowBackend:
         steps = await self.steps()
         if work.dag.dag_id in work.options.clear_failed:
             return ClearFailedSteps(steps.client, self.settings)
+        if isinstance(steps, Airflow3Steps) and work.dag.dag_id in work.options.asset_triggered:
+            # Scheduled on assets: Airflow 3 would create no backfill runs for it.
+            return Airflow2Steps(steps.client, self.settings)
         return steps
 
     async def submit(self, work: StepWork) -> State:
@@ -214,7 +217,7 @@ class AirflowBackend:
     def runs_at_once(self, work: StepWork) -> int:
         if work.options.max_active is not None:
             wanted = work.options.max_active
-        elif self.version == 3:
+        elif self.version == 3 and work.dag.dag_id not in work.options.asset_triggered:
             wanted = self.settings.max_active_runs
         else:  # a DAG's own max_active_runs may lower it further (read at submit)
             wanted = self.settings.max_active_runs_per_dag or AIRFLOW_MAX_ACTIVE_RUNS

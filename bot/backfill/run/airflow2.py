@@ -1,4 +1,6 @@
-"""Steps on Airflow 2, which has no backfill endpoint: one DAG run per planned interval.
+"""Steps as one triggered DAG run per planned interval: every step on Airflow 2, which has no
+backfill endpoint, and on Airflow 3 the DAGs scheduled on assets a plan includes
+(`--with-asset-consumers`), which Airflow 3 cannot backfill (bot/backfill/rules/assets.py).
 
 Each run is triggered with its data interval spelled out (a run triggered for logical date D
 otherwise covers the interval ending at D) and a run id derived from the step and the interval,
@@ -40,6 +42,7 @@ from bot.backfill.run.airflow3 import ready
 from bot.backfill.run.backends import Progress, State, StepWork, SubmitInterrupted
 from bot.clients.airflow import (
     Airflow2Client,
+    Airflow3Client,
     AirflowConflict,
     AirflowNotFound,
     AirflowUnavailable,
@@ -72,7 +75,7 @@ def _todo(work: StepWork) -> list[Interval]:
 
 
 class Airflow2Steps:
-    def __init__(self, client: Airflow2Client, settings: AirflowExecution) -> None:
+    def __init__(self, client: Airflow2Client | Airflow3Client, settings: AirflowExecution) -> None:
         self.client = client
         self.settings = settings
 

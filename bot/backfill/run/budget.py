@@ -119,6 +119,9 @@ class BudgetGate:
         level = PRIORITIES.index(self.options(request).priority)
         by_dag = step_deadlines(request)
         since = request.started_at or request.created_at
+        # The lock first: two replicas queueing the same step would otherwise both insert its
+        # claim, and one of them fail its pass on the primary key.
+        await store.lock(session)
         for step in ready:
             deadlines = [d.to_json() for d in by_dag.get(step.dag_id, ())]
             pools = [p.dags for p in self.config.pools
@@ -128,7 +131,6 @@ class BudgetGate:
                 wanted=self.wanted(request, step), level=level, deadlines=deadlines,
                 since=since, position=step.position,
             )  # fmt: skip
-        await store.lock(session)
         claims = [as_claim(r, now=now, config=self.config) for r in await store.claims(session)]
         grants = capacity.allocate(self.limits, claims)
         mine = {step.id: grants[step.id] for step in ready if step.id in grants}

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.backfill.messages import answers
+from bot.backfill.rules.assets import ASSET_SCHEDULE, with_consumers
 from bot.backfill.rules.estimate import DEADLINES, PACE
 from bot.backfill.rules.options import ASSET_CONSUMERS, OPTION_NOTES, RunOptions, default_rerun
 from bot.backfill.rules.outcomes import Busy
@@ -22,7 +24,7 @@ from bot.core.model import DagRef
 from bot.core.windows import parse_at
 from bot.lineage.rules.planner import Plan, PlanNote, PlanStep
 from bot.lineage.service.planning import PlannerFactory, PlanRequest
-from bot.ownership.rules import requires_all_owners
+from bot.ownership.rules import owners, requires_all_owners
 from bot.slack.rules.commands import PlanCommand
 
 logger = logging.getLogger(__name__)
@@ -47,7 +49,24 @@ class PlanChecks:
             command.dag, command.range_text, command.namespace, command.only, command.exclude
         )
         async with self.planners() as planner:
-            return await planner.plan(request)
+            plan = await planner.plan(request)
+        if command.options.with_asset_consumers:
+            plan = await self.with_consumers(plan)
+        return plan
+
+    async def with_consumers(self, plan: Plan) -> Plan:
+        """The plan with the DAGs scheduled on its DAGs' assets as steps after them (one run
+        per interval); unchanged, with a note saying why, when Airflow cannot say which."""
+        try:
+            found = await self.executor.asset_consumers(plan)
+        except Exception as exc:
+            logger.warning("cannot read the asset consumers of %s: %s", plan.root.dag_id, exc)
+            note = answers.check_failed(self.executor.name, str(exc))
+            return replace(plan, notes=(*plan.notes, PlanNote(plan.root.dag_id, note)))
+        consumers = {c["consumer"] for c in found}
+        refs = {c: DagRef(plan.root.namespace, c) for c in consumers}
+        owned = {c: owners(self.config, ref) for c, ref in refs.items()}
+        return with_consumers(plan, found, owned)[0]
 
     async def root_of(self, command: PlanCommand) -> DagRef:
         """The DAG a command names, as far as the planner resolves it (else as typed)."""
@@ -93,6 +112,9 @@ class PlanChecks:
         window = rule.window().to_json() if rule is not None else None
         default = default_rerun(self.config.execution.airflow.reprocess_behavior)
         chosen = command.options.resolved(default)
+        if chosen.with_asset_consumers:  # the steps it added run as triggered runs
+            added = tuple(s.dag.dag_id for s in plan.steps if s.schedule == ASSET_SCHEDULE)
+            chosen = replace(chosen, asset_triggered=added)
         try:
             counts = await self.executor.rerun_counts(plan)
         except Exception as exc:  # the preview goes out without the counts

@@ -7,12 +7,14 @@ change is audited with what was chosen."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Literal, Protocol
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.backfill.messages.backfill import plan_preview
 from bot.backfill.messages.options_form import Choices
+from bot.backfill.rules.assets import without_consumers
 from bot.backfill.rules.options import RunOptions
 from bot.backfill.rules.outcomes import (
     Denied,
@@ -94,6 +96,9 @@ class PlanRevisions:
             if refused is not None:
                 return refused
         stored = dict(request.options or {})
+        before = RunOptions.from_json(stored)
+        # The modal does not show the priority: it stays as asked.
+        choices = replace(choices, options=replace(choices.options, priority=before.priority))
         command = PlanCommand(
             request.root_dag,
             "",
@@ -108,18 +113,31 @@ class PlanRevisions:
             start_at = self.checks.start_at(command, utcnow())
         except WindowError as exc:
             return Unplannable("options", str(exc))
-        plan = plan_from_json(request.plan)
+        plan, replanned = await self._plan(request, choices.options)
         options = await self.checks.options(command, plan)
         async with self.sessions.begin() as session:
             changed = await repository.change_options(
-                session, request.id, options=options, start_at=start_at, actor=user
-            )
+                session, request.id, options=options, start_at=start_at, actor=user,
+                plan=plan.to_json() if replanned else None,
+            )  # fmt: skip
             if changed is None:
                 fresh = await repository.get_request(session, request.id)
                 return Unchanged(fresh.id, fresh.state)
             await self._redraw(session, changed, plan)
         chosen = RunOptions.from_json(options)
         return OptionsChanged(request.id, chosen.described(), bool(request.approvers))
+
+    async def _plan(self, request: BackfillRequest, chosen: RunOptions) -> tuple[Plan, bool]:
+        """The request's plan under the chosen options, and whether it changed: ticking or
+        unticking the asset consumers adds or drops their steps."""
+        plan = plan_from_json(request.plan)
+        before = RunOptions.from_json(request.options)
+        if chosen.with_asset_consumers == before.with_asset_consumers:
+            return plan, False
+        plan = without_consumers(plan, before.asset_triggered)
+        if chosen.with_asset_consumers:
+            plan = await self.checks.with_consumers(plan)
+        return plan, True
 
     async def _redraw(self, session: AsyncSession, request: BackfillRequest, plan: Plan) -> None:
         awaiting = await self.backfills.awaiting(plan, request.approvers)

@@ -12,7 +12,7 @@ the database, so a double click or a replayed action changes nothing and raises
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, cast
 
@@ -179,22 +179,7 @@ async def create_request(
         updated_at=now,
         version=1,
     )
-    for position, raw in enumerate(raw_steps):
-        where = f"plan step {position}"
-        request.steps.append(
-            BackfillStep(
-                id=new_id(),
-                position=position,
-                dag_id=_required(raw, "dag_id", where),
-                namespace=_required(raw, "namespace", where),
-                intervals=_intervals(_required(raw, "intervals", where), where),
-                upstream=list(raw.get("upstream", [])),
-                state=StepState.PENDING.value,
-                counts={},
-                created_at=now,
-                updated_at=now,
-            )
-        )
+    request.steps.extend(_new_steps(raw_steps, now))
     session.add(request)
     # The audit row has no relationship to order it after the request: flush the request first.
     await session.flush()
@@ -326,6 +311,29 @@ async def list_requests(
     return list((await session.scalars(stmt)).all())
 
 
+def _new_steps(raw_steps: Sequence[Any], now: datetime) -> list[BackfillStep]:
+    """A plan's steps as pending rows, in plan order (ValueError for a step of the wrong
+    shape)."""
+    steps = []
+    for position, raw in enumerate(raw_steps):
+        where = f"plan step {position}"
+        steps.append(
+            BackfillStep(
+                id=new_id(),
+                position=position,
+                dag_id=_required(raw, "dag_id", where),
+                namespace=_required(raw, "namespace", where),
+                intervals=_intervals(_required(raw, "intervals", where), where),
+                upstream=list(raw.get("upstream", [])),
+                state=StepState.PENDING.value,
+                counts={},
+                created_at=now,
+                updated_at=now,
+            )
+        )
+    return steps
+
+
 async def change_options(
     session: AsyncSession,
     request_id: str,
@@ -333,11 +341,13 @@ async def change_options(
     options: Mapping[str, Any],
     start_at: datetime | None,
     actor: str,
+    plan: Mapping[str, Any] | None = None,
 ) -> BackfillRequest | None:
-    """Replace a previewed request's options (and `--at`), clear the approvals given so far
-    (they were for the old options) and audit `request.options_changed`; None when it is no
-    longer previewed."""
+    """Replace a previewed request's options (and `--at`, and its plan and steps when an option
+    changes what it reruns), clear the approvals given so far (they were for the old options)
+    and audit `request.options_changed`; None when it is no longer previewed."""
     now = utcnow()
+    replanned = {"plan": dict(plan)} if plan is not None else {}
     stmt = (
         update(BackfillRequest)
         .where(
@@ -348,6 +358,7 @@ async def change_options(
             options=dict(options),
             start_at=start_at,
             approvers=[],
+            **replanned,
             version=BackfillRequest.version + 1,
             updated_at=now,
         )
@@ -355,6 +366,12 @@ async def change_options(
     )
     if await _affected(session, stmt) == 0:
         return None
+    if plan is not None:  # still previewed: no step has started
+        await session.execute(delete(BackfillStep).where(BackfillStep.request_id == request_id))
+        for step in _new_steps(plan["steps"], now):
+            step.request_id = request_id
+            session.add(step)
+        await session.flush()
     request = await get_request(session, request_id)
     await add_audit(
         session,

@@ -20,7 +20,7 @@ from bot.core.run_options import (
 USAGE = (
     "/backfill DAG START..END [--only] [--exclude DAG[,DAG]] [--namespace NS] [--dry-run] "
     "[--rerun missing|failed|all] [--backwards] [--conf JSON] [--max-active N] "
-    '[--reason "TEXT"] [--stop-on-failure] [--priority high|normal|low] '
+    '[--reason "TEXT"] [--stop-on-failure] [--priority high|normal|low] [--with-asset-consumers] '
     '[--at "YYYY-MM-DD HH:MM [ZONE]"] [--now]'
 )
 SUBSCRIBE_USAGE = (
@@ -243,7 +243,9 @@ def parse_command(text: str) -> Command:
     return _parse_plan(words)
 
 
-_FLAGS = frozenset({"--only", "--dry-run", "--backwards", "--stop-on-failure", "--now"})
+_FLAGS = frozenset(
+    {"--only", "--dry-run", "--backwards", "--stop-on-failure", "--now", "--with-asset-consumers"}
+)
 _VALUED = frozenset(
     {"--exclude", "--namespace", "--rerun", "--conf", "--max-active", "--reason", "--at",
      "--priority"}
@@ -309,6 +311,7 @@ def _options(flags: set[str], values: dict[str, str]) -> RunOptions:
             else None,
             reason=parse_reason(values["--reason"]) if "--reason" in values else "",
             stop_on_failure="--stop-on-failure" in flags,
+            with_asset_consumers="--with-asset-consumers" in flags,
             priority=parse_priority(values["--priority"]) if "--priority" in values else "normal",
         )
     except OptionError as exc:
