@@ -8,19 +8,14 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from bot.backfill.messages.options_lines import estimates_line, options_view, when_text
 from bot.backfill.rules.estimate import for_plan
 from bot.backfill.rules.options import (
-    ASSET_CONSUMERS,
-    RERUN_CHOICES,
-    RerunCounts,
-    RunOptions,
     with_option_notes,
 )
-from bot.backfill.rules.progress import duration_text
 from bot.backfill.rules.states import RequestState, StepState
-from bot.backfill.rules.status import ReportEstimate, RequestStatus, StepStatus
+from bot.backfill.rules.status import RequestStatus, StepStatus
 from bot.core.model import Interval
-from bot.core.windows import Window
 from bot.lineage.rules.planner import Plan, PlanStep
 from bot.slack.messages.limits import MESSAGE_BLOCKS, SECTION_TEXT, VIEW_BLOCKS
 from bot.slack.messages.render import (
@@ -37,7 +32,6 @@ from bot.slack.messages.render import (
 
 STATUS_ROWS = 20  # requests in /backfill status
 _LISTED_RUNS = 3  # a step lists this many intervals, then summarises them
-_ESTIMATES = 5  # reports estimated in one line before "and N more"
 _HELD = 3  # limits named on the queue line (the bot's, the team's, a pool: all there usually are)
 
 REQUEST_LOOK: Mapping[str, tuple[str, str]] = {
@@ -153,30 +147,6 @@ def _awaiting(teams: Sequence[str], limit: int = 8) -> dict[str, Any]:
     return {"teams": [clip(t, 80) for t in teams[:limit]], "more": len(teams[limit:])}
 
 
-def _when(moment: datetime | None) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC") if moment else ""
-
-
-def estimates_line(estimates: Sequence[ReportEstimate], *, started: bool) -> str:
-    """The reports downstream and when each is correct again: by when once the backfill runs,
-    how long after its start before (raw text: the template escapes it)."""
-    parts = []
-    for estimate in estimates[:_ESTIMATES]:
-        name = clip(estimate.report, NAME)
-        read = f"read at {_when(estimate.read_at)}" if estimate.read_at else ""
-        if estimate.ready is None:
-            parts.append(f"{name} ({read or 'no ready_by'}): no run-time history to estimate from")
-        elif started:
-            late = " — late" if estimate.late else ""
-            parts.append(f"{name} correct by about {_when(estimate.ready)} ({read}{late})")
-        else:
-            takes = duration_text(estimate.takes)
-            parts.append(f"{name} correct about {takes} after it starts ({read})")
-    more = len(estimates) - _ESTIMATES
-    line = " · ".join(parts) + (f" · and {plural(more, 'more report')}" if more > 0 else "")
-    return clip(line, SECTION_TEXT // 2) if parts else ""
-
-
 def _hold_view(status: RequestStatus) -> dict[str, Any] | None:
     """The paused (or scheduled) line's parts: who, when, why, until when, what is left."""
     hold = status.hold
@@ -187,9 +157,9 @@ def _hold_view(status: RequestStatus) -> dict[str, Any] | None:
         "scheduled": status.state == RequestState.SCHEDULED,
         "by": clip(hold.by or "", 40),
         "person": bool(hold.by) and hold.by not in ("failure", "window"),
-        "at": _when(hold.at),
+        "at": when_text(hold.at),
         "reason": clip(hold.reason, 300),
-        "until": _when(hold.until),
+        "until": when_text(hold.until),
         "left": f"{plural(dags, 'DAG')}, {plural(runs, 'run')}",
     }
 
@@ -310,7 +280,7 @@ def plan_preview(
     chosen, the runs each `--rerun` choice means, what the executor cannot honour, its off-peak
     window), `start_at` its `--at`; `now` dates the reports' next reading (their estimates)."""
     plan = with_option_notes(plan, options)
-    chosen = _options_view(options, start_at, dags=len(plan.steps))
+    chosen = options_view(options, start_at, dags=len(plan.steps))
     if chosen is not None and options and now is not None:
         chosen["reports"] = estimates_line(for_plan(plan, options, now), started=False)
     frame = _PREVIEW_FRAME + bool(awaiting) + bool(retry_of) + 4 * bool(chosen)
@@ -338,93 +308,6 @@ def plan_preview(
         "chosen": chosen,
     }
     return render("backfill/plan_preview.json.j2", view)
-
-
-def _when_text(options: Mapping[str, Any], start_at: datetime | None) -> str:
-    """When it runs: at its `--at`, within its off-peak window, or at once despite one."""
-    parts = []
-    if start_at is not None:
-        parts.append(f"Starts at {_when(start_at)} once approved.")
-    window = Window.from_json(options.get("window"))
-    if window is not None:
-        parts.append(
-            f"Runs only within its off-peak window ({window.described()}): outside it, it "
-            "waits, and a running backfill pauses at its next run boundary."
-        )
-    elif options.get("now"):
-        parts.append("`--now`: runs at once, regardless of its off-peak window.")
-    return " ".join(parts)
-
-
-def _options_view(
-    options: Mapping[str, Any] | None, start_at: datetime | None = None, *, dags: int = 1
-) -> dict[str, Any] | None:
-    """The preview's options lines: the options in words (with the reason), how many runs
-    each `--rerun` choice means, what the executor cannot honour, and when it runs."""
-    if not options:
-        return None
-    chosen = RunOptions.from_json(options)
-    counts = RerunCounts.from_json(options.get("counts"))
-    choices = ""
-    if counts is not None and counts.known:
-        picked = chosen.chosen_rerun
-        parts = [
-            f"{'*' if c == picked else ''}--rerun {c}: {plural(counts.of(c), 'run')}"
-            f"{'*' if c == picked else ''}"
-            for c in RERUN_CHOICES
-        ]
-        choices = "From the run history: " + " · ".join(parts)
-    elif counts is not None:
-        choices = "No run history to choose from: every interval runs again."
-    unhonoured = [str(u) for u in options.get("unhonoured") or () if isinstance(u, str)]
-    if chosen.chosen_rerun != "all" and dags > 1:
-        unhonoured.append(
-            f"--rerun {chosen.rerun} holds for every DAG of the plan: a downstream DAG whose "
-            "run succeeded on the data being repaired is left alone (--rerun all reruns it)"
-        )
-    return {
-        "described": join_clipped(list(chosen.described()), SECTION_TEXT // 4, sep=" · "),
-        "reason": clip(chosen.reason, 300),
-        "choices": choices,
-        "unhonoured": clip(" ".join(f"{u[0].upper()}{u[1:]}." for u in unhonoured), 900),
-        "when": clip(_when_text(options, start_at), 600),
-        "reports": "",  # the reports' estimates, when the caller gives the time
-        "consumers": _consumers_text(options.get(ASSET_CONSUMERS), options.get("asset_triggered")),
-    }
-
-
-def _consumers_text(found: object, included: object = None) -> str:
-    """The DAGs outside the plan that each rerun interval triggers through Airflow assets, or
-    those the plan includes (raw text: the template escapes it)."""
-    if isinstance(included, list) and included:
-        return clip(
-            f"{join_clipped([str(d) for d in included], LIST)} run once per interval here, "
-            "after the DAGs whose assets they are scheduled on; Airflow also starts runs of "
-            "them as the reruns update those assets (apache/airflow#33272).",
-            SECTION_TEXT // 2,
-        )
-    if not isinstance(found, list):
-        return ""
-    by_asset: dict[tuple[str, str], list[str]] = {}
-    for entry in found:
-        if isinstance(entry, Mapping):
-            key = (str(entry.get("dag", "")), str(entry.get("asset", "")))
-            by_asset.setdefault(key, []).append(str(entry.get("consumer", "")))
-    if not by_asset:
-        return ""
-    parts = [
-        f"{clip(dag, NAME)} updates asset {clip(asset, NAME)}, which schedules "
-        f"{join_clipped(consumers, LIST)}"
-        for (dag, asset), consumers in list(by_asset.items())[:_ESTIMATES]
-    ]
-    more = len(by_asset) - _ESTIMATES
-    listed = "; ".join(parts) + (f"; and {plural(more, 'more asset')}" if more > 0 else "")
-    return clip(
-        f"Airflow triggers DAGs outside this plan once for every interval it reruns "
-        f"(apache/airflow#33272): {listed}. Add --with-asset-consumers (or tick it in Review "
-        "plan) to rerun them in this plan, once per interval, or pause them while this runs.",
-        SECTION_TEXT // 2,
-    )
 
 
 def loading_line(plan: Plan) -> str:

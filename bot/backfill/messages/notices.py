@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from bot.backfill.messages.backfill import REQUEST_LOOK, estimates_line
+from bot.backfill.messages.backfill import REQUEST_LOOK
+from bot.backfill.messages.options_lines import estimates_line
 from bot.backfill.rules.states import RequestState
 from bot.backfill.rules.status import ReportEstimate
 from bot.slack.messages.render import NAME, clip, link, plural, render
