@@ -187,4 +187,4 @@ def register(app: AsyncApp, services: Services) -> None:
         await ack()
         request_id = Click.of(body).value
         view = plan_view(request_id)
-        await open_modal(backfills.show_plan, backfill_answers.answer, view, body, respond)
+        await open_modal(backfills.lookup.show_plan, backfill_answers.answer, view, body, respond)

@@ -75,7 +75,9 @@ async def _answered(
         )
         return backfill_answers.answer(preview)
     if isinstance(parsed, StatusCommand):
-        status = await services.backfills.status(parsed.request_id, user=user, channel=channel)
+        status = await services.backfills.lookup.status(
+            parsed.request_id, user=user, channel=channel
+        )
         return backfill_answers.answer(status)
     if isinstance(parsed, SubscribeCommand):
         added = await services.subscriptions.subscribe(parsed, user=user, channel=channel)

@@ -15,8 +15,7 @@ from typing import Any, Literal, TypeVar
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.backfill.messages import answers
-from bot.backfill.messages.backfill import plan_preview, request_status
-from bot.backfill.messages.progress import status_of
+from bot.backfill.messages.backfill import plan_preview
 from bot.backfill.rules.options import with_option_notes
 from bot.backfill.rules.outcomes import (
     AlreadyApproved,
@@ -32,14 +31,12 @@ from bot.backfill.rules.outcomes import (
     Previewed,
     SecondPersonAsked,
     StartedFromAlert,
-    StatusListed,
-    StatusShown,
     Unchanged,
     Unplannable,
 )
 from bot.backfill.rules.states import OPEN, RequestState
-from bot.backfill.run import budget
 from bot.backfill.run.base import Executor
+from bot.backfill.service import owed
 from bot.backfill.service.control import BackfillControl
 from bot.backfill.service.lookup import RequestLookup
 from bot.backfill.service.notices import TeamNotices
@@ -103,7 +100,7 @@ class BackfillService:
         self.groups = groups
         self.notices = notices
         self.checks = PlanChecks(sessions, config, planners, executor)
-        self.lookup = RequestLookup(sessions, self.notices)
+        self.lookup = RequestLookup(sessions, self.notices, config)
         self.control = BackfillControl(self)
         self.revisions = PlanRevisions(self, self.checks)
 
@@ -300,7 +297,7 @@ class BackfillService:
                     actor=user,
                     detail={"from": "alert"},
                 )
-                await self._owe_approval_messages(session, approved)
+                await owed.approval_messages(session, approved)
                 await self.notices.approved(session, approved)
                 if linked is not None:
                     await linked(session, row.id)
@@ -352,7 +349,7 @@ class BackfillService:
                 busy = await self.checks.busy(plan.steps, exclude=request.id, session=session)
                 if busy:
                     raise _Busy(busy)
-                await self._owe_approval_messages(session, approved)
+                await owed.approval_messages(session, approved)
                 await self.notices.approved(session, approved)
         except _Busy as exc:
             return await self._refuse(user, APPROVE_REFUSED, exc.busy, request_id=request.id)
@@ -466,7 +463,7 @@ class BackfillService:
                     await self.executor.cancel(session, cancelled)
                 if request.state in (RequestState.APPROVED, RequestState.SCHEDULED):
                     await self.notices.ended(session, cancelled)  # a running one: the runner
-                await self.owe_status_update(session, cancelled)
+                await owed.status_update(session, cancelled)
         except repository.InvalidTransition:
             fresh = await self._load(request.id)
             return _unchanged(fresh or request)
@@ -499,75 +496,6 @@ class BackfillService:
                 session, actor=user, action=action, request_id=request.id, detail={"reason": reason}
             )
         return refused
-
-    async def owe_status_update(self, session: AsyncSession, request: BackfillRequest) -> None:
-        """Rewrite the request's current message (preview or status) to show its state."""
-        await outbox.enqueue(
-            session,
-            channel=request.status_channel or request.channel or "",
-            payload=request_status(status_of(request)),
-            method="chat.update",
-            role=OutboxRole.STATUS_UPDATE,
-            request_id=request.id,
-        )
-
-    async def _owe_approval_messages(self, session: AsyncSession, request: BackfillRequest) -> None:
-        """Shrink the preview to a pointer and post the status message that parents the
-        progress thread. Replies wait for the new parent: its ts is cleared until it is posted."""
-        channel = request.status_channel or request.channel or ""
-        pointer = answers.approval_pointer(
-            request.id,
-            request.root_dag,
-            request.start_date.isoformat(),
-            request.end_date.isoformat(),
-            request.approvers[-1] if request.approvers else None,
-        )
-        if request.status_message_ts:
-            await outbox.enqueue(
-                session,
-                channel=channel,
-                payload={**pointer, "ts": request.status_message_ts},
-                method="chat.update",
-                request_id=request.id,
-            )
-            await guards.forget_status_message(session, request.id)
-        await outbox.enqueue(
-            session,
-            channel=channel,
-            payload=request_status(status_of(request)),
-            role=OutboxRole.STATUS,
-            request_id=request.id,
-        )
-
-    async def status(
-        self, request_id: str | None, *, user: str, channel: str = ""
-    ) -> StatusShown | StatusListed | Lookup:
-        """`/backfill status [ID]` typed in `channel`: the requests `user` may see from there
-        (where they live or were announced, and in a DM their own), or the one `request_id`
-        names; one they may not see is answered like an unknown id."""
-        if request_id is None:
-            async with self.sessions() as session:
-                recent = await repository.list_requests(session, limit=200)
-            mine = [r for r in recent if self.lookup.reachable(r, user, channel, command=True)][:10]
-            return StatusListed(tuple(status_of(r) for r in mine))
-        request = await self.lookup.find(
-            request_id, user=user, channel=channel, action="status.refused", command=True
-        )
-        if not isinstance(request, BackfillRequest):
-            return request
-        now = utcnow()
-        async with self.sessions() as session:
-            place = await budget.queued(session, request, self.config.execution.budget, now)
-        return StatusShown(status_of(request, queued=place, now=now))
-
-    async def show_plan(self, request_id: str, *, user: str, channel: str) -> Plan | Lookup:
-        """**Show full plan**: the request's plan, for a click where the request lives."""
-        request = await self.lookup.find(
-            request_id, user=user, channel=channel, action="show_plan.refused"
-        )
-        if not isinstance(request, BackfillRequest):
-            return request
-        return plan_from_json(request.plan)
 
 
 def _unchanged(request: BackfillRequest) -> Unchanged:

@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from bot.backfill.messages import progress as progress_messages
 from bot.backfill.rules.outcomes import Denied, Lookup, NotPausable, Paused, Resumed
 from bot.backfill.rules.states import PAUSABLE, RequestState
+from bot.backfill.service import owed
 from bot.backfill.service.lookup import RequestLookup
 from bot.backfill.store import control, repository
 from bot.backfill.store.models import BackfillRequest
@@ -35,8 +36,6 @@ class Requests(Protocol):
     async def check_clicker(
         self, request: BackfillRequest, user: str, *, verb: Literal["pause", "resume"]
     ) -> Denied | None: ...
-
-    async def owe_status_update(self, session: AsyncSession, request: BackfillRequest) -> None: ...
 
 
 class BackfillControl:
@@ -113,7 +112,7 @@ class BackfillControl:
             role=OutboxRole.THREAD,
             request_id=request.id,
         )
-        await self.backfills.owe_status_update(session, request)
+        await owed.status_update(session, request)
 
 
 def _not(request: BackfillRequest, verb: Literal["pause", "resume"]) -> NotPausable:

@@ -10,22 +10,30 @@ from contextlib import suppress
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.backfill.messages import answers
-from bot.backfill.rules.outcomes import Ambiguous, Lookup, NotFound
+from bot.backfill.messages.progress import status_of
+from bot.backfill.rules.outcomes import Ambiguous, Lookup, NotFound, StatusListed, StatusShown
 from bot.backfill.rules.states import RequestState
 from bot.backfill.rules.visibility import lives_in, may_see
+from bot.backfill.run import budget
 from bot.backfill.service.notices import TeamNotices
 from bot.backfill.store import repository
 from bot.backfill.store.models import BackfillRequest
+from bot.config import BotConfig
 from bot.core.audit import Refused, add_refusal
+from bot.core.tables import utcnow
+from bot.lineage.rules.planner import Plan, plan_from_json
 
 PREFIX_MATCHES = 50
 """Requests a short id is looked up among (those the asker may see are kept)."""
 
 
 class RequestLookup:
-    def __init__(self, sessions: async_sessionmaker[AsyncSession], notices: TeamNotices) -> None:
+    def __init__(
+        self, sessions: async_sessionmaker[AsyncSession], notices: TeamNotices, config: BotConfig
+    ) -> None:
         self.sessions = sessions
         self.notices = notices
+        self.config = config
 
     async def find(
         self,
@@ -89,3 +97,33 @@ class RequestLookup:
         if request.state == RequestState.PREVIEWED or not request.approvers:
             return []
         return [channel for channel, _ in self.notices.reruns(request)]
+
+    async def status(
+        self, request_id: str | None, *, user: str, channel: str = ""
+    ) -> StatusShown | StatusListed | Lookup:
+        """`/backfill status [ID]` typed in `channel`: the requests `user` may see from there
+        (where they live or were announced, and in a DM their own), or the one `request_id`
+        names; one they may not see is answered like an unknown id."""
+        if request_id is None:
+            async with self.sessions() as session:
+                recent = await repository.list_requests(session, limit=200)
+            mine = [r for r in recent if self.reachable(r, user, channel, command=True)][:10]
+            return StatusListed(tuple(status_of(r) for r in mine))
+        request = await self.find(
+            request_id, user=user, channel=channel, action="status.refused", command=True
+        )
+        if not isinstance(request, BackfillRequest):
+            return request
+        now = utcnow()
+        async with self.sessions() as session:
+            place = await budget.queued(session, request, self.config.execution.budget, now)
+        return StatusShown(status_of(request, queued=place, now=now))
+
+    async def show_plan(self, request_id: str, *, user: str, channel: str) -> Plan | Lookup:
+        """**Show full plan**: the request's plan, for a click where the request lives."""
+        request = await self.find(
+            request_id, user=user, channel=channel, action="show_plan.refused"
+        )
+        if not isinstance(request, BackfillRequest):
+            return request
+        return plan_from_json(request.plan)
