@@ -115,7 +115,9 @@ async def test_review_plan_adds_and_drops_the_asset_consumers(
             env=airflow_env(airflow.url),
         ) as bot,
     ):  # fmt: skip
-        preview = await request_backfill(bot, f"{ROOT} 2021-06-04..2021-06-05 --only")
+        preview = await request_backfill(
+            bot, f"{ROOT} 2021-06-04..2021-06-05 --only --priority low"
+        )
         request_id = buttons(preview)[ActionId.APPROVE]["value"]
         view = await open_review(bot, preview, REQUESTER)
         assert "--with-asset-consumers" in json.dumps(view.payload)
@@ -144,3 +146,4 @@ async def test_review_plan_adds_and_drops_the_asset_consumers(
         request = await load(bot, request_id)
         assert [s["dag_id"] for s in request.plan["steps"]] == [ROOT]
         assert "asset_triggered" not in request.options
+        assert request.options["priority"] == "low"  # the modal does not show it: kept
