@@ -32,13 +32,15 @@ from tests.support.execution import (
 ROOT = "example.etl_orders"
 ORDERS = "x-lake://orders"
 AUDIT = "finance.orders_audit"
+SUMMARY = "finance.audit_summary"  # scheduled on what AUDIT produces
 DAYS = [datetime(2021, 6, d, tzinfo=UTC) for d in (4, 5, 6)]
 
 
 def _dags() -> list[StandinDag]:
     return [
         *(replace(d, outlets=(ORDERS,)) if d.dag_id == ROOT else d for d in FOOD_DELIVERY_DAGS),
-        StandinDag(AUDIT, asset_schedule=(ORDERS,)),
+        StandinDag(AUDIT, asset_schedule=(ORDERS,), outlets=("x-lake://audit",)),
+        StandinDag(SUMMARY, asset_schedule=("x-lake://audit",)),
         StandinDag("finance.unrelated", asset_schedule=("x-lake://other",)),
     ]
 
@@ -82,14 +84,14 @@ async def test_with_asset_consumers_runs_each_consumer_once_per_interval_after_i
             bot, f"{ROOT} 2021-06-04..2021-06-06 --only --with-asset-consumers"
         )
         text = json.dumps(preview.blocks)
-        assert f"{AUDIT} run once per interval here" in text
-        assert "with 1 DAG scheduled on its assets, one run per interval" in text
+        assert f"{AUDIT}, {SUMMARY} run once per interval here" in text
+        assert "with 2 DAGs scheduled on its assets, one run per interval" in text
         assert "finance.unrelated" not in text
         request_id = await approve(bot, preview)
         done = await finished(bot, request_id)
         assert done.state == "succeeded", [(s.dag_id, s.message) for s in done.steps]
-        assert [s.dag_id for s in done.steps] == [ROOT, AUDIT]
-        assert done.steps[1].upstream == [ROOT]
+        assert [s.dag_id for s in done.steps] == [ROOT, AUDIT, SUMMARY]
+        assert [s.upstream for s in done.steps[1:]] == [[ROOT], [AUDIT]]
 
         # One run of the consumer per interval, each with the interval's dates, all started
         # after the producer's runs ended (Airflow 3 ran the producer as a backfill).
@@ -103,6 +105,10 @@ async def test_with_asset_consumers_runs_each_consumer_once_per_interval_after_i
         assert {r.run_type for r in producer} == {"backfill" if api == 3 else "manual"}
         last_end = max(r.end_date for r in producer if r.end_date is not None)
         assert all(r.start_date is not None and r.start_date >= last_end for r in audits)
+        summaries = airflow.state.all_runs(SUMMARY)
+        assert sorted(r.logical_date or DAYS[0] for r in summaries) == DAYS
+        audited = max(r.end_date for r in audits if r.end_date is not None)
+        assert all(r.start_date is not None and r.start_date >= audited for r in summaries)
 
 
 async def test_review_plan_adds_and_drops_the_asset_consumers(
@@ -127,9 +133,9 @@ async def test_review_plan_adds_and_drops_the_asset_consumers(
 
         async def steps() -> list[str] | None:
             found = [s.dag_id for s in (await load(bot, request_id)).steps]
-            return found if len(found) == 2 else None
+            return found if len(found) == 3 else None
 
-        assert await eventually(steps) == [ROOT, AUDIT]
+        assert await eventually(steps) == [ROOT, AUDIT, SUMMARY]
         await bot.settle()
         redrawn = json.dumps(bot.slack.state.find_message(CHANNEL, preview.ts).blocks)
         assert AUDIT in redrawn

@@ -28,6 +28,8 @@ from bot.ownership.rules import owners, requires_all_owners
 from bot.slack.rules.commands import PlanCommand
 
 logger = logging.getLogger(__name__)
+_ASSET_DEPTH = 5
+"""Rounds of asset consumers `--with-asset-consumers` follows (consumers of consumers...)."""
 
 
 class PlanChecks:
@@ -56,17 +58,24 @@ class PlanChecks:
 
     async def with_consumers(self, plan: Plan) -> Plan:
         """The plan with the DAGs scheduled on its DAGs' assets as steps after them (one run
-        per interval); unchanged, with a note saying why, when Airflow cannot say which."""
-        try:
-            found = await self.executor.asset_consumers(plan)
-        except Exception as exc:
-            logger.warning("cannot read the asset consumers of %s: %s", plan.root.dag_id, exc)
-            note = answers.check_failed(self.executor.name, str(exc))
-            return replace(plan, notes=(*plan.notes, PlanNote(plan.root.dag_id, note)))
-        consumers = {c["consumer"] for c in found}
-        refs = {c: DagRef(plan.root.namespace, c) for c in consumers}
-        owned = {c: owners(self.config, ref) for c, ref in refs.items()}
-        return with_consumers(plan, found, owned)[0]
+        per interval), and the DAGs scheduled on theirs, and so on (their triggered runs update
+        assets too); with a note saying why when Airflow cannot say which."""
+        frontier = plan
+        for _ in range(_ASSET_DEPTH):
+            try:
+                found = await self.executor.asset_consumers(frontier)
+            except Exception as exc:
+                logger.warning("cannot read the asset consumers of %s: %s", plan.root.dag_id, exc)
+                note = answers.check_failed(self.executor.name, str(exc))
+                return replace(plan, notes=(*plan.notes, PlanNote(plan.root.dag_id, note)))
+            namespace = plan.root.namespace
+            owned = {c["consumer"]: owners(self.config, DagRef(namespace, c["consumer"]))
+                     for c in found}  # fmt: skip
+            plan, added = with_consumers(plan, found, owned)
+            if not added:
+                break
+            frontier = replace(plan, steps=plan.steps[-len(added) :])
+        return plan
 
     async def root_of(self, command: PlanCommand) -> DagRef:
         """The DAG a command names, as far as the planner resolves it (else as typed)."""
