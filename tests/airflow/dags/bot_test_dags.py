@@ -40,7 +40,7 @@ with DAG(
     catchup=False,
     tags=["bot-test"],
 ):
-    BashOperator(task_id="sleep", bash_command="sleep 8")
+    BashOperator(task_id="sleep", bash_command="sleep 5")
 
 with DAG(
     dag_id="bot_test.idle",
