@@ -140,6 +140,8 @@ def create_web_app(
         services.incidents.stop()
         if services.runner is not None:
             services.runner.stop()
+        if reconciler is not None:
+            reconciler.stop()
         jobs = [t for t in asyncio.all_tasks() if _is_scheduler_job(t)]
         _, late = await asyncio.wait([*tasks, *jobs], timeout=STOP_TIMEOUT_S)
         for task in late:

@@ -116,6 +116,7 @@ class Reconciler:
         self.on_failure = on_failure
         """Told of every failed reconcile (a metric), after it is logged and recorded."""
         self._lock = asyncio.Lock()
+        self._stopped = asyncio.Event()
         self._unsettled: set[tuple[str, str]] = set()
         """Jobs whose latest run was still going when last read: their terminal event may sort
         them below the next incremental's stop (see the module's docstring)."""
@@ -135,8 +136,20 @@ class Reconciler:
                 continue  # the holder let go without finishing: try to take over
             except Exception as exc:  # anything: the index must not wait six hours for another
                 await self._failed(exc, "first full reconcile")
-            await asyncio.sleep(delay)
+            if await self._waited(delay):
+                return
             delay = min(delay * 2, RETRY_MAX_S)
+
+    def stop(self) -> None:
+        """End `start`'s retries (and its following of another replica) at their next wait:
+        a shutdown need not wait for a Marquez that is down."""
+        self._stopped.set()
+
+    async def _waited(self, seconds: float) -> bool:
+        """Wait `seconds`, or less if stopped meanwhile; True if stopped."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopped.wait(), seconds)
+        return self._stopped.is_set()
 
     async def _follow(self) -> bool:
         """Catch up while another replica holds the lease; True once a full reconcile is in
@@ -149,7 +162,8 @@ class Reconciler:
                 return True
             if not progress.reconciling(self.clock()):
                 return False
-            await asyncio.sleep(FOLLOW_S)
+            if await self._waited(FOLLOW_S):
+                return True  # stopped: nothing more to follow
 
     async def run_full(self) -> None:
         """`full`, logging instead of raising (a scheduler job)."""
