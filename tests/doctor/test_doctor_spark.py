@@ -24,6 +24,7 @@ from aiohttp import web
 
 from bot import doctor
 from bot.settings import SettingsError, load_settings
+from standins.marquez.server import running_standin
 from tests.doctor.test_doctor import Shown, parse
 
 
@@ -82,18 +83,20 @@ async def master() -> AsyncIterator[FakeMaster]:
 
 
 async def spark_row(tmp_path: Path, **env: str) -> Shown:
-    """Doctor's Spark row with these settings. Marquez and the database point at nothing, so
-    their rows fail at once; only the Spark row matters here."""
-    settings = load_settings(
-        {
-            "MARQUEZ_URL": f"http://127.0.0.1:{closed_port()}",
-            "DATABASE_URL": f"sqlite:///{tmp_path / 'absent.db'}",
-            "BOT_EXECUTOR": "spark",
-            **env,
-        }
-    )
-    out = StringIO()
-    await asyncio.to_thread(doctor.main, settings, out)
+    """Doctor's Spark row with these settings. Marquez is an empty stand-in (a closed port
+    would cost each run the Marquez client's retries, 0.6 s) and the database points at
+    nothing; only the Spark row matters here."""
+    async with running_standin() as marquez:
+        settings = load_settings(
+            {
+                "MARQUEZ_URL": marquez.url,
+                "DATABASE_URL": f"sqlite:///{tmp_path / 'absent.db'}",
+                "BOT_EXECUTOR": "spark",
+                **env,
+            }
+        )
+        out = StringIO()
+        await asyncio.to_thread(doctor.main, settings, out)
     [row] = parse(out.getvalue()).get("Spark", [Shown("", "no Spark row", "")])
     return row
 

@@ -37,7 +37,10 @@ CONFIG = {
         {"pattern": "airflow-test::ol_test.*", "team": "data"},
         {"pattern": "default::food_delivery_*", "team": "data"},
     ],
-    "watch": {"start_from": "2020-01-01T00:00:00Z", "poll_interval_s": 3600},
+    # group_wait_s 0: what each scenario shows in the end is these tests' subject, not how its
+    # Slack calls are gathered (tests/incidents/test_watch_grouping.py), and a gathered alert
+    # would keep each settle waiting 2 s.
+    "watch": {"start_from": "2020-01-01T00:00:00Z", "poll_interval_s": 3600, "group_wait_s": 0},
 }
 TASK_ERROR = "load_orders: 3 of 120 rows have no order_id"
 

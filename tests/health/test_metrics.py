@@ -28,6 +28,7 @@ from tests.support.e2e import CHANNEL, Bot, running_bot
 from tests.support.story import (
     DAYS,
     OWNER,
+    SEND_AT_ONCE,
     alerts,
     backfill_of_incident,
     click,
@@ -93,7 +94,8 @@ async def test_a_backfill_story_is_counted_and_logged(
     database_url: str, food_delivery_marquez: StandInServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO)
-    async with story(database_url, food_delivery_marquez, story_config()) as bot:
+    config = story_config(watch=SEND_AT_ONCE)
+    async with story(database_url, food_delivery_marquez, config) as bot:
         await post_events(bot, [run_event("FAIL", day) for day in DAYS])
         [alert] = alerts(bot)
         alerted = await scrape(bot)
@@ -169,6 +171,7 @@ async def test_slack_calls_and_notices_owed_and_posted_are_counted(
             {"pattern": "example.etl_orders*", "team": "orders"},
             {"pattern": "other.*", "team": "ghosts"},
         ],
+        watch=SEND_AT_ONCE,
     )
     async with story(database_url, food_delivery_marquez, config) as bot:
         bot.slack.state.fail_every(2)  # the 2nd chat.* call answers 429 (the 4th 500, …)
@@ -262,7 +265,8 @@ async def test_poll_lag_events_by_source_and_marquez_down(database_url: str) -> 
 async def test_airflow_refusing_the_bot_is_counted(
     database_url: str, food_delivery_marquez: StandInServer
 ) -> None:
-    async with story(database_url, food_delivery_marquez, story_config(), password="wrong") as bot:
+    config = story_config(watch=SEND_AT_ONCE)
+    async with story(database_url, food_delivery_marquez, config, password="wrong") as bot:
         await post_events(bot, [run_event("FAIL", DAYS[0])])
         [alert] = alerts(bot)
         await click(bot, alert, ActionId.INCIDENT_APPROVE, OWNER)

@@ -106,8 +106,10 @@ async def test_a_percent_encoded_marquez_password_is_not_shown(database_url: str
 
 
 async def test_a_database_behind_the_code_is_not_ready(
-    database_url: str, food_delivery_marquez: StandInServer
+    database_url: str, food_delivery_marquez: StandInServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # An answer is reused for RESULT_TTL_S (5 s): a shorter reuse, the same fresh answer after it.
+    monkeypatch.setattr("bot.health.readiness.RESULT_TTL_S", 0.5)
     async with running_bot(database_url, food_delivery_marquez, parse_config(QUIET)) as bot:
         await asyncio.to_thread(downgrade, database_url, "-1")
         try:
@@ -127,8 +129,12 @@ async def test_a_database_behind_the_code_is_not_ready(
 
 
 async def test_a_database_gone_away_is_not_ready(
-    fresh_postgres_db: str, food_delivery_marquez: StandInServer
+    fresh_postgres_db: str, food_delivery_marquez: StandInServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Without its database the bot's background tasks fail and back off; stopping it would
+    # wait out STOP_TIMEOUT_S (15 s) for them before cancelling them, which is not this test's
+    # subject (nothing can be left mid-transaction in a database that is gone).
+    monkeypatch.setattr("bot.web.STOP_TIMEOUT_S", 0.5)
     config = parse_config(QUIET)
     async with running_bot(fresh_postgres_db, food_delivery_marquez, config) as bot:
         await postgres(fresh_postgres_db, "DROP DATABASE {} WITH (FORCE)")

@@ -14,15 +14,19 @@ import pytest
 from bot.config import parse_config
 from bot.sla.store import SlaMiss
 from standins.marquez.server import StandInServer
-from tests.incidents.test_incidents import CONFIG, event, store
+from tests.incidents.test_incidents import AT_ONCE, event, store
 from tests.support.e2e import OWNER, Bot, eventually, running_bot
 
 
 @pytest.fixture
 async def bot(tmp_path: Path, food_delivery_marquez: StandInServer) -> AsyncIterator[Bot]:
     database = f"sqlite:///{tmp_path / 'bot.db'}"
+    # AT_ONCE: the alert is sent at once, not gathered for 2 s; the home tab is the subject.
     async with running_bot(
-        database, food_delivery_marquez, parse_config(CONFIG), groups={"S0ANALYTIC": ["U0ANNA0001"]}
+        database,
+        food_delivery_marquez,
+        parse_config(AT_ONCE),
+        groups={"S0ANALYTIC": ["U0ANNA0001"]},
     ) as running:
         yield running
 

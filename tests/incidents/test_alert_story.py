@@ -5,7 +5,10 @@ Slack requests through the Slack stand-in, the backfill on the Airflow stand-in.
 everything downstream rerun for those days, progress in the alert's thread → the other teams
 told when it starts and ends → the alert resolves. Also: a root that recovers on its own offers
 Backfill downstream; Acknowledge and Unsnooze; Retry of a failed backfill; and a rule that asks
-every owning team to approve."""
+every owning team to approve.
+
+Tests that are not about how the watcher gathers its Slack calls (group_wait_s) have them sent
+at once (`SEND_AT_ONCE`): a gathered alert or edit keeps each settle waiting 2 s."""
 
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ from tests.support.story import (
     LOGISTICS,
     ORDERS,
     OWNER,
+    SEND_AT_ONCE,
     alerts,
     backfill_of_incident,
     click,
@@ -109,7 +113,8 @@ async def test_three_failed_days_one_click_every_team_told_resolved(
 async def test_a_root_that_recovers_on_its_own_offers_backfill_downstream(
     tmp_path: Path, food_delivery_marquez: StandInServer
 ) -> None:
-    async with story_bot(tmp_path, food_delivery_marquez, story_config()) as (bot, _):
+    config = story_config(watch=SEND_AT_ONCE)
+    async with story_bot(tmp_path, food_delivery_marquez, config) as (bot, _):
         await post_events(bot, [run_event("FAIL", DAYS[0])])
         # someone clears the run in Airflow; it succeeds without the bot
         await post_events(bot, [run_event("COMPLETE", DAYS[0])])
@@ -147,7 +152,8 @@ async def test_a_click_while_the_watchers_edit_gathers_is_not_undone_by_it(
 async def test_acknowledge_and_snooze_show_in_the_alert_and_snooze_can_be_undone(
     tmp_path: Path, food_delivery_marquez: StandInServer
 ) -> None:
-    async with story_bot(tmp_path, food_delivery_marquez, story_config()) as (bot, _):
+    config = story_config(watch=SEND_AT_ONCE)
+    async with story_bot(tmp_path, food_delivery_marquez, config) as (bot, _):
         await post_events(bot, [run_event("FAIL", DAYS[0])])
         [alert] = alerts(bot)
         await click(bot, alert, ActionId.INCIDENT_ACK, BOB)
@@ -172,7 +178,8 @@ async def test_acknowledge_and_snooze_show_in_the_alert_and_snooze_can_be_undone
 async def test_someone_not_allowed_is_told_who_may_and_nothing_starts(
     tmp_path: Path, food_delivery_marquez: StandInServer
 ) -> None:
-    async with story_bot(tmp_path, food_delivery_marquez, story_config()) as (bot, _):
+    config = story_config(watch=SEND_AT_ONCE)
+    async with story_bot(tmp_path, food_delivery_marquez, config) as (bot, _):
         await post_events(bot, [run_event("FAIL", DAYS[0])])
         [alert] = alerts(bot)
         await click(bot, alert, ActionId.INCIDENT_APPROVE, CAROL)
@@ -196,7 +203,8 @@ async def test_all_owners_must_approve_and_the_preview_says_who_is_left(
             {"pattern": "reporting.*", "team": "analytics"},
             {"pattern": "example.email_*", "team": "analytics"},
             {"pattern": "example.orders_*", "team": "analytics"},
-        ]
+        ],
+        watch=SEND_AT_ONCE,
     )
     async with story_bot(tmp_path, food_delivery_marquez, config) as (bot, _):
         await post_events(bot, [run_event("FAIL", DAYS[0])])
@@ -235,7 +243,8 @@ async def test_all_owners_must_approve_and_the_preview_says_who_is_left(
 async def test_a_failed_backfill_says_why_and_retry_reruns_only_what_did_not_succeed(
     tmp_path: Path, food_delivery_marquez: StandInServer
 ) -> None:
-    async with story_bot(tmp_path, food_delivery_marquez, story_config()) as (bot, airflow):
+    config = story_config(watch=SEND_AT_ONCE)
+    async with story_bot(tmp_path, food_delivery_marquez, config) as (bot, airflow):
         airflow.state.fail_always("example.etl_orders_7_days")
         await post_events(bot, [run_event("FAIL", day) for day in DAYS])
         [alert] = alerts(bot)

@@ -11,7 +11,7 @@ import aiohttp
 
 from standins.marquez.server import StandInServer
 from tests.support.airflow_events import dag_run_events
-from tests.support.story import alerts, incident, post_events, story_bot, story_config
+from tests.support.story import SEND_AT_ONCE, alerts, incident, post_events, story_bot, story_config
 
 TASKS = dict.fromkeys(("extract", "clean", "join", "load", "publish"), ((), ()))
 FAILED = ["clean", "join", "load", "publish"]
@@ -20,7 +20,10 @@ FAILED = ["clean", "join", "load", "publish"]
 async def test_four_failed_tasks_of_one_dag_run_are_one_failure(
     tmp_path: Path, food_delivery_marquez: StandInServer
 ) -> None:
-    async with story_bot(tmp_path, food_delivery_marquez, story_config()) as (bot, _):
+    # Slack calls sent at once (SEND_AT_ONCE): how many failures the run is, not how the watcher
+    # gathers its Slack calls, is the subject.
+    config = story_config(watch=SEND_AT_ONCE)
+    async with story_bot(tmp_path, food_delivery_marquez, config) as (bot, _):
         events = dag_run_events(
             "example.etl_orders", TASKS, date(2021, 6, 4), namespace="food_delivery", failed=FAILED
         )
@@ -39,7 +42,7 @@ async def test_read_back_from_marquez_they_are_one_failure_too(
     events = dag_run_events(
         "example.etl_orders", TASKS, date(2021, 6, 20), namespace="food_delivery", failed=FAILED
     )
-    watch = {"poll": False, "start_from": "2021-06-09T00:00:00Z"}
+    watch = {"poll": False, "start_from": "2021-06-09T00:00:00Z", "group_wait_s": 0}
     async with story_bot(tmp_path, food_delivery_marquez, story_config(watch=watch)) as (bot, _):
         async with aiohttp.ClientSession() as http:
             for body in events:

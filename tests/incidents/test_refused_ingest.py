@@ -29,7 +29,12 @@ async def test_a_failure_marquez_refused_to_model_still_alerts(
     failure = run_event("FAIL", day, dag="rogue.etl_payments")
     # a dataset namespace outside Marquez's NamespaceName pattern: 400 after the raw row is kept
     failure["inputs"] = [{"namespace": "bad namespace", "name": "payments"}]
-    watch = {"poll": False, "start_from": "2021-06-09T00:00:00Z", "alert_channel": ORDERS}
+    watch = {
+        "poll": False,
+        "start_from": "2021-06-09T00:00:00Z",
+        "alert_channel": ORDERS,
+        "group_wait_s": 0,  # the alert sent at once: nothing here is about gathering it
+    }
     async with story_bot(tmp_path, food_delivery_marquez, story_config(watch=watch)) as (bot, _):
         async with aiohttp.ClientSession() as http:
             url = f"{food_delivery_marquez.url}/api/v1/lineage"

@@ -29,6 +29,12 @@ def config() -> Any:
     return parse_config({**CONFIG, "watch": WATCH})
 
 
+def at_once() -> Any:
+    """`config()` with each alert sent at once (watch.group_wait_s 0): these tests are not about
+    how the watcher gathers its Slack calls, and a gathered alert keeps each settle waiting 2 s."""
+    return parse_config({**CONFIG, "watch": {**WATCH, "group_wait_s": 0}})
+
+
 def run_event(
     kind: str,
     day: datetime,
@@ -78,7 +84,7 @@ async def test_a_fail_posted_to_the_receiver_alerts_the_owners(
     tmp_path: Any, food_delivery_marquez: StandInServer
 ) -> None:
     database = f"sqlite:///{tmp_path / 'bot.db'}"
-    async with running_bot(database, food_delivery_marquez, config()) as bot:
+    async with running_bot(database, food_delivery_marquez, at_once()) as bot:
         day = datetime(2021, 6, 10, tzinfo=UTC)
         body = run_event("FAIL", day, run_id=str(uuid.uuid4()), error="OutOfMemoryError in stage 3")
         async with aiohttp.ClientSession() as http:
@@ -101,7 +107,7 @@ async def test_a_flapping_failure_read_from_marquez_is_alerted_then_resolved(
     database = f"sqlite:///{tmp_path / 'bot.db'}"
     async with (
         running_standin(seed="food_delivery") as marquez,
-        running_bot(database, marquez, config()) as bot,
+        running_bot(database, marquez, at_once()) as bot,
     ):
         day = datetime(2021, 6, 20, tzinfo=UTC)  # after the seed's runs: new to the poller
         failed, rerun = str(uuid.uuid4()), str(uuid.uuid4())
@@ -120,7 +126,7 @@ async def test_a_flapping_failure_read_from_marquez_is_alerted_then_resolved(
         assert "flaky network" in shown(alerts(bot)[0])
 
         # a restarted bot (new services, same database) reads and alerts nothing again
-        services, runner, _ = await start_bot(database, bot.slack, marquez, config())
+        services, runner, _ = await start_bot(database, bot.slack, marquez, at_once())
         try:
             assert await services.poller.poll_once() == 0
             assert await services.incidents.process() == 0
@@ -136,7 +142,7 @@ async def test_a_fail_reaching_marquez_hours_late_is_alerted(tmp_path: Any) -> N
     database = f"sqlite:///{tmp_path / 'bot.db'}"
     async with (
         running_standin(seed="food_delivery") as marquez,
-        running_bot(database, marquez, config()) as bot,
+        running_bot(database, marquez, at_once()) as bot,
     ):
         now = datetime.now(UTC)
         recent = run_event(
@@ -171,8 +177,8 @@ def _on_day(event: dict[str, Any], day: datetime) -> dict[str, Any]:
 @asynccontextmanager
 async def two_bots(database: str, marquez: StandInServer) -> AsyncIterator[list[Any]]:
     async with running_slack_standin() as slack:
-        first = await start_bot(database, slack, marquez, config())
-        second = await start_bot(database, slack, marquez, config())
+        first = await start_bot(database, slack, marquez, at_once())
+        second = await start_bot(database, slack, marquez, at_once())
         slack.set_events_url(f"{first[2]}/slack/events")
         try:
             yield [slack, first[0], second[0]]
@@ -203,7 +209,7 @@ async def test_a_flaky_slack_still_gets_every_alert_exactly_once(tmp_path: Any) 
         for n in range(6):  # days apart: six outages, not one
             day = datetime(2021, 6, 10 + 2 * n, tzinfo=UTC)
             marquez.state.ingest(run_event("FAIL", day, run_id=str(uuid.uuid4()), error=f"e{n}"))
-        async with running_bot(database, marquez, config()) as bot:
+        async with running_bot(database, marquez, at_once()) as bot:
             bot.slack.state.fail_every(3)  # every third Web API call answers 429 or 500
             await bot.services.poller.poll_once()
             await bot.services.incidents.process()

@@ -74,7 +74,9 @@ async def test_a_failure_past_the_hundredth_dag_downstream_joins_the_incident(
             **CONFIG,
             "ownership": [{"pattern": f"{NS}::*", "team": "orders"}],
             "reports": [],
-            "watch": WATCH,
+            # the alert and the grouped reply sent at once (group_wait_s 0): what joins the
+            # incident is the subject here, not how the watcher gathers its Slack calls
+            "watch": {**WATCH, "group_wait_s": 0},
         }
     )
     database = f"sqlite:///{tmp_path / 'bot.db'}"

@@ -91,7 +91,9 @@ def hostile_config() -> BotConfig:
             "reports": [
                 {"name": REPORT, "team": "analytics", "datasets": [f"{NAMESPACE}::{OUT}_7_days"]}
             ],
-            "watch": {"marquez_web_url": MARQUEZ_WEB, "poll": False},
+            # Alerts and edits sent at once (group_wait_s 0): every payload is still checked,
+            # and no settle waits 2 s for a gathering that is not the subject here.
+            "watch": {"marquez_web_url": MARQUEZ_WEB, "poll": False, "group_wait_s": 0},
             "execution": {
                 "poll_interval_s": 0.2,
                 "progress_update_s": 1.0,

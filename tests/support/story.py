@@ -28,6 +28,10 @@ ORDERS, ANALYTICS, LOGISTICS = "C0ORDERS01", "C0ANALYT01", "C0LOGIST01"
 OWNER, BOB, CAROL = "U0ORDERS01", "U0BOB00001", "U0CAROL001"
 PRODUCER = "https://github.com/apache/airflow/tree/providers-openlineage/2.3.0"
 DAYS = [datetime(2021, 6, d, tzinfo=UTC) for d in (4, 5, 6)]
+WATCH: dict[str, Any] = {"marquez_web_url": "http://marquez.example.com:3000", "poll": False}
+# `watch=SEND_AT_ONCE`, for tests about something other than how the watcher gathers its Slack
+# calls: each alert and edit is sent at once, so no settle waits out group_wait_s (2 s).
+SEND_AT_ONCE: dict[str, Any] = {**WATCH, "group_wait_s": 0}
 
 
 def story_config(**overrides: Any) -> BotConfig:
@@ -50,7 +54,7 @@ def story_config_data(**overrides: Any) -> dict[str, Any]:
             {"pattern": "example.email_*", "team": "analytics"},
             {"pattern": "example.orders_*", "team": "analytics"},
         ],
-        "watch": {"marquez_web_url": "http://marquez.example.com:3000", "poll": False},
+        "watch": dict(WATCH),
         "execution": {"poll_interval_s": 0.2, "progress_update_s": 1.0},
         **overrides,
     }
