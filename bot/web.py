@@ -81,8 +81,11 @@ def create_web_app(
         # Every failure of background work is logged, counted in /metrics and retried.
         forget = on_failures(services.metrics.background_failed)
 
+        stopping = asyncio.Event()
+
         def start(name: str, run: Callable[[], Awaitable[object]]) -> None:
-            tasks.append(asyncio.create_task(supervise(name, run), name=name))
+            task = supervise(name, run, stopping=stopping)
+            tasks.append(asyncio.create_task(task, name=name))
 
         tasks: list[asyncio.Task[None]] = []
         start("outbox-sender", services.sender.run_forever)
@@ -131,6 +134,7 @@ def create_web_app(
             start("step-runner", services.runner.run_forever)
         yield
         # Stop gracefully: a task cancelled inside a transaction would leak its connection.
+        stopping.set()
         scheduler.pause()
         resumer.stop()
         services.clicks.stop()

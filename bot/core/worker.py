@@ -33,10 +33,15 @@ def _failed(name: str) -> None:
 
 
 async def supervise(
-    name: str, run: Callable[[], Awaitable[object]], *, first_s: float = 1.0
+    name: str,
+    run: Callable[[], Awaitable[object]],
+    *,
+    first_s: float = 1.0,
+    stopping: asyncio.Event | None = None,
 ) -> None:
     """Run `run()` until it returns; each time it raises, log, count and start it again after
-    a wait that doubles up to MAX_BACKOFF_S."""
+    a wait that doubles up to MAX_BACKOFF_S. Once `stopping` is set a failed task is not
+    started again: a shutdown does not wait out the backoff of a dependency that is down."""
     delay = first_s
     while True:
         try:
@@ -45,7 +50,13 @@ async def supervise(
         except Exception:
             logger.exception("background task %s failed; restarting in %.1f s", name, delay)
             _failed(name)
-        await asyncio.sleep(delay)
+        if stopping is None:
+            await asyncio.sleep(delay)
+        else:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stopping.wait(), delay)
+            if stopping.is_set():
+                return
         delay = min(delay * 2, MAX_BACKOFF_S)
 
 

@@ -35,6 +35,25 @@ async def test_a_failing_task_is_logged_counted_and_restarted(
     assert logged[0].exc_info is not None  # with its traceback
 
 
+async def test_a_stop_during_the_backoff_ends_it_without_a_restart() -> None:
+    failed = asyncio.Event()
+    stopping = asyncio.Event()
+    attempts: list[int] = []
+
+    async def broken() -> None:
+        attempts.append(1)
+        failed.set()
+        raise RuntimeError("the database is gone")
+
+    # An hour's backoff: only the stop can end it within the test.
+    task = asyncio.create_task(supervise("sink-sender", broken, first_s=3600, stopping=stopping))
+    await asyncio.wait_for(failed.wait(), 5)
+    assert not task.done()
+    stopping.set()
+    await asyncio.wait_for(task, 5)
+    assert attempts == [1]  # not started again
+
+
 async def test_a_loop_whose_pass_fails_backs_off_and_goes_on(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
