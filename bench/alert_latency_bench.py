@@ -308,7 +308,7 @@ async def send_all(
 ) -> list[Timing]:
     # The impact's own time, seen from the incident processor (wrapped, not changed).
     incidents = services.incidents
-    original = incidents._impact
+    original = incidents.impact_of
     marks: dict[str, float] = {}
 
     async def timed_impact(*args: Any, **kwargs: Any) -> Any:
@@ -318,7 +318,7 @@ async def send_all(
         finally:
             marks["ended"] = time.perf_counter()
 
-    incidents._impact = timed_impact
+    incidents.impact_of = timed_impact
     marquez_before = len(await marquez.requests(0))
     began: dict[int, float] = {}
 

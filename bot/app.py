@@ -62,6 +62,7 @@ from bot.lineage.service.planning import Planner, PlannerFactory, PlanRequest, P
 from bot.lineage.service.progress import index_state
 from bot.lineage.service.reconcile import Reconciler
 from bot.lineage.service.record import record_lineage
+from bot.quality.service.checks import QualityChecks
 from bot.settings import Settings, SetupError
 from bot.sla.service import SlaService
 from bot.slack.rules.ids import DECIDING_CLICKS
@@ -126,7 +127,12 @@ def build_services(settings: Settings, config: BotConfig, given: AsyncWebClient)
         groups=groups,
         notices=notices,
     )
-    incidents = IncidentService(sessions, config, lineage.planners, alerts=alerts, metrics=metrics)
+    # a DROP or TRUNCATE matters when another DAG reads the dataset: the index knows who does
+    readers = lineage.index.read_by_others if lineage.index is not None else None
+    incidents = IncidentService(
+        sessions, config, lineage.planners, alerts=alerts, metrics=metrics,
+        quality=QualityChecks(config, readers),
+    )  # fmt: skip
     incident_actions = IncidentActions(sessions, alerts, backfills)
     on_events = partial(record_lineage, sessions) if lineage.index is not None else None
     poller = MarquezPoller(

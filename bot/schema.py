@@ -11,6 +11,7 @@ from bot.events.store import models as event_models  # noqa: F401  (run events, 
 from bot.hub.store import models as hub_models  # noqa: F401  (the hub's sinks and subscriptions)
 from bot.incidents.store import models as incident_models  # noqa: F401  (incidents)
 from bot.lineage.store import models as lineage_models  # noqa: F401  (the lineage index)
+from bot.quality.store import models as quality_models  # noqa: F401  (data-quality history)
 from bot.sla import store as sla_store  # noqa: F401  (SLA misses)
 from bot.slack.store import models as slack_models  # noqa: F401  (the outbox)
 

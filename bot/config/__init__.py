@@ -22,6 +22,7 @@ from bot.config.execution import Execution as Execution
 from bot.config.execution import SparkExecution as SparkExecution
 from bot.config.execution import WindowRule, clock_text, days_text, zone_name
 from bot.config.hub import Escalation, QuietHours, Route
+from bot.config.quality import Quality
 from bot.config.sinks import HubSettings, PagerDutySink, Sink, expand_references
 from bot.core.model import DagRef
 from bot.core.windows import Deadline, parse_clock, parse_days
@@ -253,6 +254,7 @@ class BotConfig(Strict):
     index: IndexSettings = IndexSettings()
     sinks: tuple[Sink, ...] = ()
     hub: HubSettings = HubSettings()
+    quality: Quality = Quality()
 
     @model_validator(mode="after")
     def _references(self) -> BotConfig:

@@ -23,6 +23,8 @@ class HomeIncident:
     """The failed interval's day, `YYYY-MM-DD`."""
     grouped: int
     backfill: str | None
+    data: bool = False
+    """A data incident: the run completed with bad data."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,7 @@ def _incident(i: HomeIncident) -> dict[str, Any]:
         "day": clip(i.day, 40),
         "grouped": i.grouped,
         "backfill": clip(i.backfill, 64) if i.backfill else "",
+        "data": i.data,
     }
 
 

@@ -77,9 +77,10 @@ class HomeService:
             [
                 HomeIncident(
                     dag_id=i.dag_id,
-                    day=i.interval_key.removeprefix("day:")[:10],
+                    day=i.interval_key.removeprefix("data|").removeprefix("day:")[:10],
                     grouped=i.grouped,
                     backfill=i.backfill_request_id,
+                    data=i.kind == "data",
                 )
                 for i in incidents
             ],

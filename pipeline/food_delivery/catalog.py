@@ -258,3 +258,21 @@ def injected_failure(
         return None
     table = TABLES[job.outputs[0]].directory
     return f'relation "tmp_{table}" does not exist: the extract for {hit.isoformat()} failed'
+
+
+def empty_periods(
+    job: Job, periods: Sequence[date], empty_dates: Collection[date], empty_jobs: Collection[str]
+) -> frozenset[date]:
+    """The periods of a run whose source delivers no rows under the zero-rows switch.
+
+    The switch (FOOD_DELIVERY_EMPTY_DATES) plays an upstream that delivers nothing: for a job
+    it applies to, a period holding an empty date reads (or generates) no rows, so the run
+    completes having written none there and that period's partition is removed.
+    """
+    if job.name not in empty_jobs:
+        return frozenset()
+    return frozenset(
+        p
+        for p in periods
+        if any(p + timedelta(days=n) in empty_dates for n in range(job.period.days))
+    )

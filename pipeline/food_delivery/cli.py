@@ -50,6 +50,7 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument(
         "--fail-dates", help="days the order load fails, e.g. 2021-06-04,2021-06-05"
     )
+    common.add_argument("--empty-dates", help="days the order load gets no orders and writes none")
     common.add_argument("--orders-per-day", type=int, help="default 300")
     common.add_argument("--master", help="Spark master (default $SPARK_MASTER or local[*])")
     parser = argparse.ArgumentParser(
@@ -77,6 +78,8 @@ def _settings(args: argparse.Namespace, environ: Mapping[str, str]) -> PipelineS
         settings = replace(settings, lineage_url=args.lineage_url.strip() or None)
     if args.fail_dates is not None:
         settings = replace(settings, fail_dates=parse_dates(args.fail_dates))
+    if args.empty_dates is not None:
+        settings = replace(settings, empty_dates=parse_dates(args.empty_dates))
     if args.orders_per_day is not None:
         if args.orders_per_day < 1:
             raise ValueError("--orders-per-day must be at least 1")

@@ -30,12 +30,20 @@ from pipeline.food_delivery.catalog import (
     TABLES,
     Job,
     Table,
+    empty_periods,
+    first_period,
     injected_failure,
     periods_of,
 )
 from pipeline.food_delivery.generator import ORDERS_PER_DAY
-from pipeline.food_delivery.lineage import DEFAULT_FAIL_JOBS, LineageSink, RunEvents
-from pipeline.food_delivery.warehouse import read_partitions, write_partitions
+from pipeline.food_delivery.lineage import (
+    DEFAULT_EMPTY_JOBS,
+    DEFAULT_FAIL_JOBS,
+    LineageSink,
+    RunEvents,
+)
+from pipeline.food_delivery.stats import Written
+from pipeline.food_delivery.warehouse import data_files_size, read_partitions, write_partitions
 
 __all__ = [
     "JOBS",
@@ -81,6 +89,8 @@ class PipelineSettings:
     namespace: str = NAMESPACE
     fail_dates: frozenset[date] = frozenset()  # the failure switch (see catalog.injected_failure)
     fail_jobs: frozenset[str] = DEFAULT_FAIL_JOBS
+    empty_dates: frozenset[date] = frozenset()  # the zero-rows switch (catalog.empty_periods)
+    empty_jobs: frozenset[str] = DEFAULT_EMPTY_JOBS
     orders_per_day: int = ORDERS_PER_DAY
 
     @classmethod
@@ -92,24 +102,29 @@ class PipelineSettings:
             value = environ.get(name, "").strip()
             return value or None
 
-        jobs = get("FOOD_DELIVERY_FAIL_JOBS")
+        def dates(name: str) -> frozenset[date]:
+            try:
+                return parse_dates(get(name) or "")
+            except ValueError as exc:
+                raise ValueError(f"{name}: {exc}") from None
+
+        def jobs(name: str, default: frozenset[str]) -> frozenset[str]:
+            text = get(name)
+            if text is None:
+                return default
+            return frozenset(j.strip() for j in text.split(",") if j.strip())
+
         orders = get("FOOD_DELIVERY_ORDERS_PER_DAY") or str(ORDERS_PER_DAY)
         if not orders.isdigit() or int(orders) < 1:
             raise ValueError(f"FOOD_DELIVERY_ORDERS_PER_DAY must be a positive integer: {orders}")
-        try:
-            fail_dates = parse_dates(get("FOOD_DELIVERY_FAIL_DATES") or "")
-        except ValueError as exc:
-            raise ValueError(f"FOOD_DELIVERY_FAIL_DATES: {exc}") from None
         return cls(
             warehouse=Path(get("FOOD_DELIVERY_WAREHOUSE") or "var/warehouse").absolute(),
             lineage_url=get("FOOD_DELIVERY_LINEAGE_URL") or get("OPENLINEAGE_URL"),
             lineage_api_key=get("OPENLINEAGE_API_KEY"),
-            fail_dates=fail_dates,
-            fail_jobs=(
-                frozenset(j.strip() for j in jobs.split(",") if j.strip())
-                if jobs
-                else DEFAULT_FAIL_JOBS
-            ),
+            fail_dates=dates("FOOD_DELIVERY_FAIL_DATES"),
+            fail_jobs=jobs("FOOD_DELIVERY_FAIL_JOBS", DEFAULT_FAIL_JOBS),
+            empty_dates=dates("FOOD_DELIVERY_EMPTY_DATES"),
+            empty_jobs=jobs("FOOD_DELIVERY_EMPTY_JOBS", DEFAULT_EMPTY_JOBS),
             orders_per_day=int(orders),
         )
 
@@ -169,10 +184,18 @@ class _Context:
     spark: SparkSession
     settings: PipelineSettings
     group: str
+    job: Job
     periods: list[date]
     cancelled: threading.Event
-    written: dict[str, int] = field(default_factory=dict)
+    written: dict[str, int] = field(default_factory=dict)  # rows by partition written
     removed: list[str] = field(default_factory=list)
+    statistics: dict[str, Written] = field(default_factory=dict)  # by output dataset
+
+    @property
+    def empty(self) -> frozenset[date]:
+        """The periods whose source delivers nothing under the zero-rows switch."""
+        s = self.settings
+        return empty_periods(self.job, self.periods, s.empty_dates, s.empty_jobs)
 
     def check(self) -> None:
         if self.cancelled.is_set():
@@ -190,6 +213,8 @@ class _Context:
 
     def read(self, dataset: str, days: list[date]) -> DataFrame:
         self.check()
+        empty = self.empty
+        days = [d for d in days if first_period(self.job, d) not in empty]
         return read_partitions(self.spark, self.settings.warehouse, TABLES[dataset], days)
 
     def write(self, frame: DataFrame, dataset: str) -> None:
@@ -202,11 +227,15 @@ class _Context:
                 self.written[name] = rows
             else:
                 self.removed.append(name)
+        written = [day for day, rows in counts.items() if rows]
+        size, files = data_files_size(self.settings.warehouse, table, written) or (None, None)
+        self.statistics[dataset] = Written(sum(counts.values()), size, files)
 
 
 def _etl_orders(ctx: _Context) -> None:
     ctx.check()
-    frame = transforms.generated_orders(ctx.spark, ctx.periods, ctx.settings.orders_per_day)
+    days = [d for d in ctx.periods if d not in ctx.empty]
+    frame = transforms.generated_orders(ctx.spark, days, ctx.settings.orders_per_day)
     ctx.write(frame, "public.orders")
 
 
@@ -280,7 +309,7 @@ def run_interval(
             raise JobFailed(f"{dag} for {start.isoformat()} is already running")
         _active[group] = cancelled
     try:
-        ctx = _Context(spark, settings, group, periods, cancelled)
+        ctx = _Context(spark, settings, group, job, periods, cancelled)
         return _run(spark, job, start, end, settings, ctx)
     finally:
         with _active_lock:
@@ -327,7 +356,7 @@ def _run(
     finally:
         _clear_job_group(spark)
     now = datetime.now(UTC)
-    sink.send(events.task_event(RunState.COMPLETE, now))
+    sink.send(events.task_event(RunState.COMPLETE, now, written=ctx.statistics))
     sink.send(events.dag_event(RunState.COMPLETE, now))
     result = RunResult(
         dag=job.name,

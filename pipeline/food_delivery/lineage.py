@@ -5,6 +5,11 @@ datasets) and its task run (job `example.x.spark_job`, with the datasets it read
 a `parent` facet naming the DAG run). Marquez files the task under the DAG, and the bot rolls
 task lineage up to DAGs the same way. `history_events` builds the very events a scheduler
 would have produced over some days, without Spark, to seed a Marquez stand-in quickly.
+
+As the OpenLineage Spark integration does, the task's output datasets carry the
+`columnLineage` facet (declared in transforms.COLUMN_LINEAGE), and on COMPLETE the
+`outputStatistics` output facet: the rows, bytes and files the run wrote, so a watcher can tell
+a run that wrote nothing from one that did.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
@@ -29,6 +34,7 @@ from openlineage.client.event_v2 import (
     RunState,
 )
 from openlineage.client.generated import (
+    column_lineage_dataset,
     documentation_dataset,
     documentation_job,
     error_message_run,
@@ -38,6 +44,10 @@ from openlineage.client.generated import (
     parent_run,
     processing_engine_run,
     schema_dataset,
+)
+from openlineage.client.generated.base import OutputDatasetFacet
+from openlineage.client.generated.output_statistics_output_dataset import (
+    OutputStatisticsOutputDatasetFacet,
 )
 from openlineage.client.serde import Serde
 from openlineage.client.transport.http import (
@@ -51,11 +61,15 @@ from openlineage.client.transport.noop import NoopConfig, NoopTransport
 
 from pipeline.food_delivery import catalog
 from pipeline.food_delivery.catalog import JOBS, NAMESPACE, TABLES
+from pipeline.food_delivery.generator import ORDERS_PER_DAY
+from pipeline.food_delivery.stats import HistoryWarehouse, Written
+from pipeline.food_delivery.transforms import COLUMN_LINEAGE, Source
 
 JsonDict = dict[str, Any]
 TASK = "spark_job"
 PRODUCER = DEFAULT_PRODUCER  # built with openlineage-python; the jobType facet names Spark
 DEFAULT_FAIL_JOBS = frozenset({"example.etl_orders"})
+DEFAULT_EMPTY_JOBS = frozenset({"example.etl_orders"})
 _LOG = logging.getLogger(__name__)
 _HISTORY_RUN_IDS = uuid.UUID("3c0f3f7e-1f55-5b8e-9d7a-51f0c8e2a6b4")  # uuid5 namespace
 # When the scheduler starts each DAG after its interval ends, and for how long it runs
@@ -98,6 +112,43 @@ def _dataset_facets(name: str) -> dict[str, Any]:
             description=table.description
         ),
     }
+
+
+def _column_lineage(name: str, namespace: str) -> dict[str, Any]:
+    """The columnLineage facet of an output dataset (none for one made from no dataset)."""
+    lineage = COLUMN_LINEAGE.get(name)
+    if lineage is None:
+        return {}
+
+    def field(source: Source) -> column_lineage_dataset.InputField:
+        how = column_lineage_dataset.Transformation(
+            type=source.kind,
+            subtype=source.subtype,
+            description=source.description,
+            masking=False,  # no hashing or other obfuscation anywhere in the pipeline
+        )
+        return column_lineage_dataset.InputField(
+            namespace=namespace, name=lineage.input, field=source.column, transformations=[how]
+        )
+
+    fields = {
+        column: column_lineage_dataset.Fields(inputFields=[field(s) for s in sources])
+        for column, sources in lineage.fields.items()
+    }
+    facet = column_lineage_dataset.ColumnLineageDatasetFacet(
+        fields=fields, dataset=[field(s) for s in lineage.dataset]
+    )
+    return {"columnLineage": facet}
+
+
+def _output(name: str, namespace: str, written: Written | None) -> OutputDataset:
+    facets = {**_dataset_facets(name), **_column_lineage(name, namespace)}
+    statistics: dict[str, OutputDatasetFacet] = {}
+    if written is not None:
+        statistics["outputStatistics"] = OutputStatisticsOutputDatasetFacet(
+            rowCount=written.rows, size=written.size, fileCount=written.files
+        )
+    return OutputDataset(namespace=namespace, name=name, facets=facets, outputFacets=statistics)
 
 
 @dataclass(frozen=True)
@@ -144,9 +195,17 @@ class RunEvents:
             producer=PRODUCER,
         )
 
-    def task_event(self, state: RunState, at: datetime, error: str | None = None) -> RunEvent:
-        """The Spark task's event, with its datasets on every event (as Airflow reports)."""
+    def task_event(
+        self,
+        state: RunState,
+        at: datetime,
+        error: str | None = None,
+        written: Mapping[str, Written] | None = None,
+    ) -> RunEvent:
+        """The Spark task's event, with its datasets on every event (as Airflow reports), and
+        on COMPLETE what it wrote to each output (`written`, by dataset name)."""
         job = JOBS[self.dag]
+        written = written if state == RunState.COMPLETE and written is not None else {}
         parent = parent_run.ParentRunFacet(
             run=parent_run.Run(runId=self.dag_run_id, facets=None),
             job=parent_run.Job(namespace=self.namespace, name=self.dag, facets=None),
@@ -176,10 +235,7 @@ class RunEvents:
                 InputDataset(namespace=self.namespace, name=n, facets=_dataset_facets(n))
                 for n in job.inputs
             ],
-            outputs=[
-                OutputDataset(namespace=self.namespace, name=n, facets=_dataset_facets(n))
-                for n in job.outputs
-            ],
+            outputs=[_output(n, self.namespace, written.get(n)) for n in job.outputs],
             producer=PRODUCER,
         )
 
@@ -251,15 +307,22 @@ def history_events(
     fail_dates: Iterable[date] = (),
     namespace: str = NAMESPACE,
     fail_jobs: Collection[str] = DEFAULT_FAIL_JOBS,
+    empty_dates: Iterable[date] = (),
+    empty_jobs: Collection[str] = DEFAULT_EMPTY_JOBS,
+    orders_per_day: int = ORDERS_PER_DAY,
 ) -> list[JsonDict]:
     """The events the pipeline would emit if every job ran every scheduled interval between
-    those days (inclusive; see `catalog.scheduled_intervals`), as JSON dicts sorted by time.
+    those days (inclusive; see `catalog.scheduled_intervals`) on an empty warehouse, as JSON
+    dicts sorted by time.
 
     Deterministic: fixed event times (after each interval's end, like a scheduler's runs) and
     uuid5 run ids. A job failing under the failure switch gets FAIL events with the same error
-    message a real run reports.
+    message a real run reports. Each COMPLETE carries the rows a real run with these settings
+    writes (`stats.HistoryWarehouse`): none on the zero-rows switch's `empty_dates` for
+    `empty_jobs`, and fewer downstream of those days and of failed ones.
     """
-    failing = frozenset(fail_dates)
+    failing, emptied = frozenset(fail_dates), frozenset(empty_dates)
+    warehouse = HistoryWarehouse(orders_per_day)
     # The client adds facets when it sends (its version tag, configured tags and environment
     # variables); a client that sends nothing adds the same here.
     client = OpenLineageClient(transport=NoopTransport(NoopConfig()))
@@ -269,6 +332,8 @@ def history_events(
         for start, end in catalog.scheduled_intervals(job, first_day, last_day):
             periods = catalog.periods_of(job, start, end)
             error = catalog.injected_failure(job, periods, failing, fail_jobs)
+            empty = catalog.empty_periods(job, periods, emptied, empty_jobs)
+            written = None if error else warehouse.run(job, periods, empty)
             key = f"{namespace}/{job.name}/{start.isoformat()}"
             run = RunEvents(
                 job.name, start, end,
@@ -282,7 +347,7 @@ def history_events(
             events += [
                 (began, 0, run.dag_event(RunState.START, began)),
                 (began, 1, run.task_event(RunState.START, began)),
-                (finished, 2, run.task_event(state, finished, error)),
+                (finished, 2, run.task_event(state, finished, error, written)),
                 (finished, 3, run.dag_event(state, finished, error)),
             ]
     events.sort(key=lambda e: (e[0], e[1]))

@@ -90,3 +90,24 @@ def write_partitions(
             f"{table.dataset}: {observed.get['stray']} rows fall outside the interval's partitions"
         )
     return counts
+
+
+def data_files_size(warehouse: Path, table: Table, days: Iterable[date]) -> tuple[int, int] | None:
+    """(bytes, files) of the Parquet data files in those partitions, or None if unreadable.
+
+    One directory listing per partition (a run writes one file per partition), so it costs
+    nothing next to the write; Spark's checksum and marker files are not data.
+    """
+    size = files = 0
+    try:
+        for day in days:
+            folder = partition_dir(warehouse, table, day)
+            if not folder.is_dir():
+                continue
+            for path in folder.iterdir():
+                if path.suffix == ".parquet" and not path.name.startswith((".", "_")):
+                    size += path.stat().st_size
+                    files += 1
+    except OSError:  # e.g. a warehouse on a mount that went away: statistics are optional
+        return None
+    return size, files

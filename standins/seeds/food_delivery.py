@@ -3,8 +3,9 @@
 Built on Marquez's quickstart sample (`docker/metadata.template.json` of MarquezProject/marquez,
 tag 0.51.1, Apache-2.0; its facets are copied into `data/food_delivery_template.json`, see the
 README there). Jobs get the `example.` prefix of the Marquez backfill blog post, real schedules
-(nominalTime facets), three failed `example.etl_orders` runs, two Airflow DAGs reported at task
-level (parent run facets), ownership facets and a downstream job in a second namespace.
+(nominalTime facets), three failed `example.etl_orders` runs, the sample's data-quality
+assertions holding, two Airflow DAGs reported at task level (parent run facets), ownership
+facets and a downstream job in a second namespace.
 Everything is deterministic: fixed times and uuid5 run ids.
 """
 
@@ -54,7 +55,24 @@ def _template_text() -> str:
 def _template() -> JsonDict:
     # Parsed per call: every seed gets its own objects, so callers may mutate them.
     data: JsonDict = json.loads(_template_text())
+    _passing(data)
     return data
+
+
+def _passing(value: Any) -> None:
+    """Every data-quality assertion of the sample made to hold. The sample's `not_null` check of
+    `delivery_7_days.driver_id` fails in each of its runs (a static example, not a story); the
+    bot would hold a data incident open on it for good, and the stories told over this seed are
+    about the failures and bad data they put there themselves."""
+    if isinstance(value, dict):
+        if isinstance(value.get("assertions"), list):
+            for assertion in value["assertions"]:
+                assertion["success"] = True
+        for item in value.values():
+            _passing(item)
+    elif isinstance(value, list):
+        for item in value:
+            _passing(item)
 
 
 def _at(day: date, hour: int, minute: int) -> datetime:

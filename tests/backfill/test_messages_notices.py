@@ -55,7 +55,9 @@ def a_home(rows: int) -> dict[str, object]:
     return home.home_view(
         ["orders", "analytics"],
         [
-            HomeIncident(f"example.dag_{i:03d}", "2021-06-04", i % 3, REQUEST if i % 2 else None)
+            HomeIncident(
+                f"example.dag_{i:03d}", "2021-06-04", i % 3, REQUEST if i % 2 else None, i == 1
+            )
             for i in range(rows)
         ],
         [
@@ -205,9 +207,10 @@ def test_home_lists_the_newest_rows_and_counts_them_all() -> None:
     incidents = [t for t in texts if t.startswith(":rotating_light:")]
     assert len(incidents) == home.ROWS
     assert incidents[1] == (
-        f":rotating_light: `example.dag_001` failed for 2021-06-04 · 1 downstream joined · "
+        f":rotating_light: `example.dag_001` wrote bad data for 2021-06-04 · 1 downstream joined · "
         f"backfill `{REQUEST}`"
     )
+    assert incidents[2].startswith(":rotating_light: `example.dag_002` failed for 2021-06-04")
     assert (
         f":arrows_counterclockwise: `example.etl_orders` 2021-06-04..2021-06-06 · running · "
         f"3 DAGs · `{REQUEST}`"

@@ -42,6 +42,8 @@ TABLES = {
     "sink_deliveries",
     "sink_health",
     "subscriptions",
+    "quality_observations",
+    "quality_schemas",
 }
 INDEXES = {
     "backfill_requests": {
@@ -55,6 +57,7 @@ INDEXES = {
     "lineage_jobs": {"ix_lineage_jobs_seq"},
     "lineage_runs": {"ix_lineage_runs_seq"},
     "incident_downstream": {"ix_incident_downstream_dag"},
+    "quality_observations": {"ix_quality_observations_dataset", "ix_quality_observations_run"},
 }
 
 
@@ -87,7 +90,7 @@ async def test_upgrade_creates_tables_indexes_and_constraints(database_url: str)
             "indexes": {t: {ix["name"] for ix in inspector.get_indexes(t)} for t in INDEXES},
             "checks": {
                 t: {ck["name"] for ck in inspector.get_check_constraints(t)}
-                for t in ("backfill_requests", "backfill_steps", "outbox")
+                for t in ("backfill_requests", "backfill_steps", "outbox", "incidents")
             },
             "uniques": {uq["name"] for uq in inspector.get_unique_constraints("backfill_steps")},
             "fks": {
@@ -102,13 +105,14 @@ async def test_upgrade_creates_tables_indexes_and_constraints(database_url: str)
     schema = await on_connection(database_url, describe)
 
     assert schema["tables"] == TABLES
-    assert schema["version"] == "0018"
+    assert schema["version"] == "0019"
     for table, names in INDEXES.items():
         assert names <= schema["indexes"][table]
     assert schema["checks"] == {
         "backfill_requests": {"ck_backfill_requests_state"},
         "backfill_steps": {"ck_backfill_steps_state"},
         "outbox": {"ck_outbox_state", "ck_outbox_role", "ck_outbox_method"},
+        "incidents": {"ck_incidents_state", "ck_incidents_kind"},
     }
     assert schema["uniques"] == {"uq_backfill_steps_request_id_position"}
     assert schema["fks"] == {

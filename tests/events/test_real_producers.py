@@ -12,20 +12,27 @@ from __future__ import annotations
 import copy
 import json
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
 from sqlalchemy import select
 
 from bot.config import parse_config
 from bot.events.store.models import RunEvent
-from bot.incidents.store.models import Incident
-from standins.marquez.server import running_standin
-from tests.support.e2e import Bot, running_bot
+from tests.support.e2e import Bot
+from tests.support.producers import (
+    Deliver,
+    Events,
+    bot_over_empty_marquez,
+    delivery,
+    incidents,
+    shown,
+    via_receiver,
+)
+from tests.support.producers import settled as settled_in
 
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "openlineage"
 AIRFLOW = CORPUS / "airflow-3.3.2"
@@ -43,9 +50,6 @@ CONFIG = {
     "watch": {"start_from": "2020-01-01T00:00:00Z", "poll_interval_s": 3600, "group_wait_s": 0},
 }
 TASK_ERROR = "load_orders: 3 of 120 rows have no order_id"
-
-Events = list[dict[str, Any]]
-Deliver = Callable[[Bot, Events], Any]
 
 
 def scenario(name: str, where: Path = AIRFLOW) -> Events:
@@ -79,52 +83,19 @@ def later(event: dict[str, Any], hours: int) -> dict[str, Any]:
     return moved
 
 
-async def post(url: str, events: Events) -> None:
-    async with aiohttp.ClientSession() as http:
-        for event in events:
-            async with http.post(f"{url}/api/v1/lineage", json=event) as reply:
-                assert reply.status == 201, await reply.text()
-
-
-async def via_receiver(bot: Bot, events: Events) -> None:
-    await post(bot.marquez.url, events)  # Marquez accepts every real event, as the bot does
-    await post(bot.url, events)
-
-
-async def via_poller(bot: Bot, events: Events) -> None:
-    await post(bot.marquez.url, events)
-    await bot.services.poller.poll_once()
-
-
 @pytest.fixture(params=["receiver", "poller"])
 async def deliver(request: pytest.FixtureRequest) -> Deliver:
-    return via_receiver if request.param == "receiver" else via_poller
+    return delivery(request.param)
 
 
 @pytest.fixture
 async def bot(tmp_path: Path) -> AsyncIterator[Bot]:
-    database = f"sqlite:///{tmp_path / 'bot.db'}"
-    async with (
-        running_standin(seed=None) as marquez,
-        running_bot(database, marquez, parse_config(CONFIG)) as running,
-    ):
+    async with bot_over_empty_marquez(tmp_path, parse_config(CONFIG)) as running:
         yield running
 
 
 async def settled(bot: Bot) -> list[Any]:
-    while await bot.services.incidents.process():
-        pass
-    await bot.settle()
-    return bot.slack.state.messages(DATA)
-
-
-def shown(message: Any) -> str:
-    return message.text + json.dumps(message.blocks)
-
-
-async def incidents(bot: Bot) -> list[Incident]:
-    async with bot.services.sessions() as session:
-        return list(await session.scalars(select(Incident).order_by(Incident.opened_at)))
+    return await settled_in(bot, DATA)
 
 
 async def test_a_task_failure_and_its_dag_failure_are_one_alert_with_the_tasks_error(

@@ -152,6 +152,30 @@ def test_the_webhook_document_is_versioned_and_carries_the_incident() -> None:
     assert len(document["incident"]["error"]) == 1000  # bounded, whatever the error was
 
 
+def test_a_data_incident_says_bad_data_to_every_sink() -> None:
+    cfg = config(sinks=[
+        {"name": "pager", "kind": "pagerduty", "routing_key": "${PD_KEY}"},
+        {"name": "hook", "kind": "webhook", "url": "https://hooks.example.com/x",
+         "secret": "${HOOK_SECRET}"},
+        {"name": "mail", "kind": "email", "host": "smtp.example.com", "sender": "b@example.com",
+         "to": ["o@example.com"], "security": "none"},
+    ])  # fmt: skip
+    words = "orders wrote 0 rows for 2021-06-04; it usually writes about 41,000 rows"
+    bad = HubEvent(**{**event().__dict__, "incident_kind": "data", "error": words})
+    hook, pager, mail = (cfg.sink(name) for name in ("hook", "pager", "mail"))
+    assert hook is not None and pager is not None and mail is not None  # noqa: PT018
+    document = body_for(hook, bad)
+    assert (document["type"], document["incident"]["kind"]) == ("failure.opened", "data")
+    assert document["incident"]["error"] == words
+    assert body_for(hook, event())["incident"]["kind"] == "failure"
+    page = body_for(pager, bad)["payload"]
+    assert page["summary"].startswith("example.etl_orders wrote bad data for 2021-06-04: orders")
+    assert page["class"] == "airflow_dag_bad_data"
+    email = body_for(mail, bad)
+    assert email["subject"] == "[backfill-bot] example.etl_orders wrote bad data for 2021-06-04"
+    assert "Runs with bad data: 1" in email["text"]
+
+
 def test_the_example_configs_sinks_work_once_uncommented() -> None:
     example = Path(__file__).resolve().parents[2] / "examples" / "bot-config.yml"
     lines = example.read_text().splitlines()

@@ -15,6 +15,8 @@ from hypothesis import strategies as st
 from bot.incidents.messages import alerts as watch
 from bot.incidents.rules.proposal import Proposal
 from bot.lineage.rules.impact import DagImpact, ImpactSnapshot, ImpactStatus, ReportImpact
+from bot.quality.messages import finding_line
+from bot.quality.rules.checks import Finding, FindingKind
 from bot.slack.messages.render import channel_mention, sentence, user_mention
 from bot.slack.rules.ids import ActionId
 from tests.support.golden import Case, assert_golden, check, elements, mrkdwn_texts
@@ -107,7 +109,37 @@ RECOVERED = replace(
     proposal=Proposal(dags=2, runs=6, estimate=None, planned=False),
 )
 
+FINDINGS = (
+    Finding(FindingKind.ZERO_ROWS, "food_delivery", "orders", 0, 41_050),
+    Finding(
+        FindingKind.ASSERTION, "food_delivery", "orders", assertion="not_null", column="customer_id"
+    ),
+    Finding(FindingKind.COLUMNS, "food_delivery", "orders", lost=(("discount", "double"),)),
+    Finding(FindingKind.FEW_ROWS, "food_delivery", "orders_7_days", 1_200, 287_000),
+)
+DATA = replace(
+    PROPOSED,
+    error=None,
+    error_job=None,
+    try_number=None,
+    log_url=None,
+    acknowledged_by=None,
+    data=True,
+    problems=tuple((finding_line(f, DAY), i == 3) for i, f in enumerate(FINDINGS)),
+)
+
 CASES: dict[str, Case] = {
+    "incident_alert_data": Case(ALERT, lambda: watch.alert(DATA)),
+    "incident_alert_data_resolved": Case(
+        ALERT,
+        lambda: watch.alert(
+            replace(DATA, open=False, problems=tuple((p, True) for p, _ in DATA.problems))
+        ),
+    ),
+    "incident_reply_bad_data_again": Case(REPLY, watch.bad_data_again),
+    "incident_reply_data_resolved": Case(
+        REPLY, lambda: watch.data_resolved("example.etl_orders", DAY, REQUEST)
+    ),
     "incident_alert_open": Case(ALERT, lambda: watch.alert(OPEN)),
     "incident_alert_proposed": Case(ALERT, lambda: watch.alert(PROPOSED)),
     "incident_alert_recovered": Case(ALERT, lambda: watch.alert(RECOVERED)),

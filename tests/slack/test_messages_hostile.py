@@ -47,13 +47,15 @@ from bot.lineage.rules.impact import DagImpact, ImpactSnapshot, ImpactStatus, Re
 from bot.lineage.rules.planner import Plan, PlanNote, PlanStep
 from bot.ownership import messages as ownership_words
 from bot.ownership.rules import Denial, DenialKind
+from bot.quality.messages import finding_line
+from bot.quality.rules.checks import Finding, FindingKind
 from bot.sla import messages as sla
 from bot.sla.rules import Miss, NoticeAcknowledged
 from bot.slack.messages import common
 from bot.slack.messages import ops as ops_notices
 from bot.slack.messages import render as _render
 from bot.slack.messages.limits import BUTTON_URL, CONFIRM_TEXT
-from bot.slack.messages.render import channel_mention, code, sentence, user_mention
+from bot.slack.messages.render import Mrkdwn, channel_mention, code, sentence, user_mention
 from tests.support.golden import Case, assert_golden, check, elements, slack_templates
 
 MODULES: tuple[ModuleType, ...] = (
@@ -244,6 +246,21 @@ def alert_view(v: Values) -> watch.AlertView:
         try_number=2,
         proposal=Proposal(dags=v.rows, runs=v.rows * 3, estimate=timedelta(minutes=5)),
     )
+
+
+def data_problems(v: Values) -> tuple[tuple[Mrkdwn, bool], ...]:
+    """Every kind of data finding, about datasets, columns and checks named from outside."""
+    kinds = [
+        Finding(FindingKind.ZERO_ROWS, v.namespace, v.report, 0, v.rows * 1000),
+        Finding(FindingKind.FEW_ROWS, v.namespace, v.dag, 3, None, "bytes"),
+        Finding(FindingKind.ASSERTION, v.namespace, v.report, assertion=v.error, column=v.user),
+        Finding(
+            FindingKind.COLUMNS, v.namespace, v.report,
+            lost=((v.user, v.error),) * v.rows, changed=((v.dag, v.error, v.user),),
+        ),
+        Finding(FindingKind.LIFECYCLE, v.namespace, v.dag, lifecycle="DROP"),
+    ]  # fmt: skip
+    return tuple((finding_line(f, v.error), i % 2 == 0) for i, f in enumerate(kinds * v.rows))
 
 
 def miss(v: Values) -> Miss:
@@ -573,6 +590,17 @@ KINDS: dict[str, tuple[Callable[..., Any], Build]] = {
         lambda v: watch.alert(
             replace(alert_view(v), backfill=v.ident, impact=ImpactSnapshot.unavailable(v.error))
         ),
+    ),
+    "watch_alert_data": (
+        watch.alert,
+        lambda v: watch.alert(
+            replace(alert_view(v), error=None, data=True, problems=data_problems(v))
+        ),
+    ),
+    "watch_bad_data_again": (watch.bad_data_again, lambda v: watch.bad_data_again()),
+    "watch_data_resolved": (
+        watch.data_resolved,
+        lambda v: watch.data_resolved(v.dag, v.error, v.ident),
     ),
     "watch_reply": (watch.reply, lambda v: watch.reply(v.error)),
     "watch_impact_known": (

@@ -10,7 +10,13 @@ import pytest
 from pyspark.sql import SparkSession
 
 from pipeline.food_delivery import jobs
-from pipeline.food_delivery.catalog import JOBS, TABLES, periods_of, scheduled_intervals
+from pipeline.food_delivery.catalog import (
+    JOBS,
+    TABLES,
+    empty_periods,
+    periods_of,
+    scheduled_intervals,
+)
 from pipeline.food_delivery.generator import orders_for_day
 from pipeline.food_delivery.jobs import (
     JobFailed,
@@ -52,6 +58,18 @@ def test_scheduled_intervals_over_the_seed_days() -> None:
     days = scheduled_intervals(DAILY, date(2021, 5, 24), date(2021, 6, 13))
     assert len(days) == 21
     assert days[0] == (utc(2021, 5, 24), utc(2021, 5, 25))
+
+
+def test_empty_periods_are_those_holding_an_empty_date() -> None:
+    days = [date(2021, 6, 4), date(2021, 6, 5), date(2021, 6, 6)]
+    empty = {date(2021, 6, 5), date(2021, 6, 9)}
+    assert empty_periods(DAILY, days, empty, {DAILY.name}) == {date(2021, 6, 5)}
+    assert empty_periods(DAILY, days, empty, {WEEKLY.name}) == frozenset()
+    weeks = [date(2021, 5, 30), date(2021, 6, 6), date(2021, 6, 13)]
+    assert empty_periods(WEEKLY, weeks, empty, {WEEKLY.name}) == {
+        date(2021, 5, 30),
+        date(2021, 6, 6),
+    }
 
 
 def test_periods_of_accepts_whole_periods_in_any_zone() -> None:
@@ -109,6 +127,8 @@ def test_settings_from_env() -> None:
             "OPENLINEAGE_API_KEY": "k",
             "FOOD_DELIVERY_FAIL_DATES": "2021-06-04, 2021-06-05",
             "FOOD_DELIVERY_FAIL_JOBS": "example.etl_orders,example.etl_orders_7_days",
+            "FOOD_DELIVERY_EMPTY_DATES": "2021-06-07",
+            "FOOD_DELIVERY_EMPTY_JOBS": " example.etl_orders_7_days ",
             "FOOD_DELIVERY_ORDERS_PER_DAY": "50",
         }
     )
@@ -117,6 +137,8 @@ def test_settings_from_env() -> None:
     assert settings.lineage_api_key == "k"
     assert settings.fail_dates == {date(2021, 6, 4), date(2021, 6, 5)}
     assert settings.fail_jobs == {"example.etl_orders", "example.etl_orders_7_days"}
+    assert settings.empty_dates == {date(2021, 6, 7)}
+    assert settings.empty_jobs == {"example.etl_orders_7_days"}
     assert settings.orders_per_day == 50
     defaults = PipelineSettings.from_env(
         {"FOOD_DELIVERY_LINEAGE_URL": "http://a", "OPENLINEAGE_URL": "http://b"}
@@ -125,12 +147,18 @@ def test_settings_from_env() -> None:
     assert defaults.warehouse == Path("var/warehouse").absolute()
     assert defaults.fail_dates == frozenset()
     assert defaults.fail_jobs == {"example.etl_orders"}
+    assert defaults.empty_dates == frozenset()
+    assert defaults.empty_jobs == {"example.etl_orders"}
     assert PipelineSettings.from_env({}).lineage_url is None
 
 
 @pytest.mark.parametrize(
     ("name", "value"),
-    [("FOOD_DELIVERY_FAIL_DATES", "2021-06-31"), ("FOOD_DELIVERY_ORDERS_PER_DAY", "0")],
+    [
+        ("FOOD_DELIVERY_FAIL_DATES", "2021-06-31"),
+        ("FOOD_DELIVERY_EMPTY_DATES", "June"),
+        ("FOOD_DELIVERY_ORDERS_PER_DAY", "0"),
+    ],
 )
 def test_settings_refuse_malformed_values(name: str, value: str) -> None:
     with pytest.raises(ValueError, match=name):

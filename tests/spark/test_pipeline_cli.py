@@ -73,6 +73,14 @@ def test_run_exit_codes(spark: object, tmp_path: Path, capsys: pytest.CaptureFix
     assert "rows to orders/order_date=2021-06-04" in out
     assert err == ""
 
+    # The zero-rows switch: the run succeeds, writes nothing and removes the day's partition.
+    emptied = ["run", "example.etl_orders", *interval, *common, "--empty-dates", "2021-06-04"]
+    assert main(emptied, ENV) == 0
+    out, err = capsys.readouterr()
+    assert ": 0 rows to no partitions in " in out
+    assert err == ""
+    assert not (tmp_path / "orders" / "order_date=2021-06-04").exists()
+
 
 @pytest.mark.spark
 def test_full_reports_every_run_and_fails_if_one_did(

@@ -32,13 +32,26 @@ from tests.spark.support import (
 
 
 def shape(event: dict[str, Any]) -> str:
-    """All an event says apart from its time and run ids."""
+    """All an event says apart from its time, run ids and the bytes it wrote (which history
+    only estimates: `sizes` compares them)."""
     copy = json.loads(json.dumps(event))
     del copy["eventTime"], copy["run"]["runId"]
     parent = copy["run"].get("facets", {}).get("parent")
     if parent is not None:
         del parent["run"]["runId"]
+    for output in copy["outputs"]:
+        output.get("outputFacets", {}).get("outputStatistics", {}).pop("size", None)
     return json.dumps(copy, sort_keys=True)
+
+
+def sizes(events: list[dict[str, Any]]) -> dict[tuple[str, str], int]:
+    """(task job, nominal start) → bytes written, from the COMPLETE events."""
+    return {
+        (e["job"]["name"], nominal(e)): o["outputFacets"]["outputStatistics"]["size"]
+        for e in events
+        if e["eventType"] == "COMPLETE"
+        for o in e["outputs"]
+    }
 
 
 def test_history_events_are_deterministic_and_sorted() -> None:
@@ -52,8 +65,15 @@ def test_history_events_are_deterministic_and_sorted() -> None:
 
 @pytest.mark.spark
 def test_history_events_match_what_the_runs_emitted(story: Story) -> None:
-    history = history_events(FIRST_DAY, LAST_DAY, fail_dates=FAILED_DAYS)
+    history = history_events(
+        FIRST_DAY, LAST_DAY, fail_dates=FAILED_DAYS, orders_per_day=ORDERS_PER_DAY
+    )
+    # Row and file counts included: history's are exactly what the runs wrote.
     assert Counter(map(shape, history)) == Counter(map(shape, story.events_after_failure))
+    real, estimated = sizes(story.events_after_failure), sizes(history)
+    assert real.keys() == estimated.keys()
+    for key, size in real.items():
+        assert abs(estimated[key] - size) <= 0.1 * size, key
     with threaded_standin() as server:
         for event in history:
             reply = requests.post(f"{server.url}/api/v1/lineage", json=event, timeout=10)

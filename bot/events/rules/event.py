@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 __all__ = ["DatasetName", "ParsedEvent", "Symlink"]
 
@@ -49,6 +50,9 @@ class ParsedEvent:
     symlinks: tuple[Symlink, ...] = ()
     """(alias, dataset) of each identifier in the `symlinks` facets of `inputs` and `outputs`,
     in the event's order. Like `inputs`, no run_events column: the lineage index keeps it."""
+    data: dict[str, Any] | None = None
+    """The event's data facts (`bot/events/rules/data_facts.py` `DataFacts.to_json`): row
+    counts written, schemas, column lineage, lifecycle changes, data-quality assertions."""
 
     @property
     def key(self) -> tuple[str, str, datetime]:

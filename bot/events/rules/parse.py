@@ -25,6 +25,7 @@ from typing import Any, NoReturn, TypeVar
 
 from bot.core import time_bounds
 from bot.core.model import RUN_EVENT_TYPES
+from bot.events.rules.data_facts import event_data
 from bot.events.rules.event import DatasetName, ParsedEvent, Symlink
 from bot.events.rules.producers import (
     Owner,
@@ -153,6 +154,7 @@ def parse_run_event(body: Any) -> ParsedEvent | None:
     if nominal[0] is None:
         nominal = airflow_interval(facets)
     airflow = airflow_ref(facets)
+    data = event_data(event_type, body.get("inputs"), body.get("outputs"))
     return ParsedEvent(
         run_id=run_id,
         event_type=event_type,
@@ -173,6 +175,7 @@ def parse_run_event(body: Any) -> ParsedEvent | None:
         task_id=airflow.task_id,
         try_number=airflow.try_number,
         symlinks=input_links + output_links,
+        data=data.to_json() if data else None,
     )
 
 

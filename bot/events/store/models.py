@@ -46,6 +46,9 @@ class RunEvent(Base):
     task_id: Mapped[str | None] = mapped_column(String(250))
     """The Airflow task of a task event, for a link to its log."""
     try_number: Mapped[int | None] = mapped_column(Integer)
+    data: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    """A COMPLETE's data facts (`bot/events/rules/data_facts.py`): what the data-quality
+    checks read when the watcher handles it."""
     source: Mapped[str] = mapped_column(String(16))
     received_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     processed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())

@@ -64,9 +64,17 @@ _HEADLINES = {
 }
 
 
+_DATA_HEADLINES = {
+    "failure.opened": "{dag} wrote bad data for {intervals}",
+    "failure.acknowledged": "{dag} bad data acknowledged ({intervals})",
+    "failure.escalated": "{dag} wrote bad data for {intervals} and nobody has acknowledged it",
+}
+
+
 def _summary(event: HubEvent) -> tuple[str, list[tuple[str, str]], str | None]:
     """The headline, facts and error every human-facing sink shows (e-mail, Teams)."""
-    headline = _HEADLINES[event.kind].format(
+    headlines = _DATA_HEADLINES if event.incident_kind == "data" else {}
+    headline = headlines.get(event.kind, _HEADLINES[event.kind]).format(
         dag=event.dag.dag_id, intervals=event.intervals, state=event.state or "ended"
     )
     facts = [
@@ -76,7 +84,8 @@ def _summary(event: HubEvent) -> tuple[str, list[tuple[str, str]], str | None]:
         ("Severity", event.severity),
     ]
     if event.kind.startswith("failure."):
-        facts[2:2] = [("Failed runs", str(event.failures))]
+        runs = "Runs with bad data" if event.incident_kind == "data" else "Failed runs"
+        facts[2:2] = [(runs, str(event.failures))]
         facts.append(("Incident", event.incident_id))
     if event.reason:
         facts.append(("Why", event.reason))
@@ -93,6 +102,11 @@ def _summary(event: HubEvent) -> tuple[str, list[tuple[str, str]], str | None]:
     if event.backfill_request_id:
         facts.append(("Backfill", event.backfill_request_id))
     return headline, facts, _clip(event.error)
+
+
+def _problem(event: HubEvent) -> str:
+    """What a failure.* headline says happened."""
+    return "wrote bad data" if event.incident_kind == "data" else "failed"
 
 
 def email_body(event: HubEvent) -> dict[str, Any]:
@@ -149,6 +163,7 @@ def webhook_document(event: HubEvent) -> dict[str, Any]:
         return document
     document["incident"] = {
         "id": event.incident_id,
+        "kind": event.incident_kind,
         "namespace": event.dag.namespace,
         "dag_id": event.dag.dag_id,
         "intervals": event.intervals,
@@ -176,13 +191,15 @@ def pagerduty_body(sink: PagerDutySink, event: HubEvent) -> dict[str, Any]:
             "trigger",
             routing_key="-",
             dedup_key=key,
-            summary=f"{event.dag.dag_id} failed for {event.intervals}{late}{error}",
+            summary=f"{event.dag.dag_id} {_problem(event)} for {event.intervals}{late}{error}",
             source=event.dag.namespace,
             severity=sink.severity,
             timestamp=event.at,
             component=event.dag.dag_id,
             group=event.owners[0] if event.owners else None,
-            event_class="airflow_dag_failure",
+            event_class="airflow_dag_bad_data"
+            if event.incident_kind == "data"
+            else "airflow_dag_failure",
             custom_details={
                 "incident": event.incident_id,
                 "dag": event.dag.dag_id,

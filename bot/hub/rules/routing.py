@@ -88,6 +88,8 @@ class HubEvent:
     reports: tuple[str, ...] = ()
     """Reports at risk (downstream of a failure, late because of a late DAG)."""
     incident_id: str = ""
+    incident_kind: str = "failure"
+    """`failure` (runs failed) or `data` (runs completed with bad data, said in `error`)."""
     error: str | None = None
     failures: int = 1
     acknowledged_by: str | None = None  # a Slack user id

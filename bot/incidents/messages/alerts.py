@@ -39,6 +39,7 @@ _GROUPED = 20  # DAGs named in a "joined this incident" reply
 _GROUPED_NAME = 130  # each of them, so that 20 fit one section
 _INTERVAL = 200  # an interval in words (outage_words of two manual runs is about 170)
 _CONFIRM_DAG = 60  # the DAG id in the confirm dialog, which holds 300 characters
+_PROBLEMS = 2_600  # a data incident's findings, one section
 
 
 def interval_words(start: datetime | None, end: datetime | None) -> str:
@@ -101,6 +102,10 @@ class AlertView:
     """The state of `backfill`, the incident's backfill request."""
     recovered: bool = False
     """Resolved by a rerun outside the bot: what is downstream still holds bad data."""
+    problems: tuple[tuple[Mrkdwn, bool], ...] = ()
+    """A data incident's findings in words, each with whether a later run put it right."""
+    data: bool = False
+    """A data incident: the runs completed, with bad data (`problems`)."""
 
 
 def _names(items: Sequence[str], noun: str, total: int | None = None) -> str:
@@ -134,11 +139,7 @@ def alert(view: AlertView) -> dict[str, Any]:
         "namespace": clip(view.namespace, NAME),
         "interval": clip(view.interval, _INTERVAL),
         "emoji": ":rotating_light:" if view.open else ":white_check_mark:",
-        "headline": "failed"
-        if view.open
-        else "failed, now resolved on its own"
-        if view.recovered
-        else "failed, now resolved",
+        "headline": _headline(view),
         "owners": clip(", ".join(impact.root_owners) or "no team", LIST),
         "failures": view.failures,
         "error": clip(view.error, 1500) if view.error else "",
@@ -168,15 +169,40 @@ def alert(view: AlertView) -> dict[str, Any]:
         "backfill_state": IN_ALERT.get(view.backfill_state or "", "requested"),
         "recovered": view.recovered,
         "downstream_count": impact.downstream_count,
+        "problems": _problems(view.problems),
+        "data": view.data,
     }
     return render("incidents/incident_alert.json.j2", page)
+
+
+def _headline(view: AlertView) -> str:
+    what = "wrote bad data" if view.data else "failed"
+    if view.open:
+        return what
+    return f"{what}, now resolved on its own" if view.recovered else f"{what}, now resolved"
+
+
+def _problems(problems: Sequence[tuple[Mrkdwn, bool]]) -> Mrkdwn:
+    """A data incident's findings, one per line, those put right marked so (within a section's
+    3,000 characters)."""
+    lines = [Mrkdwn(f"• {line}" + (" _(put right)_" if right else "")) for line, right in problems]
+    shown: list[str] = []
+    size = 0
+    for line in lines:
+        if size + len(line) + 1 > _PROBLEMS:
+            shown.append(f"… and {len(lines) - len(shown)} more")
+            break
+        shown.append(line)
+        size += len(line) + 1
+    return Mrkdwn("\n".join(shown))
 
 
 def _facts(view: AlertView) -> str:
     """When it failed and which try, for the responder (plain text, escaped in the template)."""
     parts = []
     if view.failed_at is not None:
-        parts.append(f"Last failed {view.failed_at:%Y-%m-%d %H:%M} UTC")
+        what = "Last bad run" if view.data else "Last failed"
+        parts.append(f"{what} {view.failed_at:%Y-%m-%d %H:%M} UTC")
     if view.try_number is not None:
         parts.append(f"try {view.try_number}")
     return " · ".join(parts)
@@ -264,6 +290,20 @@ def resolved(dag_id: str, interval: str, backfill: str | None) -> dict[str, Any]
     by = sentence(" (backfill {})", clip(backfill, 64)) if backfill else ""
     when = clip(interval, NAME)
     return _reply(sentence("Resolved: {} succeeded for {}{}.", code(dag_id), when, by))
+
+
+def bad_data_again() -> dict[str, Any]:
+    """A resolved data incident: a later run wrote bad data again."""
+    return _reply(sentence("A later run wrote bad data again after it had resolved."))
+
+
+def data_resolved(dag_id: str, interval: str, backfill: str | None) -> dict[str, Any]:
+    """Later runs of the bad intervals put every finding right."""
+    by = sentence(" (backfill {})", clip(backfill, 64)) if backfill else ""
+    when = clip(interval, NAME)
+    return _reply(
+        sentence("Resolved: later runs of {} put its data right for {}{}.", code(dag_id), when, by)
+    )
 
 
 def snoozed(user: str, hours: int) -> dict[str, Any]:

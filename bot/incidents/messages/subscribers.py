@@ -35,6 +35,8 @@ class FailureNotice:
     pattern: str = ""
     waited: str = ""
     """How long nobody acknowledged it (an escalation), in words."""
+    data: bool = False
+    """A data incident: its runs completed with bad data (`error` says what)."""
 
 
 def failure_notice(notice: FailureNotice) -> dict[str, Any]:
@@ -53,6 +55,7 @@ def failure_notice(notice: FailureNotice) -> dict[str, Any]:
             "subscription": notice.subscription or "",
             "pattern": clip(notice.pattern, 120),
             "waited": clip(notice.waited, 40),
+            "data": notice.data,
         },
     )
 

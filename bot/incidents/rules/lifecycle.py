@@ -26,6 +26,15 @@ GROUP_RECENT = timedelta(days=1)
 """Without intervals to compare, a failure downstream within a day of the root's is its."""
 
 
+class IncidentKind(StrEnum):
+    FAILURE = "failure"
+    DATA = "data"  # runs that completed, writing or checking data that is wrong
+
+
+DATA_KEY = "data|"
+"""The prefix of a data incident's `interval_key`."""
+
+
 class IncidentState(StrEnum):
     OPEN = "open"
     RESOLVED = "resolved"

@@ -18,7 +18,8 @@ from bot.config import BotConfig
 from bot.core.metrics import Metrics
 from bot.core.model import DagRef
 from bot.incidents.messages import alerts as watch_messages
-from bot.incidents.rules.lifecycle import IncidentState, outage_range, snoozed
+from bot.incidents.rules.data import problems_from
+from bot.incidents.rules.lifecycle import IncidentKind, IncidentState, outage_range, snoozed
 from bot.incidents.rules.links import AirflowUi, Links
 from bot.incidents.rules.proposal import Proposal, propose
 from bot.incidents.service.notify import IncidentHub
@@ -29,6 +30,8 @@ from bot.lineage.rules.planner import Plan
 from bot.lineage.service.history import run_durations
 from bot.lineage.service.planning import PlanRequest
 from bot.ownership.rules import owners, owning_teams
+from bot.quality.messages import finding_line
+from bot.slack.messages.render import Mrkdwn
 from bot.slack.store import outbox
 from bot.slack.store.models import OutboxRole
 
@@ -114,6 +117,8 @@ class AlertOutbox:
             backfill_state=await requests.state_of(session, incident.backfill_request_id),
             recovered=incident.state == IncidentState.RESOLVED
             and incident.backfill_request_id is None,
+            problems=problem_lines(incident),
+            data=incident.kind == IncidentKind.DATA,
         )
         payload = watch_messages.alert(view)
         gather_s = self.config.watch.group_wait_s if gather else 0.0
@@ -259,6 +264,19 @@ def _last_start(incident: Incident) -> datetime | None:
     """The logical date of the outage's newest failed run (Airflow 2's grid lists up to it)."""
     starts = [r.start for r in store.runs_of(incident) if r.start is not None]
     return max(starts) if starts else None
+
+
+def problem_lines(incident: Incident) -> tuple[tuple[Mrkdwn, bool], ...]:
+    """An incident's data findings (a data incident's, or the assertions a failed run failed)
+    as the alert says them, each with whether it was put right."""
+    if not incident.findings:
+        return ()
+    runs = {r.key: (r.start, r.end) for r in store.runs_of(incident)}
+    return tuple(
+        (finding_line(p.finding, watch_messages.interval_words(*runs.get(p.key, (None, None)))),
+         p.cleared)
+        for p in problems_from(incident.findings)
+    )  # fmt: skip
 
 
 def outage_words(incident: Incident) -> str:

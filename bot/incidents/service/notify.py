@@ -23,9 +23,12 @@ from bot.incidents.messages.subscribers import (
     failure_notice,
     waited_words,
 )
+from bot.incidents.rules.data import problems_from
+from bot.incidents.rules.lifecycle import IncidentKind
 from bot.incidents.store import incidents as store
 from bot.incidents.store.models import Incident
 from bot.ownership.rules import owners
+from bot.quality.messages import findings_summary
 from bot.slack.store import outbox
 from bot.slack.store.models import OutboxMessage
 
@@ -89,13 +92,14 @@ class IncidentHub:
                 state=_STATES[kind],
                 alert_channel=incident.channel,
                 failures=incident.failures,
-                error=incident.error_message if kind in ("failure.opened", "failure.escalated")
+                error=event.error if kind in ("failure.opened", "failure.escalated")
                 else None,
                 acknowledged_by=incident.acknowledged_by,
                 reports=event.reports,
                 subscription=sub.id if sub is not None else None,
                 pattern=sub.pattern if sub is not None else "",
                 waited=waited_words(event.at - alerted_at(incident)),
+                data=incident.kind == IncidentKind.DATA,
             )  # fmt: skip
             await outbox.enqueue(
                 session,
@@ -129,7 +133,10 @@ class IncidentHub:
             upstream=self.hub.upstream_of(dag),
             reports=reports,
             incident_id=incident.id,
-            error=incident.error_message,
+            incident_kind=incident.kind,
+            error=incident.error_message
+            if incident.kind != IncidentKind.DATA
+            else problems_text(incident),
             failures=incident.failures,
             acknowledged_by=incident.acknowledged_by,
             backfill_request_id=incident.backfill_request_id,
@@ -152,6 +159,18 @@ class IncidentHub:
             if edit_key is not None and edit_key.endswith(":" + _tag(outage)):
                 told.setdefault(edit_key, channel)
         return told
+
+
+def problems_text(incident: Incident) -> str:
+    """A data incident's open findings in plain text, one per line."""
+    runs = {r.key: (r.start, r.end) for r in store.runs_of(incident)}
+    return findings_summary(
+        [
+            (p.finding, watch_messages.interval_words(*runs.get(p.key, (None, None))))
+            for p in problems_from(incident.findings)
+            if not p.cleared
+        ]
+    )
 
 
 def alerted_at(incident: Incident) -> datetime:

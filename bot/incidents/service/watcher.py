@@ -41,12 +41,14 @@ from bot.incidents.rules.lifecycle import (
     with_failure,
 )
 from bot.incidents.service.alerts import AlertOutbox, outage_words
+from bot.incidents.service.data import DataIncidents, run_data
 from bot.incidents.service.escalation import Escalations
 from bot.incidents.store import incidents as store
 from bot.incidents.store.models import Incident
 from bot.lineage.rules.errors import PlanningError
 from bot.lineage.rules.impact import ImpactSnapshot, ImpactStatus
 from bot.lineage.service.planning import PlannerFactory
+from bot.quality.service.checks import QualityChecks, RunData
 from bot.slack.store import outbox
 
 logger = logging.getLogger(__name__)
@@ -76,9 +78,12 @@ class IncidentService:
         *,
         alerts: AlertOutbox,
         metrics: Metrics,
+        quality: QualityChecks | None = None,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
-        """`alerts`: what an incident owes Slack and the hub (its alert, replies, notices)."""
+        """`alerts`: what an incident owes Slack and the hub (its alert, replies, notices);
+        `quality`: the data-quality checks of COMPLETE runs (default: without the lineage
+        index, every dataset counts as read by others)."""
         self.sessions = sessions
         self.metrics = metrics
         self.config = config
@@ -86,6 +91,8 @@ class IncidentService:
         self.clock = clock
         self.alerts = alerts
         self.escalations = Escalations(sessions, config, self.alerts.hub, clock=clock)
+        self.quality = quality or QualityChecks(config)
+        self.data = DataIncidents(sessions, config, self.quality, self, clock=clock)
         self._worker = Worker("incidents", self.process, every_s=5.0, again_while_busy=True)
         wake_on_commit(sessions, run_events.OWED, self.wake)  # a new run event wakes the watcher
         self._pending: dict[str, asyncio.Task[None]] = {}
@@ -176,15 +183,19 @@ class IncidentService:
     async def _handle(self, row: RunEvent, batch: _Batch) -> None:
         event = store.event_facts(row)
         kind = kind_of(event.event_type)
+        run = run_data(row, event)
+        checks = run if self.quality.has_data(run) else None
         if kind == EventKind.FAILURE:
-            await self._failure(row.id, event, batch)
+            await self._failure(row.id, event, batch, checks)
+        elif checks is not None:  # a COMPLETE's data, or a DROP / TRUNCATE on START
+            await self.data.observed(row.id, event, checks, batch.joined)
         elif kind == EventKind.SUCCESS:
             await self._success(row.id, event)
         else:
             async with self.sessions.begin() as session:
                 await store.claim(session, row.id, now=self.clock())
 
-    async def _root_for(self, session: AsyncSession, event: EventFacts) -> Incident | None:
+    async def root_for(self, session: AsyncSession, event: EventFacts) -> Incident | None:
         """The open incident upstream of this DAG whose failure explains this one, locked."""
         now = self.clock()
         for incident in await store.open_roots_above(session, event.dag_namespace, event.dag_id):
@@ -192,28 +203,34 @@ class IncidentService:
                 return await store.get(session, incident.id, lock=True)
         return None
 
-    async def _failure(self, row_id: int, event: EventFacts, batch: _Batch) -> None:
+    async def _failure(
+        self, row_id: int, event: EventFacts, batch: _Batch, checks: RunData | None = None
+    ) -> None:
+        """A failed run: its incident (new, repeated, or joined under one upstream), with the
+        data-quality assertions it failed (dbt's tests FAIL their run) among its problems."""
         async with self.sessions.begin() as session:
             # this interval's incident, else the outage it continues (one incident and one
             # alert for consecutive failed intervals), else an open incident upstream
             existing = await store.of_run(session, event) or await store.outage_of(session, event)
-            root = None if existing is not None else await self._root_for(session, event)
+            root = None if existing is not None else await self.root_for(session, event)
             if existing is not None or root is not None:
                 if not await store.claim(session, row_id, now=self.clock()):
                     return
                 if existing is not None:
+                    await self.data.failed_checks(session, existing, event, checks)
                     await self._repeat(session, existing, event, batch)
                 elif root is not None:
                     joined = store.opened(event, None, now=self.clock(), root_id=root.id)
                     session.add(joined)
                     await session.flush()
+                    await self.data.failed_checks(session, joined, event, checks)
                     _log(session, joined, f"opened under incident {root.id}")
-                    await self._join_count(session, root)
+                    await self.join_count(session, root)
                     batch.joined.add(root.id)
                 return
         # The impact comes from the lineage index (Marquez for a DAG it has not seen): the
         # alert waits for it only briefly, then goes out and has the impact edited in.
-        task = asyncio.ensure_future(self._impact(event.dag_id, event.dag_namespace))
+        task = asyncio.ensure_future(self.impact_of(event.dag_id, event.dag_namespace))
         done, _ = await asyncio.wait({task}, timeout=self.config.watch.impact_wait_s)
         impact = task.result() if done else ImpactSnapshot.pending()
         try:
@@ -224,6 +241,7 @@ class IncidentService:
                 incident = store.opened(event, impact, now=self.clock())
                 session.add(incident)
                 await session.flush()
+                await self.data.failed_checks(session, incident, event, checks)
                 await self.alerts.alert(session, incident, new=True, gather=True)
                 await self.alerts.hub.incident(session, incident, "failure.opened")
                 _log(session, incident, "opened")
@@ -232,15 +250,16 @@ class IncidentService:
             async with self.sessions.begin() as session:
                 existing = await store.of_run(session, event)
                 if existing is not None and await store.claim(session, row_id, now=self.clock()):
+                    await self.data.failed_checks(session, existing, event, checks)
                     await self._repeat(session, existing, event, batch)
             return
         if not done:
             # its impact when it is known, without holding up the rows after this one
-            self._follow(incident.id, task)
+            self.follow(incident.id, task)
         else:
-            await self._set_downstream(incident.id, impact)
+            await self.set_downstream(incident.id, impact)
 
-    async def _set_downstream(self, incident_id: str, impact: ImpactSnapshot) -> None:
+    async def set_downstream(self, incident_id: str, impact: ImpactSnapshot) -> None:
         """Record every DAG downstream of an impact just worked out, after the alert's own
         transaction and in transactions of `DOWNSTREAM_ROWS`: 100,000 rows take most of a
         second, which neither the alert nor the senders' writes between them (SQLite has one
@@ -285,7 +304,7 @@ class IncidentService:
         if incident.root_id is not None:
             root = await store.get(session, incident.root_id, lock=True)
             if root is not None and root.state == IncidentState.OPEN:
-                await self._join_count(session, root)
+                await self.join_count(session, root)
                 batch.joined.add(root.id)
             return
         if not self.alerts.snoozed(incident):
@@ -293,7 +312,7 @@ class IncidentService:
             if outcome.reopens:
                 await self.alerts.reply(session, incident, watch_messages.failed_again())
 
-    async def _join_count(self, session: AsyncSession, root: Incident) -> None:
+    async def join_count(self, session: AsyncSession, root: Incident) -> None:
         root.grouped += 1  # the row is locked (FOR UPDATE) until this transaction ends
         root.updated_at = self.clock()
         await session.flush()
@@ -324,39 +343,43 @@ class IncidentService:
 
     async def _success(self, row_id: int, event: EventFacts) -> None:
         async with self.sessions.begin() as session:
-            incident = await store.of_run(session, event)
-            if not await store.claim(session, row_id, now=self.clock()):
-                return
-            if incident is None:
-                return
-            outcome = on_success(store.facts(incident), event)
-            if not outcome.counts:
-                return
-            store.set_runs(incident, outcome.runs)
-            incident.updated_at = self.clock()
-            if not outcome.resolves:  # more intervals of the outage still to succeed
-                await session.flush()
-                if incident.root_id is None and not self.alerts.snoozed(incident):
-                    await self.alerts.alert(session, incident, gather=True)
-                return
-            store.move(incident, IncidentState.RESOLVED, now=self.clock())
+            if await store.claim(session, row_id, now=self.clock()):
+                await self.resolve_failure(session, event)
+
+    async def resolve_failure(self, session: AsyncSession, event: EventFacts) -> None:
+        """The DAG's success for an interval of a failure incident: that interval cleared, the
+        last one resolves it (in the caller's transaction, which claimed the event)."""
+        incident = await store.of_run(session, event)
+        if incident is None:
+            return
+        outcome = on_success(store.facts(incident), event)
+        if not outcome.counts:
+            return
+        store.set_runs(incident, outcome.runs)
+        incident.updated_at = self.clock()
+        if not outcome.resolves:  # more intervals of the outage still to succeed
             await session.flush()
-            _log(session, incident, "resolved")
-            await self.alerts.hub.incident(session, incident, "failure.resolved")
-            if incident.root_id is None:
+            if incident.root_id is None and not self.alerts.snoozed(incident):
                 await self.alerts.alert(session, incident, gather=True)
-                if await self.alerts.backfill_told_it(session, incident):
-                    return  # its backfill's summary in the thread said so already
-                interval = outage_words(incident)
-                await self.alerts.reply(
-                    session,
-                    incident,
-                    watch_messages.resolved(event.dag_id, interval, incident.backfill_request_id),
-                )
+            return
+        store.move(incident, IncidentState.RESOLVED, now=self.clock())
+        await session.flush()
+        _log(session, incident, "resolved")
+        await self.alerts.hub.incident(session, incident, "failure.resolved")
+        if incident.root_id is None:
+            await self.alerts.alert(session, incident, gather=True)
+            if await self.alerts.backfill_told_it(session, incident):
+                return  # its backfill's summary in the thread said so already
+            interval = outage_words(incident)
+            await self.alerts.reply(
+                session,
+                incident,
+                watch_messages.resolved(event.dag_id, interval, incident.backfill_request_id),
+            )
 
     # --- impacts --------------------------------------------------------------------------
 
-    async def _impact(self, dag_id: str, namespace: str) -> ImpactSnapshot:
+    async def impact_of(self, dag_id: str, namespace: str) -> ImpactSnapshot:
         try:
             async with self.planners() as planner:
                 impact = await planner.impact(dag_id, namespace)
@@ -368,7 +391,7 @@ class IncidentService:
             return ImpactSnapshot.unavailable(f"impact unavailable ({type(exc).__name__})")
         return impact.snapshot()
 
-    def _follow(self, incident_id: str, impact: asyncio.Future[ImpactSnapshot]) -> None:
+    def follow(self, incident_id: str, impact: asyncio.Future[ImpactSnapshot]) -> None:
         task = asyncio.create_task(self._impact_known(incident_id, impact))
         self._pending[incident_id] = task
         task.add_done_callback(lambda _: self._pending.pop(incident_id, None))
@@ -381,8 +404,8 @@ class IncidentService:
             roots = await store.open_roots(session)
         for incident in roots:
             if store.impact_of(incident).is_pending and incident.id not in self._pending:
-                future = asyncio.ensure_future(self._impact(incident.dag_id, incident.namespace))
-                self._follow(incident.id, future)
+                future = asyncio.ensure_future(self.impact_of(incident.dag_id, incident.namespace))
+                self.follow(incident.id, future)
 
     async def refresh_unavailable(self) -> int:
         """Marquez answers again: open alerts whose impact it could not give ("Downstream:
@@ -393,8 +416,8 @@ class IncidentService:
         for incident in roots:
             impact = store.impact_of(incident)
             if impact.status == ImpactStatus.UNAVAILABLE and incident.id not in self._pending:
-                future = asyncio.ensure_future(self._impact(incident.dag_id, incident.namespace))
-                self._follow(incident.id, future)
+                future = asyncio.ensure_future(self.impact_of(incident.dag_id, incident.namespace))
+                self.follow(incident.id, future)
                 asked += 1
         if asked:
             logger.info("Marquez answers again: asking the impact of %d alert(s) again", asked)
@@ -424,7 +447,7 @@ class IncidentService:
             if mentions and not self.alerts.snoozed(incident):
                 reply = watch_messages.impact_known(impact.downstream_count, mentions)
                 await self.alerts.reply(session, incident, reply)
-        await self._set_downstream(incident_id, impact)
+        await self.set_downstream(incident_id, impact)
 
 
 def _log(session: AsyncSession, incident: Incident, what: str) -> None:

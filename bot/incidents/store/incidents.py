@@ -13,10 +13,12 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from bot.events.rules.producers import AirflowRef
 from bot.events.store.models import RunEvent
 from bot.incidents.rules.lifecycle import (
+    DATA_KEY,
     TRANSITIONS,
     EventFacts,
     FailedRun,
     IncidentFacts,
+    IncidentKind,
     IncidentState,
     explains_interval,
     joins_outage,
@@ -56,38 +58,47 @@ async def claim(session: AsyncSession, row_id: int, *, now: datetime) -> bool:
     return bool(getattr(result, "rowcount", 0))
 
 
-async def of_run(session: AsyncSession, event: EventFacts) -> Incident | None:
-    """The incident holding the event's DAG and interval (its first interval, or one its
-    outage grew to), locked."""
+async def of_run(
+    session: AsyncSession, event: EventFacts, kind: IncidentKind = IncidentKind.FAILURE
+) -> Incident | None:
+    """The incident of `kind` holding the event's DAG and interval (its first interval, or one
+    its outage grew to), locked."""
     exact = await session.scalar(
         select(Incident)
         .where(
             Incident.namespace == event.dag_namespace,
             Incident.dag_id == event.dag_id,
-            Incident.interval_key == event.interval_key,
+            Incident.interval_key == key_of(event, kind),
         )
         .with_for_update()
     )
     if exact is not None or event.nominal_start is None:
         return exact
-    for incident in await _touching(session, event):
+    for incident in await _touching(session, event, kind):
         if any(run.key == event.interval_key for run in runs_of(incident)):
             return incident
     return None
 
 
-async def outage_of(session: AsyncSession, event: EventFacts) -> Incident | None:
-    """The open, ungrouped incident of the event's DAG whose range the event's interval
-    touches or overlaps (the same outage), locked."""
+def key_of(event: EventFacts, kind: IncidentKind) -> str:
+    """The `interval_key` of the incident of `kind` an event opens."""
+    return DATA_KEY + event.interval_key if kind == IncidentKind.DATA else event.interval_key
+
+
+async def outage_of(
+    session: AsyncSession, event: EventFacts, kind: IncidentKind = IncidentKind.FAILURE
+) -> Incident | None:
+    """The open, ungrouped incident of `kind` of the event's DAG whose range the event's
+    interval touches or overlaps (the same outage), locked."""
     if event.nominal_start is None:
         return None
-    for incident in await _touching(session, event):
+    for incident in await _touching(session, event, kind):
         if incident.root_id is None and joins_outage(facts(incident), event):
             return incident
     return None
 
 
-async def _touching(session: AsyncSession, event: EventFacts) -> list[Incident]:
+async def _touching(session: AsyncSession, event: EventFacts, kind: IncidentKind) -> list[Incident]:
     assert event.nominal_start is not None
     end = event.nominal_end or event.nominal_start
     return list(
@@ -96,6 +107,7 @@ async def _touching(session: AsyncSession, event: EventFacts) -> list[Incident]:
             .where(
                 Incident.namespace == event.dag_namespace,
                 Incident.dag_id == event.dag_id,
+                Incident.kind == kind.value,
                 Incident.interval_start <= end,
                 func.coalesce(Incident.interval_end, Incident.interval_start)
                 >= event.nominal_start,
@@ -222,13 +234,20 @@ async def grouped_dags(session: AsyncSession, root_id: str, *, limit: int = 50) 
 
 
 def opened(
-    event: EventFacts, impact: ImpactSnapshot | None, *, now: datetime, root_id: str | None = None
+    event: EventFacts,
+    impact: ImpactSnapshot | None,
+    *,
+    now: datetime,
+    root_id: str | None = None,
+    kind: IncidentKind = IncidentKind.FAILURE,
 ) -> Incident:
-    """A new incident for a failed run (`root_id`: grouped under an incident upstream)."""
+    """A new incident for a failed run, or of `kind` data for a run with bad data (`root_id`:
+    grouped under an incident upstream)."""
     incident = Incident(
         namespace=event.dag_namespace,
         dag_id=event.dag_id,
-        interval_key=event.interval_key,
+        interval_key=key_of(event, kind),
+        kind=kind.value,
         interval_start=event.nominal_start,
         interval_end=event.nominal_end,
         state=IncidentState.OPEN,

@@ -9,7 +9,7 @@ from sqlalchemy import JSON, CheckConstraint, ForeignKey, Index, Integer, String
 from sqlalchemy.orm import Mapped, mapped_column
 
 from bot.core.tables import Base, UTCDateTime, new_id, one_of, utcnow
-from bot.incidents.rules.lifecycle import IncidentState
+from bot.incidents.rules.lifecycle import IncidentKind, IncidentState
 
 
 class Incident(Base):
@@ -23,7 +23,15 @@ class Incident(Base):
     namespace: Mapped[str] = mapped_column(String(1024))
     dag_id: Mapped[str] = mapped_column(String(1024))
     interval_key: Mapped[str] = mapped_column(String(64))
-    """ISO start of the failed run's nominal interval (`day:YYYY-MM-DD` of its event if none)."""
+    """ISO start of the failed run's nominal interval (`day:YYYY-MM-DD` of its event if none);
+    a data incident's is prefixed `data|`, so one interval can hold both kinds."""
+    kind: Mapped[str] = mapped_column(
+        String(16), default=IncidentKind.FAILURE.value, server_default=IncidentKind.FAILURE.value
+    )
+    """`failure`: runs that failed; `data`: runs that completed with bad data (`findings`)."""
+    findings: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
+    """A data incident's problems: each finding (`bot/quality/rules/checks.py`) with its
+    interval, when it was found and whether a later run put it right."""
     interval_start: Mapped[datetime | None] = mapped_column(UTCDateTime())
     interval_end: Mapped[datetime | None] = mapped_column(UTCDateTime())
     state: Mapped[str] = mapped_column(String(16), default=IncidentState.OPEN.value)
@@ -74,6 +82,7 @@ class Incident(Base):
     __table_args__ = (
         UniqueConstraint("namespace", "dag_id", "interval_key"),
         CheckConstraint(one_of("state", IncidentState), name="state"),
+        CheckConstraint(one_of("kind", IncidentKind), name="kind"),
         Index("ix_incidents_state_opened_at", "state", "opened_at"),
     )
 

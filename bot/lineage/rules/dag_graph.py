@@ -323,6 +323,10 @@ class DagLineage:
             for producer, consumer in new_pairs - old_pairs:
                 self.graph.link(producer, consumer)
 
+    def readers_of(self, dataset: DatasetRef) -> frozenset[DagRef]:
+        """Every DAG one of whose jobs reads `dataset`."""
+        return frozenset(self._consumers.get(dataset, ()))
+
     def outputs_of(self, dag: DagRef) -> set[DatasetRef]:
         """Every dataset a DAG's jobs write."""
         found: set[DatasetRef] = set()

@@ -1,0 +1,92 @@
+"""What a data finding says, in words: a line of an alert (mrkdwn, names in code spans) or of
+a sink's notice (plain text). One phrase per kind, both forms from it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from bot.quality.rules.checks import VOLUME, Finding, FindingKind
+from bot.slack.messages.render import Mrkdwn, code, sentence
+
+__all__ = ["finding_line", "finding_text", "findings_summary"]
+
+_COLUMNS = 6  # columns named in one line before "and N more"
+_NAME = 120
+
+
+class _Name(str):
+    """A name to show as code in Slack."""
+
+
+def _phrase(finding: Finding, interval: str) -> tuple[str, list[str]]:
+    name = _Name(finding.name)
+    if finding.kind in VOLUME:
+        wrote = _amount(finding.value or 0, finding.unit)
+        head = "{} wrote {} for {}"
+        if finding.usual is None:
+            return head, [name, wrote, interval]
+        return head + "; it usually writes about {}", [
+            name, wrote, interval, _amount(_about(finding.usual), finding.unit),
+        ]  # fmt: skip
+    if finding.kind == FindingKind.ASSERTION:
+        test = _Name(finding.assertion or "?")
+        if finding.column:
+            return "{} failed the check {} on column {} for {}", [
+                name, test, _Name(finding.column), interval,
+            ]  # fmt: skip
+        return "{} failed the check {} for {}", [name, test, interval]
+    if finding.kind == FindingKind.COLUMNS:
+        parts: list[str] = []
+        values: list[str] = [name]
+        if finding.lost:
+            parts.append("lost " + ("column {}" if len(finding.lost) == 1 else "columns {}"))
+            values.append(_columns([f"{c} ({t})" if t else c for c, t in finding.lost]))
+        if finding.changed:
+            parts.append("changed the type of {}")
+            values.append(_columns([f"{c} from {a} to {b}" for c, a, b in finding.changed]))
+        return "{} " + " and ".join(parts) + " in the run for {}", [*values, interval]
+    verb = "dropped" if finding.lifecycle == "DROP" else "emptied (truncated)"
+    return "{} was " + verb + " by the run for {}, and other DAGs read it", [name, interval]
+
+
+def finding_line(finding: Finding, interval: str) -> Mrkdwn:
+    """The finding as a line of an alert."""
+    template, values = _phrase(finding, interval)
+    shown = [code(v, _NAME) if isinstance(v, _Name) else v for v in values]
+    return sentence(template, *shown)
+
+
+def finding_text(finding: Finding, interval: str) -> str:
+    """The finding in plain text (e-mail, Teams, webhooks, PagerDuty)."""
+    template, values = _phrase(finding, interval)
+    return template.format(*values)
+
+
+def findings_summary(findings: Sequence[tuple[Finding, str]]) -> str:
+    """Every finding of an incident in plain text, one per line."""
+    return "\n".join(finding_text(f, interval) for f, interval in findings)
+
+
+def _amount(value: int, unit: str) -> str:
+    if unit == "rows":
+        return f"{value:,} row" if value == 1 else f"{value:,} rows"
+    size = float(value)
+    for suffix in ("bytes", "KB", "MB", "GB", "TB"):
+        if size < 1024 or suffix == "TB":
+            return f"{value:,} bytes" if suffix == "bytes" else f"{size:.1f} {suffix}"
+        size /= 1024
+    return f"{value:,} bytes"  # pragma: no cover - the loop always returns
+
+
+def _about(value: int) -> int:
+    """A usual amount as people say it: two significant digits (41,050 → 41,000)."""
+    if value < 100:
+        return value
+    step = 10 ** (len(str(value)) - 2)
+    return int(round(value / step) * step)
+
+
+def _columns(items: list[str]) -> str:
+    more = len(items) - _COLUMNS
+    shown = ", ".join(items[:_COLUMNS])
+    return f"{shown} and {more} more" if more > 0 else shown

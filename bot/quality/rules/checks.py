@@ -1,0 +1,207 @@
+"""When a COMPLETE run's data is wrong, and when a later run of that interval has put it right
+(pure: history, schemas and rules are arguments).
+
+- **Volume**: an output wrote 0 rows (unless its rule allows empty), or fewer rows than
+  `min_fraction` (more than `max_factor`) times the median of the latest run of each of its
+  last `history` intervals; never judged from fewer than `min_runs` of them. The median keeps
+  one odd interval from moving "usual"; only runs that were not wrong themselves count. Bytes
+  stand in for rows when a producer sends only a size.
+- **Assertions**: a data-quality assertion that did not hold (dbt tests, Great Expectations).
+- **Columns**: the output lost a column, or a column changed type, against its previous schema.
+- **Lifecycle**: a run DROPped or TRUNCATEd a dataset other DAGs read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from statistics import median
+from typing import Any
+
+from bot.config.quality import DatasetRule
+from bot.events.rules.data_facts import Assertion, OutputFacts
+
+__all__ = [
+    "BROKEN_LIFECYCLE",
+    "Finding",
+    "FindingKind",
+    "assertion_findings",
+    "clears",
+    "column_finding",
+    "lifecycle_finding",
+    "volume_finding",
+]
+
+BROKEN_LIFECYCLE = frozenset({"DROP", "TRUNCATE"})
+Fields = tuple[tuple[str, str | None], ...]
+
+
+class FindingKind(StrEnum):
+    ZERO_ROWS = "zero_rows"
+    FEW_ROWS = "few_rows"
+    MANY_ROWS = "many_rows"
+    ASSERTION = "assertion"
+    COLUMNS = "columns"
+    LIFECYCLE = "lifecycle"
+
+
+VOLUME = frozenset({FindingKind.ZERO_ROWS, FindingKind.FEW_ROWS, FindingKind.MANY_ROWS})
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing wrong with one dataset a run wrote or checked."""
+
+    kind: FindingKind
+    namespace: str
+    name: str
+    value: int | None = None
+    """Rows (or bytes, `unit`) the run wrote."""
+    usual: int | None = None
+    """The median of earlier intervals, when there were enough of them."""
+    unit: str = "rows"
+    assertion: str | None = None
+    column: str | None = None
+    lost: Fields = ()
+    """Columns the schema lost, with the type they had."""
+    changed: tuple[tuple[str, str | None, str | None], ...] = ()
+    """(column, type before, type now)."""
+    lifecycle: str | None = None
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        """What a later finding of the same problem shares: its dataset and what it is about
+        (a volume finding is one problem whether too few or none)."""
+        group = "volume" if self.kind in VOLUME else self.kind.value
+        return (group, self.namespace, self.name, self.assertion or "", self.column or "")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind.value,
+            "namespace": self.namespace,
+            "name": self.name,
+            "value": self.value,
+            "usual": self.usual,
+            "unit": self.unit,
+            "assertion": self.assertion,
+            "column": self.column,
+            "lost": [list(c) for c in self.lost],
+            "changed": [list(c) for c in self.changed],
+            "lifecycle": self.lifecycle,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Finding:
+        return cls(
+            kind=FindingKind(data["kind"]),
+            namespace=data["namespace"],
+            name=data["name"],
+            value=data.get("value"),
+            usual=data.get("usual"),
+            unit=data.get("unit") or "rows",
+            assertion=data.get("assertion"),
+            column=data.get("column"),
+            lost=tuple((c[0], c[1]) for c in data.get("lost") or ()),
+            changed=tuple((c[0], c[1], c[2]) for c in data.get("changed") or ()),
+            lifecycle=data.get("lifecycle"),
+        )
+
+
+def volume_finding(
+    output: OutputFacts, history: Sequence[int], rule: DatasetRule, *, unit: str = "rows"
+) -> Finding | None:
+    """Whether what `output` wrote (its rows; its bytes when `unit` is "bytes") is unusual
+    against `history`, the same measure of the latest run of each earlier interval."""
+    value = output.rows if unit == "rows" else output.size
+    if value is None:
+        return None
+    usual = round(median(history)) if len(history) >= rule.min_runs else None
+    found = Finding(FindingKind.ZERO_ROWS, output.namespace, output.name, value, usual, unit)
+    if value == 0:
+        return None if rule.allow_empty else found
+    if usual is None or usual == 0:
+        return None
+    if value < rule.min_fraction * usual:
+        return _kind(found, FindingKind.FEW_ROWS)
+    if rule.max_factor and value > rule.max_factor * usual:
+        return _kind(found, FindingKind.MANY_ROWS)
+    return None
+
+
+def _kind(finding: Finding, kind: FindingKind) -> Finding:
+    return replace(finding, kind=kind)
+
+
+def assertion_findings(assertions: Sequence[Assertion]) -> list[Finding]:
+    """Each assertion that did not hold, once."""
+    found = {
+        (a.namespace, a.name, a.assertion, a.column): Finding(
+            FindingKind.ASSERTION, a.namespace, a.name, assertion=a.assertion, column=a.column
+        )
+        for a in assertions
+        if not a.success
+    }
+    return list(found.values())
+
+
+def column_finding(output: OutputFacts, previous: Fields | None) -> Finding | None:
+    """Columns `output`'s schema lost, or whose type changed, against its previous schema
+    (none without both; a type the producer did not say is no change)."""
+    if previous is None or output.fields is None:
+        return None
+    now = dict(output.fields)
+    lost = tuple((name, kind) for name, kind in previous if name not in now)
+    changed = tuple(
+        (name, kind, now[name])
+        for name, kind in previous
+        if name in now and kind and now[name] and kind.lower() != (now[name] or "").lower()
+    )
+    if not lost and not changed:
+        return None
+    return Finding(FindingKind.COLUMNS, output.namespace, output.name, lost=lost, changed=changed)
+
+
+def lifecycle_finding(output: OutputFacts, *, read_by_others: bool) -> Finding | None:
+    if output.lifecycle not in BROKEN_LIFECYCLE or not read_by_others:
+        return None
+    return Finding(FindingKind.LIFECYCLE, output.namespace, output.name, lifecycle=output.lifecycle)
+
+
+def clears(
+    finding: Finding,
+    outputs: Sequence[OutputFacts],
+    assertions: Sequence[Assertion],
+    now_found: Sequence[Finding],
+) -> bool:
+    """Whether a later run of the same DAG and interval — what it wrote (`outputs`), checked
+    (`assertions`) and was found wrong with (`now_found`) — shows `finding` put right. A run
+    that says nothing of the finding's dataset clears nothing: it is not verified."""
+    if any(f.key == finding.key for f in now_found):
+        return False
+    if finding.kind == FindingKind.ASSERTION:
+        return any(
+            a.success
+            and (a.namespace, a.name, a.assertion, a.column)
+            == (finding.namespace, finding.name, finding.assertion, finding.column)
+            for a in assertions
+        )
+    output = next(
+        (o for o in outputs if (o.namespace, o.name) == (finding.namespace, finding.name)), None
+    )
+    if output is None:
+        return False
+    if finding.kind in VOLUME:
+        return (output.rows if finding.unit == "rows" else output.size) is not None
+    if finding.kind == FindingKind.COLUMNS:
+        if output.fields is None:
+            return False
+        now = dict(output.fields)
+        back = all(name in now for name, _ in finding.lost)
+        types = all(
+            name in now and (not before or (now[name] or "").lower() == before.lower())
+            for name, before, _ in finding.changed
+        )
+        return back and types
+    # a lifecycle finding: written again, without dropping or emptying it
+    return output.lifecycle not in BROKEN_LIFECYCLE and output.rows != 0

@@ -1,0 +1,1 @@
+"""Data-quality checks of handled run events."""

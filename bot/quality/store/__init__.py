@@ -1,0 +1,1 @@
+"""The tables of data quality: observations of what runs wrote, and schemas."""

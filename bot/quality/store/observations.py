@@ -1,0 +1,104 @@
+"""The SQL of data quality, in the caller's transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from bot.events.rules.data_facts import OutputFacts
+from bot.quality.rules.checks import Fields
+from bot.quality.store.models import DatasetSchema, Observation, dataset_key
+
+_SCAN = 4  # rows read per interval wanted: reruns of one interval take several
+
+
+async def history(
+    session: AsyncSession, namespace: str, name: str, *, interval_key: str, intervals: int
+) -> list[tuple[int | None, int | None]]:
+    """(rows, bytes) of the latest usual run of each of the dataset's last `intervals`
+    intervals other than `interval_key`, newest first."""
+    found = await session.execute(
+        select(Observation.interval_key, Observation.rows, Observation.size)
+        .where(
+            Observation.dataset_key == dataset_key(namespace, name),
+            Observation.usual.is_(True),
+            Observation.interval_key != interval_key,
+        )
+        .order_by(Observation.event_time.desc(), Observation.id.desc())
+        .limit(intervals * _SCAN)
+    )
+    latest: dict[str, tuple[int | None, int | None]] = {}
+    for key, rows, size in found:
+        latest.setdefault(key, (rows, size))
+    return list(latest.values())[:intervals]
+
+
+def observe(
+    session: AsyncSession,
+    output: OutputFacts,
+    *,
+    interval_key: str,
+    interval_start: datetime | None,
+    event_time: datetime,
+    run_id: str,
+    dag: tuple[str, str],
+    usual: bool,
+) -> None:
+    session.add(
+        Observation(
+            dataset_key=dataset_key(output.namespace, output.name),
+            namespace=output.namespace,
+            name=output.name,
+            interval_key=interval_key,
+            interval_start=interval_start,
+            event_time=event_time,
+            run_id=run_id,
+            dag_namespace=dag[0],
+            dag_id=dag[1],
+            rows=output.rows,
+            size=output.size,
+            usual=usual,
+        )
+    )
+
+
+async def schema(session: AsyncSession, namespace: str, name: str) -> DatasetSchema | None:
+    return await session.get(DatasetSchema, dataset_key(namespace, name))
+
+
+def previous_fields(row: DatasetSchema | None) -> Fields | None:
+    return tuple((f[0], f[1]) for f in row.fields) if row is not None else None
+
+
+async def keep_schema(
+    session: AsyncSession, output: OutputFacts, event_time: datetime, row: DatasetSchema | None
+) -> None:
+    """Record `output`'s schema as its dataset's latest, unless a later run's is there."""
+    if output.fields is None:
+        return
+    fields = [list(f) for f in output.fields]
+    if row is None:
+        session.add(
+            DatasetSchema(
+                dataset_key=dataset_key(output.namespace, output.name),
+                namespace=output.namespace,
+                name=output.name,
+                fields=fields,
+                event_time=event_time,
+            )
+        )
+        await session.flush()
+    elif row.event_time <= event_time:
+        row.fields, row.event_time = fields, event_time
+
+
+async def runs_observed(session: AsyncSession, run_ids: Sequence[str]) -> list[Observation]:
+    """What those runs wrote, as observed (for a backfill's verification)."""
+    if not run_ids:
+        return []
+    return list(
+        await session.scalars(select(Observation).where(Observation.run_id.in_(list(run_ids))))
+    )
