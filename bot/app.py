@@ -127,8 +127,8 @@ def build_services(settings: Settings, config: BotConfig, given: AsyncWebClient)
         groups=groups,
         notices=notices,
     )
-    # a DROP or TRUNCATE matters when another DAG reads the dataset: the index knows who does
-    readers = lineage.index.read_by_others if lineage.index is not None else None
+    # a DROP, TRUNCATE or lost column matters to the DAGs reading it: the index knows who does
+    readers = lineage.index.readers if lineage.index is not None else None
     incidents = IncidentService(
         sessions, config, lineage.planners, alerts=alerts, metrics=metrics,
         quality=QualityChecks(config, readers),

@@ -44,9 +44,32 @@ def _phrase(finding: Finding, interval: str) -> tuple[str, list[str]]:
         if finding.changed:
             parts.append("changed the type of {}")
             values.append(_columns([f"{c} from {a} to {b}" for c, a, b in finding.changed]))
-        return "{} " + " and ".join(parts) + " in the run for {}", [*values, interval]
+        template = "{} " + " and ".join(parts) + " in the run for {}"
+        values.append(interval)
+        more, extra = _column_impact(finding)
+        return template + more, values + extra
     verb = "dropped" if finding.lifecycle == "DROP" else "emptied (truncated)"
     return "{} was " + verb + " by the run for {}, and other DAGs read it", [name, interval]
+
+
+def _column_impact(finding: Finding) -> tuple[str, list[str]]:
+    """Who reads the changed columns (column lineage), and who might (table level)."""
+    parts: list[str] = []
+    values: list[str] = []
+    if finding.readers:
+        shown = [f"{dag} ({column})" for dag, column in finding.readers]
+        more = finding.reader_dags - len({dag for dag, _ in finding.readers})
+        parts.append("; read by {}")
+        values.append(_columns(shown) + (f" and {more} more DAGs" if more > 0 else ""))
+    elif finding.others:
+        parts.append("; no DAG reads them")
+    if finding.others:
+        parts.append("; {} read it but not these columns")
+        values.append(f"{finding.others} DAG" + ("s" if finding.others != 1 else ""))
+    if finding.table_level:
+        parts.append("; table level, without column lineage: {}")
+        values.append(_columns(list(finding.table_level)))
+    return "".join(parts), values
 
 
 def finding_line(finding: Finding, interval: str) -> Mrkdwn:

@@ -1,6 +1,6 @@
 """Data incidents: the data facts of each COMPLETE run event, what runs wrote to each dataset
-(the history the next run is judged against), each dataset's latest schema, and incidents of
-kind `data` with their findings.
+(the history the next run is judged against), each dataset's latest schema and column lineage,
+and incidents of kind `data` with their findings.
 
 Revision ID: 0019
 Revises: 0018
@@ -56,9 +56,27 @@ def upgrade() -> None:
         sa.Column("event_time", sa.DateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("dataset_key", name=op.f("pk_quality_schemas")),
     )
+    op.create_table(
+        "quality_columns",
+        sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
+        sa.Column("out_key", sa.String(length=40), nullable=False),
+        sa.Column("out_namespace", sa.String(length=1024), nullable=False),
+        sa.Column("out_name", sa.String(length=1024), nullable=False),
+        sa.Column("out_column", sa.String(length=250), nullable=False),
+        sa.Column("in_key", sa.String(length=40), nullable=False),
+        sa.Column("in_column", sa.String(length=250), nullable=False),
+        sa.Column("dag_namespace", sa.String(length=1024), nullable=False),
+        sa.Column("dag_id", sa.String(length=1024), nullable=False),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_quality_columns")),
+    )
+    op.create_index("ix_quality_columns_in", "quality_columns", ["in_key", "in_column"])
+    op.create_index("ix_quality_columns_out", "quality_columns", ["out_key"])
 
 
 def downgrade() -> None:
+    op.drop_index("ix_quality_columns_out", table_name="quality_columns")
+    op.drop_index("ix_quality_columns_in", table_name="quality_columns")
+    op.drop_table("quality_columns")
     op.drop_table("quality_schemas")
     op.drop_index("ix_quality_observations_run", table_name="quality_observations")
     op.drop_index("ix_quality_observations_dataset", table_name="quality_observations")

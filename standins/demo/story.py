@@ -4,7 +4,8 @@ example.etl_orders fails for 2021-06-04..06 → one alert with the impact in #or
 downstream told → Alice (orders) clicks Approve backfill → Pat (data platform) gives the second
 approval the orders rule asks for → progress in the alert's thread → Airflow's reruns reach the
 bot as OpenLineage events and the incident resolves → the SLA clock moves a day and the missing
-run's SLA miss reaches the owners of the reports it feeds.
+run's SLA miss reaches the owners of the reports it feeds → the run of 06-07 completes having
+written 0 rows → a data incident in #orders says so, with the usual count from run history.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from standins.slack.transcript import transcript
 OWNER = "U0ALICE001"  # orders team
 PLATFORM = "U0PAT00001"  # data platform: an approver of every DAG (examples/bot-config.yml)
 FAILED = (date(2021, 6, 4), date(2021, 6, 6))
+EMPTY = date(2021, 6, 7)  # the run that completes having written nothing
 
 
 def has_button(message: Message, action_id: str) -> bool:
@@ -85,6 +87,16 @@ async def play(demo: Demo, *, pause_s: float = 0.0) -> str | None:
     await step("The SLA clock moves a day: example.etl_orders has no run for 2021-06-07")
     await demo.world.advance(24)
     await demo.settle()
+    await step(f"example.etl_orders completes for {EMPTY} having written 0 rows: bad data")
+    seen = len(state.messages(orders))
+    await demo.world.empty(EMPTY)
+    bad = await demo.wait_for(
+        lambda: _first(state.messages(orders)[seen:], lambda m: "wrote bad data" in m.text)
+    )
+    if bad is None:
+        return "no data incident reached #orders within a minute"
+    await demo.settle()
+    await step("backfill-bot alerts #orders: the run succeeded, but wrote no rows")
     return None
 
 

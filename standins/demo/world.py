@@ -17,8 +17,13 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import aiohttp
+from openlineage.client.event_v2 import RunState
+from openlineage.client.serde import Serde
 
 from bot.config import BotConfig
+from pipeline.food_delivery.generator import ORDERS_PER_DAY, orders_for_day
+from pipeline.food_delivery.lineage import RunEvents
+from pipeline.food_delivery.stats import Written
 from standins.airflow.server import AirflowStandin
 from standins.slack.state import SlackState
 
@@ -124,6 +129,30 @@ def lineage_event(
     }
 
 
+ORDERS = "public.orders"  # what example.etl_orders writes
+
+
+def orders_rows(day: date) -> int:
+    """The orders the pipeline's generator makes for `day`: what a real run writes."""
+    return len(orders_for_day(day, ORDERS_PER_DAY))
+
+
+def run_with_rows(day: date, rows: int, *, at: datetime) -> list[JsonDict]:
+    """A run of example.etl_orders for `day` that COMPLETEs having written `rows` orders: the
+    DAG's START and COMPLETE and, between them, its Spark task's COMPLETE with the
+    `outputStatistics` the pipeline reports (pipeline/food_delivery/lineage.py)."""
+    start = _day(day)
+    end = start + timedelta(days=1)
+    dag_run, task_run = str(uuid.uuid4()), str(uuid.uuid4())
+    run = RunEvents(DAG, start, end, dag_run, task_run, NAMESPACE)
+    task = run.task_event(RunState.COMPLETE, at, written={ORDERS: Written(rows)})
+    return [
+        lineage_event("START", DAG, start, end, at=at - timedelta(minutes=4), run_id=dag_run),
+        Serde.to_dict(task),
+        lineage_event("COMPLETE", DAG, start, end, at=at, run_id=dag_run),
+    ]
+
+
 def _iso(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
@@ -177,10 +206,9 @@ class DemoWorld:
     async def history(self) -> None:
         """The runs that succeeded before the story starts (the SLA rule learns the period)."""
         events = []
-        for day in HISTORY_DAYS:
-            start = _day(day)
-            at = start + timedelta(days=1, minutes=50)
-            events.append(lineage_event("COMPLETE", DAG, start, start + timedelta(days=1), at=at))
+        for day in HISTORY_DAYS:  # with what they wrote: the usual the data checks know
+            at = _day(day) + timedelta(days=1, minutes=50)
+            events += run_with_rows(day, orders_rows(day), at=at)
         await self.post(events)
 
     # -- the control panel ----------------------------------------------------------------------
@@ -217,6 +245,14 @@ class DemoWorld:
             await self.post([lineage_event("COMPLETE", DAG, _day(d), end, at=self._at())])
             self.failed.discard(d)
         return self._note(f"{DAG} was cleared in Airflow and succeeded for {_span(days)}.")
+
+    async def empty(self, day: date) -> str:
+        """example.etl_orders completes for `day` having written no orders (its source sent
+        none): a run that succeeds with bad data."""
+        if not EARLIEST <= day <= LATEST:
+            raise ValueError(f"Pick a date between {EARLIEST} and {LATEST}.")
+        await self.post(run_with_rows(day, 0, at=self._at()))
+        return self._note(f"{DAG} completed for {day} having written 0 rows.")
 
     async def advance(self, hours: float) -> str:
         if not 0 < hours <= MAX_ADVANCE_H:
@@ -256,9 +292,13 @@ class DemoWorld:
                     continue
                 kind = "COMPLETE" if run.state == "success" else "FAIL"
                 error = None if kind == "COMPLETE" else f"Task failed in DAG run {run.run_id}"
-                event = lineage_event(kind, run.dag_id, start, end, at=self._at(), error=error)
+                at = self._at()
+                if kind == "COMPLETE" and run.dag_id == DAG:  # with what the rerun wrote
+                    events = run_with_rows(start.date(), orders_rows(start.date()), at=at)
+                else:
+                    events = [lineage_event(kind, run.dag_id, start, end, at=at, error=error)]
                 try:
-                    await self.post([event])
+                    await self.post(events)
                 except (aiohttp.ClientError, RuntimeError) as exc:  # told; the demo goes on
                     self._note(f"The run {run.run_id} of {run.dag_id} was not reported: {exc}")
                     self.changed()

@@ -44,6 +44,7 @@ TABLES = {
     "subscriptions",
     "quality_observations",
     "quality_schemas",
+    "quality_columns",
 }
 INDEXES = {
     "backfill_requests": {

@@ -114,7 +114,16 @@ FINDINGS = (
     Finding(
         FindingKind.ASSERTION, "food_delivery", "orders", assertion="not_null", column="customer_id"
     ),
-    Finding(FindingKind.COLUMNS, "food_delivery", "orders", lost=(("discount", "double"),)),
+    Finding(
+        FindingKind.COLUMNS,
+        "food_delivery",
+        "orders",
+        lost=(("discount", "double"),),
+        readers=(("example.etl_orders_7_days", "orders_7_days.discount_total"),),
+        reader_dags=3,
+        others=2,
+        table_level=("example.email_report",),
+    ),
     Finding(FindingKind.FEW_ROWS, "food_delivery", "orders_7_days", 1_200, 287_000),
 )
 DATA = replace(

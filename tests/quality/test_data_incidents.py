@@ -191,3 +191,38 @@ async def test_a_dropped_table_is_an_incident_only_when_another_dag_reads_it(
     assert "`orders` was dropped by the run for 2021-06-05, and other DAGs read it" in shown(alert)
     [incident] = await incidents(bot)
     assert incident.dag_id == "example.etl_orders"
+
+
+async def test_a_lost_columns_impact_is_who_reads_it_by_column_lineage(
+    bot: Bot, deliver: Deliver
+) -> None:
+    orders = {"namespace": "food_delivery", "name": "orders"}
+    ns = "food_delivery"
+    weekly = daily_run(
+        FIRST,
+        [output("orders_7_days", 5, columns={"discount_total": [(ns, "orders", "discount")],
+                                               "orders": [(ns, "orders", "order_id")]})],
+        dag="example.weekly", inputs=[orders],
+    )  # fmt: skip
+    kpis = daily_run(
+        FIRST,
+        [output("kpis", 5, columns={"discount": [(ns, "orders_7_days", "discount_total")]})],
+        dag="example.kpis", inputs=[{"namespace": ns, "name": "orders_7_days"}],
+    )  # fmt: skip
+    counts = daily_run(
+        FIRST,
+        [output("order_counts", 5, columns={"n": [(ns, "orders", "order_id")]})],
+        dag="example.counts", inputs=[orders],
+    )  # fmt: skip
+    mail = daily_run(FIRST, [output("mail", 5)], dag="example.mail", inputs=[orders])
+    await deliver(bot, history() + weekly + kpis + counts + mail)
+    await settled(bot)
+    without = [f for f in ORDERS_FIELDS if f[0] != "discount"]
+    await deliver(bot, daily_run(BAD, [output("orders", 41_000, fields=without)]))
+    [alert] = await settled(bot)
+    text = shown(alert)
+    assert (
+        "`orders` lost column discount (double) in the run for 2021-06-05; read by "
+        "example.kpis (kpis.discount), example.weekly (orders_7_days.discount_total); "
+        "1 DAG read it but not these columns; table level, without column lineage: example.mail"
+    ) in text

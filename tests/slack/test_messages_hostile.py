@@ -257,6 +257,8 @@ def data_problems(v: Values) -> tuple[tuple[Mrkdwn, bool], ...]:
         Finding(
             FindingKind.COLUMNS, v.namespace, v.report,
             lost=((v.user, v.error),) * v.rows, changed=((v.dag, v.error, v.user),),
+            readers=((v.dag, v.error),) * v.rows, reader_dags=v.rows * 3, others=v.rows,
+            table_level=(v.dag,) * v.rows,
         ),
         Finding(FindingKind.LIFECYCLE, v.namespace, v.dag, lifecycle="DROP"),
     ]  # fmt: skip

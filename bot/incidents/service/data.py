@@ -41,7 +41,7 @@ from bot.incidents.store import incidents as store
 from bot.incidents.store.models import Incident
 from bot.lineage.rules.impact import ImpactSnapshot
 from bot.quality.rules.checks import Finding
-from bot.quality.service.checks import Checked, QualityChecks, RunData
+from bot.quality.service.checks import Checked, QualityChecks, Read, RunData
 
 logger = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ class DataIncidents:
         """Handle an event that carries data facts (a COMPLETE, or a START dropping or
         truncating a dataset): what it resolves as a success, what it puts right in a data
         incident of its interval, and what it finds wrong."""
-        read: dict[tuple[str, str], bool | None] = {}  # who reads what it dropped, asked once
+        read: Read = {}  # who reads what it dropped or changed: the index is asked once
         async with self.sessions() as session:  # a look first: does it open an alert?
             preview = await self.quality.check(session, run, record=False, read=read)
             fresh = bool(preview.findings) and await self._opens(session, event)

@@ -314,16 +314,15 @@ class LineageIndex:
             default_namespace=default_namespace,
         )
 
-    async def read_by_others(self, namespace: str, name: str, writer: DagRef) -> bool | None:
-        """Whether a DAG other than `writer` reads the dataset (with what was committed since
-        the index last caught up); None while the index has not loaded and knows no reader (it
-        cannot tell yet)."""
+    async def readers(self, namespace: str, name: str) -> frozenset[DagRef] | None:
+        """The DAGs that read a dataset (with what was committed since the index last caught
+        up); None while the index has not loaded and knows no reader (it cannot tell yet)."""
         await self.catch_up()
         dataset = self._datasets.get((namespace, name))
-        readers = self.lineage.readers_of(dataset) - {writer} if dataset is not None else set()
-        if readers:
-            return True
-        return False if self.ready.is_set() else None
+        found = self.lineage.readers_of(dataset) if dataset is not None else frozenset()
+        if found or self.ready.is_set():
+            return found
+        return None
 
     def outputs(self, dags: Iterable[DagRef]) -> list[DatasetRef]:
         # Sorted by a tuple key: the dataclass's own `<` is Python code, and a failure at the

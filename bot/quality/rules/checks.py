@@ -68,6 +68,15 @@ class Finding:
     changed: tuple[tuple[str, str | None, str | None], ...] = ()
     """(column, type before, type now)."""
     lifecycle: str | None = None
+    readers: tuple[tuple[str, str], ...] = ()
+    """Column impact of lost or retyped columns: (DAG id, `dataset.column` it computes from
+    them), transitively through column lineage, the first `READERS`."""
+    reader_dags: int = 0
+    """How many DAGs read the changed columns, transitively."""
+    others: int = 0
+    """DAGs whose column lineage reads the dataset, but not the changed columns."""
+    table_level: tuple[str, ...] = ()
+    """DAGs that read the dataset and send no column lineage: affected as far as anyone knows."""
 
     @property
     def key(self) -> tuple[str, ...]:
@@ -89,6 +98,10 @@ class Finding:
             "lost": [list(c) for c in self.lost],
             "changed": [list(c) for c in self.changed],
             "lifecycle": self.lifecycle,
+            "readers": [list(r) for r in self.readers],
+            "reader_dags": self.reader_dags,
+            "others": self.others,
+            "table_level": list(self.table_level),
         }
 
     @classmethod
@@ -105,6 +118,10 @@ class Finding:
             lost=tuple((c[0], c[1]) for c in data.get("lost") or ()),
             changed=tuple((c[0], c[1], c[2]) for c in data.get("changed") or ()),
             lifecycle=data.get("lifecycle"),
+            readers=tuple((r[0], r[1]) for r in data.get("readers") or ()),
+            reader_dags=int(data.get("reader_dags") or 0),
+            others=int(data.get("others") or 0),
+            table_level=tuple(data.get("table_level") or ()),
         )
 
 

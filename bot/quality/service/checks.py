@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -24,13 +24,17 @@ from bot.quality.rules.checks import (
     volume_finding,
 )
 from bot.quality.store import observations as store
+from bot.quality.store.models import dataset_key
 
-__all__ = ["Checked", "QualityChecks", "Readers", "RunData"]
+__all__ = ["Checked", "QualityChecks", "Read", "Readers", "RunData"]
 
 logger = logging.getLogger(__name__)
 
-Readers = Callable[[str, str, DagRef], Awaitable["bool | None"]]
-"""Whether a DAG other than the writer reads a dataset (None: not known yet)."""
+Readers = Callable[[str, str], Awaitable["frozenset[DagRef] | None"]]
+"""The DAGs reading a dataset (None: not known yet, the lineage index is loading)."""
+Read = dict[tuple[str, str], "frozenset[DagRef] | None"]
+READERS = 20  # column readers a finding names
+_COLUMNS = 2_000  # columns followed through column lineage at most
 
 
 @dataclass(frozen=True)
@@ -66,11 +70,11 @@ class QualityChecks:
         run: RunData,
         *,
         record: bool,
-        read: dict[tuple[str, str], bool | None] | None = None,
+        read: Read | None = None,
     ) -> Checked:
         """What is wrong with the data `run` wrote and checked; with `record`, what it wrote
         joins each dataset's history (the caller's transaction claims the event). `read`
-        keeps whether other DAGs read each dropped dataset, from a first look without
+        keeps the DAGs reading each dropped or changed dataset, from a first look without
         `record`: the lineage index is asked outside the caller's write transaction."""
         read = {} if read is None else read
         facts = DataFacts.from_json(run.data)
@@ -93,6 +97,13 @@ class QualityChecks:
         found += assertion_findings(checked)
         return Checked(tuple(found), facts)
 
+    async def _readers(self, output: OutputFacts, read: Read) -> frozenset[DagRef] | None:
+        """The DAGs reading `output`'s dataset, asked of the lineage index once per event."""
+        key = (output.namespace, output.name)
+        if key not in read:
+            read[key] = await self.readers(*key) if self.readers is not None else None
+        return read[key]
+
     async def _output(
         self,
         session: AsyncSession,
@@ -101,7 +112,7 @@ class QualityChecks:
         rule: DatasetRule,
         *,
         record: bool,
-        read: dict[tuple[str, str], bool | None],
+        read: Read,
     ) -> list[Finding]:
         found: list[Finding | None] = []
         if output.has_statistics:
@@ -124,16 +135,64 @@ class QualityChecks:
         if output.fields is not None:
             schema = await store.schema(session, output.namespace, output.name)
             previous = store.previous_fields(schema)
-            found.append(_guarded(lambda: column_finding(output, previous), output))
+            columns = _guarded(lambda: column_finding(output, previous), output)
+            if columns is not None:
+                readers = await self._readers(output, read)
+                columns = await _column_impact(session, columns, readers, run.dag)
+            found.append(columns)
             if record:
                 await store.keep_schema(session, output, run.event_time, schema)
+        if record:
+            await store.keep_columns(session, output, (run.dag.namespace, run.dag.dag_id))
         if output.lifecycle is not None:
-            key = (output.namespace, output.name)
-            if key not in read:
-                read[key] = await self.readers(*key, run.dag) if self.readers is not None else True
+            readers = await self._readers(output, read)
             # not known yet (the index is loading): a DROP of a dataset is worth telling
-            found.append(lifecycle_finding(output, read_by_others=read[key] is not False))
+            others = readers is None or bool(readers - {run.dag})
+            found.append(lifecycle_finding(output, read_by_others=others))
         return [f for f in found if f is not None]
+
+
+async def _column_impact(
+    session: AsyncSession, finding: Finding, readers: frozenset[DagRef] | None, writer: DagRef
+) -> Finding:
+    """`finding` (lost or retyped columns) with the DAGs that read those columns, transitively
+    through the column lineage runs sent, and those that read the dataset without sending any
+    (table level)."""
+    start = [
+        (dataset_key(finding.namespace, finding.name), name)
+        for name in [c for c, _ in finding.lost] + [c for c, _, _ in finding.changed]
+    ]
+    sources = set(start)
+    seen = set(start)
+    frontier = list(start)
+    dags: dict[DagRef, list[str]] = {}
+    direct: set[DagRef] = set()
+    while frontier and len(seen) < _COLUMNS:
+        found = await store.column_readers(session, frontier)
+        frontier = []
+        for source, (namespace, name, column), (dag_ns, dag_id) in found:
+            dag = DagRef(dag_ns, dag_id)
+            dags.setdefault(dag, []).append(f"{name}.{column}")
+            if source in sources:
+                direct.add(dag)
+            key = (dataset_key(namespace, name), column)
+            if key not in seen:
+                seen.add(key)
+                frontier.append(key)
+    with_lineage = {
+        DagRef(*d) for d in await store.dags_with_column_lineage(
+            session, finding.namespace, finding.name
+        )
+    }  # fmt: skip
+    table_level = sorted(d.dag_id for d in (readers or frozenset()) - with_lineage - {writer})
+    listed = [(d.dag_id, c) for d in sorted(dags, key=lambda d: d.dag_id) for c in dags[d]]
+    return replace(
+        finding,
+        readers=tuple(listed[:READERS]),
+        reader_dags=len(dags),
+        others=len(with_lineage - direct - {writer}),
+        table_level=tuple(table_level[:READERS]),
+    )
 
 
 def _guarded(check: Callable[[], Finding | None], output: OutputFacts) -> Finding | None:

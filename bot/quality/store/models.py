@@ -55,3 +55,26 @@ class DatasetSchema(Base):
     name: Mapped[str] = mapped_column(String(1024))
     fields: Mapped[list[Any]] = mapped_column(JSON)
     event_time: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+class ColumnLineage(Base):
+    """One output column and one input column it is computed from, as the latest run writing
+    the output said (`columnLineage`): what tells which DAGs read a column that changed."""
+
+    __tablename__ = "quality_columns"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    out_key: Mapped[str] = mapped_column(String(40))
+    out_namespace: Mapped[str] = mapped_column(String(1024))
+    out_name: Mapped[str] = mapped_column(String(1024))
+    out_column: Mapped[str] = mapped_column(String(250))
+    in_key: Mapped[str] = mapped_column(String(40))
+    in_column: Mapped[str] = mapped_column(String(250))
+    dag_namespace: Mapped[str] = mapped_column(String(1024))
+    dag_id: Mapped[str] = mapped_column(String(1024))
+    """The DAG whose run writes the output (and so reads the input column)."""
+
+    __table_args__ = (
+        Index("ix_quality_columns_in", "in_key", "in_column"),
+        Index("ix_quality_columns_out", "out_key"),
+    )

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import cast
 
-from sqlalchemy import select
+from sqlalchemy import Table, delete, insert, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.events.rules.data_facts import OutputFacts
 from bot.quality.rules.checks import Fields
-from bot.quality.store.models import DatasetSchema, Observation, dataset_key
+from bot.quality.store.models import ColumnLineage, DatasetSchema, Observation, dataset_key
+
+ColumnKey = tuple[str, str]
+"""(dataset key, column)."""
 
 _SCAN = 4  # rows read per interval wanted: reruns of one interval take several
 
@@ -102,3 +106,56 @@ async def runs_observed(session: AsyncSession, run_ids: Sequence[str]) -> list[O
     return list(
         await session.scalars(select(Observation).where(Observation.run_id.in_(list(run_ids))))
     )
+
+
+async def keep_columns(session: AsyncSession, output: OutputFacts, dag: tuple[str, str]) -> None:
+    """Record `output`'s column lineage as its dataset's latest (the previous run's goes)."""
+    if output.columns is None:
+        return
+    key = dataset_key(output.namespace, output.name)
+    await session.execute(delete(ColumnLineage).where(ColumnLineage.out_key == key))
+    rows = [
+        {
+            "out_key": key,
+            "out_namespace": output.namespace,
+            "out_name": output.name,
+            "out_column": column,
+            "in_key": dataset_key(namespace, name),
+            "in_column": field,
+            "dag_namespace": dag[0],
+            "dag_id": dag[1],
+        }
+        for column, inputs in output.columns
+        for namespace, name, field in inputs
+    ]
+    if rows:
+        await session.execute(insert(cast(Table, ColumnLineage.__table__)), rows)
+
+
+async def column_readers(
+    session: AsyncSession, columns: Sequence[ColumnKey]
+) -> list[tuple[ColumnKey, tuple[str, str, str], tuple[str, str]]]:
+    """For each column, the output columns computed from it: (input column, (output namespace,
+    name, column), writing DAG)."""
+    if not columns:
+        return []
+    rows = await session.execute(
+        select(
+            ColumnLineage.in_key, ColumnLineage.in_column, ColumnLineage.out_namespace,
+            ColumnLineage.out_name, ColumnLineage.out_column, ColumnLineage.dag_namespace,
+            ColumnLineage.dag_id,
+        ).where(tuple_(ColumnLineage.in_key, ColumnLineage.in_column).in_(list(columns)))
+    )  # fmt: skip
+    return [((r[0], r[1]), (r[2], r[3], r[4]), (r[5], r[6])) for r in rows]
+
+
+async def dags_with_column_lineage(
+    session: AsyncSession, namespace: str, name: str
+) -> set[tuple[str, str]]:
+    """The DAGs whose outputs' column lineage names any column of the dataset."""
+    rows = await session.execute(
+        select(ColumnLineage.dag_namespace, ColumnLineage.dag_id)
+        .where(ColumnLineage.in_key == dataset_key(namespace, name))
+        .distinct()
+    )
+    return {(r[0], r[1]) for r in rows}
