@@ -17,13 +17,9 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import aiohttp
-from openlineage.client.event_v2 import RunState
-from openlineage.client.serde import Serde
 
 from bot.config import BotConfig
 from pipeline.food_delivery.generator import ORDERS_PER_DAY, orders_for_day
-from pipeline.food_delivery.lineage import RunEvents
-from pipeline.food_delivery.stats import Written
 from standins.airflow.server import AirflowStandin
 from standins.slack.state import SlackState
 
@@ -80,6 +76,14 @@ def seed_workspace(state: SlackState, config: BotConfig, *, main_channel: str) -
     state.users["U0REQUEST1"].title = "data engineer"
 
 
+def _facet(schema: str, **fields: Any) -> JsonDict:
+    return {
+        "_producer": PRODUCER,
+        "_schemaURL": f"https://openlineage.io/spec/facets/{schema}.json",
+        **fields,
+    }
+
+
 def lineage_event(
     kind: str,
     dag: str,
@@ -92,14 +96,7 @@ def lineage_event(
 ) -> JsonDict:
     """A DAG-level OpenLineage run event as Airflow's provider sends it (nominal time, the
     Airflow DAG run facet, the DAG job type, an error message on FAIL)."""
-
-    def facet(schema: str, **fields: Any) -> JsonDict:
-        return {
-            "_producer": PRODUCER,
-            "_schemaURL": f"https://openlineage.io/spec/facets/{schema}.json",
-            **fields,
-        }
-
+    facet = _facet
     facets: JsonDict = {
         "nominalTime": facet(
             "1-0-0/NominalTimeRunFacet", nominalStartTime=_iso(start), nominalEndTime=_iso(end)
@@ -139,16 +136,47 @@ def orders_rows(day: date) -> int:
 
 def run_with_rows(day: date, rows: int, *, at: datetime) -> list[JsonDict]:
     """A run of example.etl_orders for `day` that COMPLETEs having written `rows` orders: the
-    DAG's START and COMPLETE and, between them, its Spark task's COMPLETE with the
-    `outputStatistics` the pipeline reports (pipeline/food_delivery/lineage.py)."""
+    DAG's START and COMPLETE and, between them, its Spark task's COMPLETE with the dataset it
+    wrote and the `outputStatistics` facet, as the pipeline's runs report them
+    (pipeline/food_delivery/lineage.py; built here without PySpark, which the demo does not
+    install)."""
     start = _day(day)
     end = start + timedelta(days=1)
-    dag_run, task_run = str(uuid.uuid4()), str(uuid.uuid4())
-    run = RunEvents(DAG, start, end, dag_run, task_run, NAMESPACE)
-    task = run.task_event(RunState.COMPLETE, at, written={ORDERS: Written(rows)})
+    dag_run = str(uuid.uuid4())
+    task = lineage_event("COMPLETE", DAG, start, end, at=at)
+    task["job"] = {
+        "namespace": NAMESPACE,
+        "name": f"{DAG}.spark_job",
+        "facets": {
+            "jobType": _facet(
+                "2-0-3/JobTypeJobFacet", processingType="BATCH", integration="SPARK",
+                jobType="JOB",
+            )
+        },
+    }  # fmt: skip
+    task["run"]["facets"] = {
+        "nominalTime": task["run"]["facets"]["nominalTime"],
+        "parent": _facet(
+            "1-1-0/ParentRunFacet",
+            run={"runId": dag_run},
+            job={"namespace": NAMESPACE, "name": DAG},
+        ),
+    }
+    task["outputs"] = [
+        {
+            "namespace": NAMESPACE,
+            "name": ORDERS,
+            "facets": {},
+            "outputFacets": {
+                "outputStatistics": _facet(
+                    "1-0-2/OutputStatisticsOutputDatasetFacet", rowCount=rows
+                )
+            },
+        }
+    ]
     return [
         lineage_event("START", DAG, start, end, at=at - timedelta(minutes=4), run_id=dag_run),
-        Serde.to_dict(task),
+        task,
         lineage_event("COMPLETE", DAG, start, end, at=at, run_id=dag_run),
     ]
 

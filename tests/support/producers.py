@@ -45,8 +45,11 @@ def delivery(name: str) -> Deliver:
 
 
 @asynccontextmanager
-async def bot_over_empty_marquez(tmp_path: Path, config: BotConfig) -> AsyncIterator[Bot]:
-    database = f"sqlite:///{tmp_path / 'bot.db'}"
+async def bot_over_empty_marquez(
+    tmp_path: Path, config: BotConfig, database: str | None = None
+) -> AsyncIterator[Bot]:
+    """The bot on a database (default: SQLite under `tmp_path`) and an empty Marquez."""
+    database = database or f"sqlite:///{tmp_path / 'bot.db'}"
     async with (
         running_standin(seed=None) as marquez,
         running_bot(database, marquez, config) as running,
