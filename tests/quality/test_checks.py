@@ -17,6 +17,7 @@ from bot.quality.rules.checks import (
     clears,
     column_finding,
     lifecycle_finding,
+    usual_values,
     volume_finding,
 )
 
@@ -174,3 +175,21 @@ def test_rules_apply_by_dataset_pattern() -> None:
     quality = Quality(datasets=(DatasetRule(pattern="raw::*", allow_empty=True),))
     assert quality.rule_for("raw", "x").allow_empty
     assert not quality.rule_for("warehouse", "x").allow_empty
+
+
+def test_a_new_level_is_usual_once_min_runs_intervals_held_it() -> None:
+    # newest first: a usual formed on bad early runs (10% of the real count, not judged before
+    # min_runs), then five right runs each found "too many" against it
+    early = [(4_100, True)] * 4
+    right = [(41_000, False), (40_500, False), (41_200, False), (40_800, False), (41_100, False)]
+    assert usual_values(right + early, RULE) == [41_000, 40_500, 41_200, 40_800, 41_100]
+    assert volume_finding(out(41_000), usual_values(right + early, RULE), RULE) is None
+    # four of them are not enough yet, and five that disagree are no level
+    assert usual_values(right[:4] + early, RULE) == [4_100] * 4
+    scattered = [(41_000, False), (900, False), (41_200, False), (40_800, False), (41_100, False)]
+    assert usual_values(scattered + early, RULE) == [4_100] * 4
+    # five empty days are an outage, never a usual
+    assert usual_values([(0, False)] * 5 + early, RULE) == [4_100] * 4
+    # runs without a count are skipped; only `history` usual ones count
+    many = [(None, True)] + [(40_000 + i, True) for i in range(30)]
+    assert len(usual_values(many, RULE)) == RULE.history

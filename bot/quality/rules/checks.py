@@ -30,6 +30,7 @@ __all__ = [
     "clears",
     "column_finding",
     "lifecycle_finding",
+    "usual_values",
     "volume_finding",
 ]
 
@@ -123,6 +124,29 @@ class Finding:
             others=int(data.get("others") or 0),
             table_level=tuple(data.get("table_level") or ()),
         )
+
+
+LEVEL_SPREAD = 2.0
+"""Runs whose counts lie within this factor of each other hold one level."""
+
+
+def usual_values(history: Sequence[tuple[int | None, bool]], rule: DatasetRule) -> list[int]:
+    """What a run is judged against, from the latest run of each earlier interval (value, found
+    usual), newest first: the values of the last `history` usual ones — unless the last
+    `min_runs` intervals all were found unusual yet agree with each other, which makes them the
+    new usual. A table that really grew, or a usual formed on bad early runs (nothing is
+    judged before `min_runs`), is accepted after `min_runs` intervals instead of being wrong
+    for good."""
+    measured = [(value, usual) for value, usual in history if value is not None]
+    recent = [value for value, _ in measured[: rule.min_runs]]
+    if (
+        len(recent) == rule.min_runs
+        and not any(usual for _, usual in measured[: rule.min_runs])
+        and min(recent) > 0
+        and max(recent) <= LEVEL_SPREAD * min(recent)
+    ):
+        return recent
+    return [value for value, usual in measured if usual][: rule.history]
 
 
 def volume_finding(

@@ -21,6 +21,7 @@ from bot.quality.rules.checks import (
     assertion_findings,
     column_finding,
     lifecycle_finding,
+    usual_values,
     volume_finding,
 )
 from bot.quality.store import observations as store
@@ -119,10 +120,10 @@ class QualityChecks:
             unit = "rows" if output.rows is not None else "bytes"
             history = await store.history(
                 session, output.namespace, output.name,
-                interval_key=run.interval_key, intervals=rule.history,
+                interval_key=run.interval_key, intervals=2 * rule.history,
             )  # fmt: skip
-            measured = (rows if unit == "rows" else size for rows, size in history)
-            values = [v for v in measured if v is not None]
+            measured = [(rows if unit == "rows" else size, usual) for rows, size, usual in history]
+            values = usual_values(measured, rule)
             volume = _guarded(lambda: volume_finding(output, values, rule, unit=unit), output)
             found.append(volume)
             if record:

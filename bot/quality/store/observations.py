@@ -21,22 +21,21 @@ _SCAN = 4  # rows read per interval wanted: reruns of one interval take several
 
 async def history(
     session: AsyncSession, namespace: str, name: str, *, interval_key: str, intervals: int
-) -> list[tuple[int | None, int | None]]:
-    """(rows, bytes) of the latest usual run of each of the dataset's last `intervals`
+) -> list[tuple[int | None, int | None, bool]]:
+    """(rows, bytes, found usual) of the latest run of each of the dataset's last `intervals`
     intervals other than `interval_key`, newest first."""
     found = await session.execute(
-        select(Observation.interval_key, Observation.rows, Observation.size)
+        select(Observation.interval_key, Observation.rows, Observation.size, Observation.usual)
         .where(
             Observation.dataset_key == dataset_key(namespace, name),
-            Observation.usual.is_(True),
             Observation.interval_key != interval_key,
         )
         .order_by(Observation.event_time.desc(), Observation.id.desc())
         .limit(intervals * _SCAN)
     )
-    latest: dict[str, tuple[int | None, int | None]] = {}
-    for key, rows, size in found:
-        latest.setdefault(key, (rows, size))
+    latest: dict[str, tuple[int | None, int | None, bool]] = {}
+    for key, rows, size, usual in found:
+        latest.setdefault(key, (rows, size, bool(usual)))
     return list(latest.values())[:intervals]
 
 
