@@ -32,6 +32,7 @@ from bot.backfill.run.spark import SparkBackend
 from bot.backfill.service.backfills import BackfillService
 from bot.backfill.service.notices import TeamNotices
 from bot.backfill.service.retry import RetryService
+from bot.backfill.service.verify import RepairVerifier
 from bot.backfill.store.models import BackfillRequest
 from bot.backfill.store.parent import StatusMessages
 from bot.clients.marquez import MarquezClient, RetryPolicy
@@ -102,10 +103,14 @@ def build_services(settings: Settings, config: BotConfig, given: AsyncWebClient)
         proposals=lineage.proposals,
     )
 
+    verifier = RepairVerifier(sessions, config, metrics=metrics)
+
     async def ended(session: AsyncSession, request: BackfillRequest) -> None:
-        """A backfill's end owes the other teams' notices and its alert's redraw."""
+        """A backfill's end owes the other teams' notices, its alert's redraw and the
+        verification of what its reruns wrote."""
         await notices.ended(session, request)
         await alerts.backfill_ended(session, request)
+        await verifier.owe(session, request)
 
     runner = (
         Runner(
@@ -152,7 +157,7 @@ def build_services(settings: Settings, config: BotConfig, given: AsyncWebClient)
         ),
         runner, lineage.reconciler, sinks,
         subscriptions=SubscriptionService(sessions, config, groups),
-        clicks=ClickInbox(sessions, DECIDING_CLICKS),
+        clicks=ClickInbox(sessions, DECIDING_CLICKS), verifier=verifier,
     )  # fmt: skip
 
 

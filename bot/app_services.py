@@ -10,6 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from bot.backfill.run.runner import Runner
 from bot.backfill.service.backfills import BackfillService
 from bot.backfill.service.retry import RetryService
+from bot.backfill.service.verify import RepairVerifier
 from bot.config import BotConfig
 from bot.core.metrics import Metrics
 from bot.events.service.poller import MarquezPoller
@@ -53,3 +54,5 @@ class Services:
     """`/backfill subscribe`, `subscriptions` and `unsubscribe`."""
     clicks: ClickInbox = field(kw_only=True)
     """Deciding clicks, recorded before their ack and replayed after a crash."""
+    verifier: RepairVerifier = field(kw_only=True)
+    """Verifies what ended backfills rewrote; the restatement ledger (`/backfill history`)."""

@@ -95,6 +95,7 @@ def create_web_app(
         if services.sinks is not None:
             start("sink-sender", services.sinks.run_forever)
         start("incidents", services.incidents.run_forever)
+        start("verify-repairs", services.verifier.run_forever)
         scheduler = AsyncIOScheduler(timezone="UTC")
         scheduler.add_listener(
             lambda event: services.metrics.background_failed(event.job_id), EVENT_JOB_ERROR
@@ -142,6 +143,7 @@ def create_web_app(
         if services.sinks is not None:
             services.sinks.stop()
         services.incidents.stop()
+        services.verifier.stop()
         if services.runner is not None:
             services.runner.stop()
         if reconciler is not None:

@@ -18,6 +18,7 @@ from bot.slack.rules.commands import (
     Command,
     CommandError,
     HelpCommand,
+    HistoryCommand,
     PauseCommand,
     PlanCommand,
     StatusCommand,
@@ -90,6 +91,8 @@ async def _answered(
             parsed.subscription_id, user=user, channel=channel
         )
         return subscription_answers.answer(removed)
+    if isinstance(parsed, HistoryCommand):
+        return await services.verifier.history(parsed.subject)
     if isinstance(parsed, PauseCommand):
         control = services.backfills.control
         act = control.resume if parsed.resume else control.pause

@@ -36,6 +36,9 @@ class Quality(Strict):
 
     enabled: bool = True
     datasets: tuple[DatasetRule, ...] = ()
+    verify_within_s: int = Field(default=1800, ge=0, le=7 * 86400)
+    """How long after a backfill ends the bot waits for its reruns' statistics before it
+    verifies with what arrived (it verifies as soon as all are in)."""
 
     def rule_for(self, namespace: str, name: str) -> DatasetRule:
         return next((r for r in self.datasets if matches(r.pattern, namespace, name)), DEFAULT_RULE)

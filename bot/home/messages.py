@@ -1,6 +1,6 @@
-"""The App Home tab: the viewing user's teams, their open incidents, running backfills and
-recent SLA misses (templates/home/home.json.j2). The service loads the rows; this module cuts
-them to what a Home view holds."""
+"""The App Home tab: the viewing user's teams, their open incidents, running backfills,
+recent SLA misses and the data backfills restated lately (templates/home/home.json.j2). The
+service loads the rows; this module cuts them to what a Home view holds."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any, TypeVar
 
+from bot.backfill.messages.verification import day_ranges
 from bot.slack.messages.render import LIST, NAME, clip, plural, render
 
 ROWS = 15  # per section; Slack allows 100 blocks in a Home view
@@ -41,6 +42,19 @@ class HomeBackfill:
     """When it starts (scheduled) or resumes (window) by itself."""
     options: tuple[str, ...] = ()
     reason: str = ""
+
+
+@dataclass(frozen=True)
+class HomeRestated:
+    """A backfill that restated data of the user's teams: which days, and how it verified."""
+
+    request_id: str
+    dags: tuple[str, ...]
+    days: tuple[date, ...]
+    right: int
+    wrong: int
+    unknown: int
+    at: datetime
 
 
 @dataclass(frozen=True)
@@ -80,6 +94,25 @@ def _backfill(b: HomeBackfill) -> dict[str, Any]:
     }
 
 
+def _restated(r: HomeRestated) -> dict[str, Any]:
+    verdicts = []
+    if r.right:
+        verdicts.append(f"{r.right} verified")
+    if r.wrong:
+        verdicts.append(f"{r.wrong} still look{'s' if r.wrong == 1 else ''} wrong")
+    if r.unknown:
+        verdicts.append(f"{r.unknown} not verifiable")
+    more = len(r.dags) - 3
+    return {
+        "dags": clip(", ".join(r.dags[:3]) + (f" and {more} more" if more > 0 else ""), LIST),
+        "days": clip(day_ranges(r.days), 300),
+        "verdicts": " · ".join(verdicts),
+        "wrong": r.wrong > 0,
+        "request_id": clip(r.request_id[:8], 64),
+        "at": f"{r.at:%Y-%m-%d %H:%M} UTC",
+    }
+
+
 def _miss(m: HomeSlaMiss) -> dict[str, Any]:
     return {
         "dag_id": clip(m.dag_id, NAME),
@@ -94,6 +127,7 @@ def home_view(
     incidents: Sequence[HomeIncident],
     backfills: Sequence[HomeBackfill],
     misses: Sequence[HomeSlaMiss],
+    restated: Sequence[HomeRestated] = (),
 ) -> dict[str, Any]:
     """The Home view for views.publish; each sequence newest first, as the service loaded it."""
     view = {
@@ -101,5 +135,6 @@ def home_view(
         "incidents": _section(incidents, _incident),
         "backfills": _section(backfills, _backfill),
         "misses": _section(misses, _miss),
+        "restated": _section(restated, _restated),
     }
     return render("home/home.json.j2", view)

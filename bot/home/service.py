@@ -1,27 +1,31 @@
-"""The App Home tab: open incidents, running backfills and recent SLA misses for the DAGs the
-viewing user's teams own (teams by membership or user group, from BOT_CONFIG)."""
+"""The App Home tab: open incidents, running backfills, recent SLA misses and the data
+backfills restated lately, for the DAGs the viewing user's teams own (teams by membership or
+user group, from BOT_CONFIG)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from datetime import datetime, timedelta
+from collections.abc import Callable, Sequence
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from bot.backfill.messages.verification import Restated
 from bot.backfill.rules.options import RunOptions
 from bot.backfill.service import requests as requests_read
+from bot.backfill.service.verify import restated_since
 from bot.config import BotConfig
 from bot.core.model import DagRef
 from bot.core.tables import utcnow
 from bot.home import messages as home_messages
-from bot.home.messages import HomeBackfill, HomeIncident, HomeSlaMiss
+from bot.home.messages import HomeBackfill, HomeIncident, HomeRestated, HomeSlaMiss
 from bot.incidents.service import queries
 from bot.ownership.rules import owners
 from bot.ownership.service import GroupDirectory
 from bot.sla.service import recent_misses
 
 RECENT = timedelta(days=7)
+RESTATED = timedelta(days=30)
 
 
 class HomeService:
@@ -72,6 +76,7 @@ class HomeService:
                 for m in await recent_misses(session, since)
                 if self._ours(teams, m.namespace, m.dag_id)
             ]
+            restated = await restated_since(session, self.clock() - RESTATED)
         return home_messages.home_view(
             teams,
             [
@@ -103,4 +108,34 @@ class HomeService:
                 HomeSlaMiss(dag_id=m.dag_id, kind=m.kind, day=m.interval_key[:10], due=m.due)
                 for m in missed
             ],
+            self._restated(teams, restated),
         )
+
+    def _restated(self, teams: list[str], rows: Sequence[Restated]) -> list[HomeRestated]:
+        """Per backfill (newest first), what it restated of the teams' DAGs: the days, and
+        each rerun's verdict."""
+        by_request: dict[str, list[Restated]] = {}
+        for row in rows:
+            if self._ours(teams, row.dag_namespace, row.dag_id):
+                by_request.setdefault(row.request_id, []).append(row)
+        found = []
+        for request_id, theirs in by_request.items():
+            runs: dict[tuple[str, date], set[str]] = {}
+            for row in theirs:
+                runs.setdefault((row.dag_id, row.day), set()).add(row.verdict)
+            verdicts = [
+                "wrong" if "wrong" in v else "right" if "right" in v else "unknown"
+                for v in runs.values()
+            ]
+            found.append(
+                HomeRestated(
+                    request_id=request_id,
+                    dags=tuple(dict.fromkeys(row.dag_id for row in theirs)),
+                    days=tuple(sorted({row.day for row in theirs})),
+                    right=verdicts.count("right"),
+                    wrong=verdicts.count("wrong"),
+                    unknown=verdicts.count("unknown"),
+                    at=theirs[0].at,
+                )
+            )
+        return found

@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from bot.quality.rules.checks import VOLUME, Finding, FindingKind
+from bot.quality.rules.verify import Rewrite, Why
 from bot.slack.messages.render import Mrkdwn, code, sentence
 
-__all__ = ["finding_line", "finding_text", "findings_summary"]
+__all__ = ["amount", "finding_line", "finding_text", "findings_summary", "rewrite_line"]
 
 _COLUMNS = 6  # columns named in one line before "and N more"
 _NAME = 120
@@ -113,3 +114,21 @@ def _columns(items: list[str]) -> str:
     more = len(items) - _COLUMNS
     shown = ", ".join(items[:_COLUMNS])
     return f"{shown} and {more} more" if more > 0 else shown
+
+
+def rewrite_line(rewrite: Rewrite) -> Mrkdwn:
+    """A rerun that still looks wrong, as a line of a backfill's verification."""
+    day = rewrite.interval.start.date().isoformat()
+    wrote = amount(rewrite.after or 0, rewrite.unit)
+    head = [code(rewrite.dag.dag_id, _NAME), day, code(rewrite.name or "?", _NAME), wrote]
+    if rewrite.why == Why.UNCHANGED:
+        return sentence("{} {}: {} wrote {} again, as the run it replaced did", *head)
+    if rewrite.usual is None:
+        return sentence("{} {}: {} wrote {}", *head)
+    usual = amount(_about(rewrite.usual), rewrite.unit)
+    return sentence("{} {}: {} wrote {}; it usually writes about {}", *head, usual)
+
+
+def amount(value: int, unit: str) -> str:
+    """Rows, or bytes in the unit people read them in."""
+    return _amount(value, unit)

@@ -5,7 +5,9 @@ downstream told → Alice (orders) clicks Approve backfill → Pat (data platfor
 approval the orders rule asks for → progress in the alert's thread → Airflow's reruns reach the
 bot as OpenLineage events and the incident resolves → the SLA clock moves a day and the missing
 run's SLA miss reaches the owners of the reports it feeds → the run of 06-07 completes having
-written 0 rows → a data incident in #orders says so, with the usual count from run history.
+written 0 rows → a data incident in #orders says so, with the usual count from run history →
+Alice approves its backfill → the rerun's statistics verify it, the incident resolves and the
+owners of the reports downstream hear which of their dates were restated.
 """
 
 from __future__ import annotations
@@ -97,6 +99,25 @@ async def play(demo: Demo, *, pause_s: float = 0.0) -> str | None:
         return "no data incident reached #orders within a minute"
     await demo.settle()
     await step("backfill-bot alerts #orders: the run succeeded, but wrote no rows")
+    await step("@alice approves the backfill from the data alert: the run of the day is redone")
+    await _click(demo, bad, ActionId.INCIDENT_APPROVE, OWNER)
+    preview = _first(state.thread(orders, bad.ts), lambda m: has_button(m, ActionId.APPROVE))
+    if preview is not None:
+        await _click(demo, preview, ActionId.APPROVE, PLATFORM)
+    if not await demo.until_finished(timeout_s=180):
+        return "the data backfill was still running after 3 minutes"
+    verified = await demo.wait_for(
+        lambda: _first(state.thread(orders, bad.ts), lambda m: "Verified" in m.text)
+    )
+    if verified is None:
+        return "the data backfill was not verified within a minute"
+    fixed = await demo.wait_for(lambda: bad if "resolved" in bad.text else None, 30)
+    if fixed is None:
+        return "the data incident did not resolve after its backfill"
+    await step(
+        "The rerun wrote the usual rows: backfill-bot verified it in the thread, resolved the "
+        "incident and told the owners of the reports downstream which of their dates changed"
+    )
     return None
 
 

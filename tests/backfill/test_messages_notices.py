@@ -16,7 +16,7 @@ from bot.backfill.rules.status import ReportEstimate
 from bot.core.model import Interval
 from bot.events import messages as ops
 from bot.home import messages as home
-from bot.home.messages import HomeBackfill, HomeIncident, HomeSlaMiss
+from bot.home.messages import HomeBackfill, HomeIncident, HomeRestated, HomeSlaMiss
 from bot.sla import messages as sla
 from bot.sla.rules import Miss
 from tests.support.golden import Case, assert_golden, check, mrkdwn_texts
@@ -65,6 +65,18 @@ def a_home(rows: int) -> dict[str, object]:
             for s in ("approved", "running")
         ],
         [HomeSlaMiss("example.etl_orders", "too_long", "2021-06-07", DUE)],
+        [
+            HomeRestated(
+                REQUEST,
+                ("example.etl_orders", "example.etl_orders_7_days"),
+                (date(2021, 6, 4), date(2021, 6, 5), date(2021, 6, 7)),
+                2,
+                1,
+                0,
+                DUE,
+            ),
+            HomeRestated(REQUEST, ("example.kpis",), (date(2021, 5, 31),), 0, 0, 1, DUE),
+        ],
     )
 
 

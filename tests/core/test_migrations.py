@@ -45,6 +45,7 @@ TABLES = {
     "quality_observations",
     "quality_schemas",
     "quality_columns",
+    "restatements",
 }
 INDEXES = {
     "backfill_requests": {
@@ -58,7 +59,17 @@ INDEXES = {
     "lineage_jobs": {"ix_lineage_jobs_seq"},
     "lineage_runs": {"ix_lineage_runs_seq"},
     "incident_downstream": {"ix_incident_downstream_dag"},
-    "quality_observations": {"ix_quality_observations_dataset", "ix_quality_observations_run"},
+    "quality_observations": {
+        "ix_quality_observations_dataset",
+        "ix_quality_observations_run",
+        "ix_quality_observations_dag",
+    },
+    "restatements": {
+        "ix_restatements_dag",
+        "ix_restatements_dataset",
+        "ix_restatements_request",
+        "ix_restatements_restated_at",
+    },
 }
 
 
@@ -106,7 +117,7 @@ async def test_upgrade_creates_tables_indexes_and_constraints(database_url: str)
     schema = await on_connection(database_url, describe)
 
     assert schema["tables"] == TABLES
-    assert schema["version"] == "0019"
+    assert schema["version"] == "0020"
     for table, names in INDEXES.items():
         assert names <= schema["indexes"][table]
     assert schema["checks"] == {

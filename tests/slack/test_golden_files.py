@@ -3,7 +3,12 @@ from a case that no longer exists."""
 
 from __future__ import annotations
 
-from tests.backfill import test_messages, test_messages_notices, test_messages_progress
+from tests.backfill import (
+    test_messages,
+    test_messages_notices,
+    test_messages_progress,
+    test_messages_verification,
+)
 from tests.hub import test_messages_hub, test_subscription_messages
 from tests.incidents import test_messages_watch
 from tests.slack import test_messages_hostile
@@ -15,6 +20,7 @@ MODULES = (
     test_messages_hub,
     test_messages_notices,
     test_messages_progress,
+    test_messages_verification,
     test_messages_watch,
     test_subscription_messages,
 )

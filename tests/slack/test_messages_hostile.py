@@ -27,9 +27,11 @@ import pytest
 from bot.backfill.messages import answers as backfill_answers
 from bot.backfill.messages import backfill, options_form, progress
 from bot.backfill.messages import notices as teams
+from bot.backfill.messages import verification as verifying
 from bot.backfill.rules import outcomes
 from bot.backfill.rules.capacity import Held
 from bot.backfill.rules.progress import Counts
+from bot.backfill.rules.restated import ReportRestated, verification
 from bot.backfill.rules.status import Queued, ReportEstimate, RequestStatus, StepStatus
 from bot.backfill.store.models import BackfillRequest, BackfillStep
 from bot.core.model import DagRef, DateRange, Interval
@@ -49,6 +51,7 @@ from bot.ownership import messages as ownership_words
 from bot.ownership.rules import Denial, DenialKind
 from bot.quality.messages import finding_line
 from bot.quality.rules.checks import Finding, FindingKind
+from bot.quality.rules.verify import Rewrite, Verdict, Why
 from bot.sla import messages as sla
 from bot.sla.rules import Miss, NoticeAcknowledged
 from bot.slack.messages import common
@@ -60,7 +63,7 @@ from tests.support.golden import Case, assert_golden, check, elements, slack_tem
 
 MODULES: tuple[ModuleType, ...] = (
     backfill, backfill_answers, common, health, home, hub_slack, incident_answers, ops,
-    ops_notices, options_form, progress, sla, subscriptions, teams, watch,
+    ops_notices, options_form, progress, sla, subscriptions, teams, verifying, watch,
 )  # fmt: skip
 OWNER, GROUP, CHANNEL = "U0OWNER01", "S0GROUP01", "C0ORDERS01"
 AIRFLOW = "http://airflow.example.com/"
@@ -300,7 +303,51 @@ def home_view(v: Values) -> dict[str, Any]:
             for i in n
         ],
         [home.HomeSlaMiss(f"{v.dag}{i}", v.error, v.error, T0) for i in n],
+        [
+            home.HomeRestated(v.ident, (v.dag,) * (i + 1), (date(2021, 6, 4),), i, 1, 2, T0)
+            for i in n
+        ],
     )
+
+
+def rewrites(v: Values) -> list[Rewrite]:
+    """Reruns of every verdict, named from outside."""
+    found = []
+    for i in range(v.rows):
+        dag = DagRef(v.namespace, f"{v.dag}{i}")
+        verdict, why = [
+            (Verdict.WRONG, Why.ZERO_ROWS), (Verdict.WRONG, Why.UNCHANGED),
+            (Verdict.RIGHT, None), (Verdict.UNKNOWN, Why.NO_STATISTICS),
+            (Verdict.UNKNOWN, Why.NOT_ARRIVED),
+        ][i % 5]  # fmt: skip
+        found.append(Rewrite(dag, DAY, v.namespace, v.error, 5, 0, "rows", verdict, why, 41_000))
+    return found
+
+
+def restated(v: Values) -> list[ReportRestated]:
+    days = tuple(date(2021, 6, 1) + timedelta(days=2 * i) for i in range(v.rows))
+    return [ReportRestated(v.report, v.team, days, days[:2]) for _ in range(v.rows)]
+
+
+def ledger_rows(v: Values) -> list[verifying.Restated]:
+    return [
+        verifying.Restated(
+            f"{v.ident}{i % 4}",
+            v.dag,
+            date(2021, 6, 4),
+            v.error if i % 3 else None,
+            i,
+            i * 2,
+            "rows",
+            ["right", "wrong", "unknown"][i % 3],
+            None,
+            T0,
+            v.error,
+            v.ident,
+            v.user,
+        )
+        for i in range(v.rows)
+    ]
 
 
 def denials(v: Values) -> Iterator[str]:
@@ -488,6 +535,28 @@ KINDS: dict[str, tuple[Callable[..., Any], Build]] = {
         lambda v: progress.run_by_hand([f"airflow dags backfill {v.dag} {v.error}"] * v.rows)[-1],
     ),
     "home_view": (home.home_view, home_view),
+    "backfill_verified": (
+        verifying.verified,
+        lambda v: verifying.verified(
+            v.ident, v.dag, verification(rewrites(v)), restated(v), within_s=1800
+        ),
+    ),
+    "backfill_restated_notice": (
+        verifying.restated_notice,
+        lambda v: verifying.restated_notice(
+            v.ident,
+            v.dag,
+            restated(v),
+            channel=v.user,
+            thread_ts=v.ts,
+            reason=v.error,
+            summary=verification(rewrites(v)),
+        ),
+    ),
+    "backfill_history": (
+        verifying.history,
+        lambda v: verifying.history(v.dag, ledger_rows(v), more=True),
+    ),
     "ops_unreachable": (ops.unreachable, lambda v: ops.unreachable(v.error, T0)),
     "ops_set_aside": (
         ops.set_aside,

@@ -62,13 +62,18 @@ def story_config_data(**overrides: Any) -> dict[str, Any]:
 
 @asynccontextmanager
 async def story_bot(
-    tmp_path: Path, marquez: StandInServer, config: BotConfig, *, run_seconds: float = 0.05
+    tmp_path: Path,
+    marquez: StandInServer,
+    config: BotConfig,
+    *,
+    run_seconds: float = 0.05,
+    database: str | None = None,
 ) -> AsyncIterator[tuple[Bot, AirflowStandin]]:
     async with running_airflow_standin(
         api=3, dags=FOOD_DELIVERY_DAGS, run_seconds=run_seconds, history=food_delivery_history()
     ) as airflow:
         env = {"AIRFLOW_URL": airflow.url, "AIRFLOW_USERNAME": "admin", "AIRFLOW_PASSWORD": "admin"}
-        database = f"sqlite:///{tmp_path / 'bot.db'}"
+        database = database or f"sqlite:///{tmp_path / 'bot.db'}"
         async with running_bot(database, marquez, config, env=env) as bot:
             yield bot, airflow
 

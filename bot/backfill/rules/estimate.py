@@ -31,6 +31,9 @@ DEADLINES = "deadlines"
 [{report, team, deadline: Deadline JSON, dags: the plan's DAGs that write what it reads}]
 (bot/backfill/service/planned.py writes it)."""
 PACE = "pace"
+REPORTS = "reports"
+"""The request's `options` key for every report downstream whose data it rewrites: [{report,
+team, deadline (or None), dags}] (its owners hear which of their dates it restated)."""
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.backfill.messages import answers
 from bot.backfill.rules.assets import ASSET_SCHEDULE, with_consumers
-from bot.backfill.rules.estimate import DEADLINES, PACE
+from bot.backfill.rules.estimate import DEADLINES, PACE, REPORTS
 from bot.backfill.rules.options import ASSET_CONSUMERS, OPTION_NOTES, RunOptions, default_rerun
 from bot.backfill.rules.outcomes import Busy
 from bot.backfill.run.base import Executor
@@ -157,22 +157,31 @@ class PlanChecks:
             return []
 
     async def _reports(self, plan: Plan, options: RunOptions) -> dict[str, Any]:
-        """The reports downstream that say when they are read, and (for their estimates) the
-        pace of the plan's DAGs."""
-        deadlines = await self.deadlines(plan)
+        """The reports downstream (whose owners hear which of their dates it restated), those
+        that say when they are read, and (for their estimates) the pace of the plan's DAGs."""
+        reports = await self.reports(plan)
+        deadlines = [r for r in reports if r.get("deadline")]
         if not deadlines:
-            return {DEADLINES: []}
+            return {DEADLINES: [], REPORTS: reports}
         try:
             paces = await self.executor.paces(plan, options)
         except Exception as exc:  # the preview says it cannot estimate
             logger.warning("cannot read the run times for %s: %s", plan.root.dag_id, exc)
             paces = {}
-        return {DEADLINES: deadlines, PACE: paces}
+        return {DEADLINES: deadlines, PACE: paces, REPORTS: reports}
 
     async def deadlines(self, plan: Plan) -> list[dict[str, Any]]:
         """The reports downstream of the plan that say when they are read (`ready_by`): what
         puts the backfill ahead in the queue for the budget as that time nears."""
         if not any(r.ready_by for r in self.config.reports):
+            return []
+        return [r for r in await self.reports(plan) if r.get("deadline")]
+
+    async def reports(self, plan: Plan) -> list[dict[str, Any]]:
+        """Every BOT_CONFIG report downstream of the plan whose data it rewrites: {report,
+        team, deadline (Deadline JSON or None), dags: the plan's DAGs that write what it
+        reads (empty: not known, then every DAG of the plan)}."""
+        if not self.config.reports:
             return []
         try:
             async with self.planners() as planner:
@@ -183,12 +192,12 @@ class PlanChecks:
         planned = {s.dag for s in plan.steps}
         found: dict[str, dict[str, Any]] = {}
         for hit in impact.reports:
+            if hit.writers and not planned & set(hit.writers):
+                continue  # its data is written by DAGs this plan does not rerun
             deadline = hit.report.deadline()
-            if deadline is None or (hit.writers and not planned & set(hit.writers)):
-                continue  # not read, or its data is written by DAGs this plan does not rerun
             entry = found.setdefault(hit.report.name, {
                 "report": hit.report.name, "team": hit.report.team,
-                "deadline": deadline.to_json(), "dags": [],
+                "deadline": deadline.to_json() if deadline is not None else None, "dags": [],
             })  # fmt: skip
             # The plan's DAGs that write what it reads: it is correct once they have rerun.
             entry["dags"] += [d.dag_id for d in hit.writers

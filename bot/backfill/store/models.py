@@ -10,6 +10,7 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     CheckConstraint,
     Date,
     ForeignKey,
@@ -63,6 +64,10 @@ class BackfillRequest(Base):
     """When the bot resumes (or starts) it by itself: its off-peak window opens."""
     failures_seen: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     """Failed runs counted when `--stop-on-failure` last paused it: only a new one pauses."""
+    verify_due_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    """Owed once it ended: the check of what its reruns wrote (bot/backfill/service/verify.py),
+    done as soon as their statistics are in, and by this time with what there is."""
+    verified_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     pending_lines: Mapped[list[str] | None] = mapped_column(JSON)
     """Progress lines seen but not posted yet: the runner gathers them into fewer replies."""
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
@@ -85,6 +90,7 @@ class BackfillRequest(Base):
         Index("ix_backfill_requests_created_at", "created_at"),
         Index("ix_backfill_requests_incident_id", "incident_id"),
         Index("ix_backfill_requests_state_resume_at", "state", "resume_at"),
+        Index("ix_backfill_requests_verify_due_at", "verify_due_at"),
     )
 
 
@@ -148,3 +154,44 @@ class BudgetClaim(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
     __table_args__ = (Index("ix_backfill_budget_request_id", "request_id"),)
+
+
+class Restatement(Base):
+    """The restatement ledger: one interval of one dataset a backfill rewrote (or of one DAG,
+    `name` None, when its producer sends no statistics), with the rows before and after where
+    they are known, whether the rewrite looks right, when, why and by whom. Kept for good: it
+    answers "is June trustworthy?" long after the backfill."""
+
+    __tablename__ = "restatements"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    request_id: Mapped[str] = mapped_column(String(32))
+    dag_namespace: Mapped[str] = mapped_column(String(1024))
+    dag_id: Mapped[str] = mapped_column(String(250))
+    interval_start: Mapped[datetime] = mapped_column(UTCDateTime())
+    interval_end: Mapped[datetime] = mapped_column(UTCDateTime())
+    dataset_key: Mapped[str | None] = mapped_column(String(40))
+    namespace: Mapped[str | None] = mapped_column(String(1024))
+    name: Mapped[str | None] = mapped_column(String(1024))
+    rows_before: Mapped[int | None] = mapped_column(BigInteger)
+    rows_after: Mapped[int | None] = mapped_column(BigInteger)
+    unit: Mapped[str] = mapped_column(String(8), default="rows")
+    verdict: Mapped[str] = mapped_column(String(16))
+    """right | wrong | unknown (bot/quality/rules/verify.py)."""
+    why: Mapped[str | None] = mapped_column(String(64))
+    usual: Mapped[int | None] = mapped_column(BigInteger)
+    incident_id: Mapped[str | None] = mapped_column(String(32))
+    reports: Mapped[list[str]] = mapped_column(JSON, default=list)
+    """The BOT_CONFIG reports whose dates this rewrite changed (`/backfill history REPORT`)."""
+    reason: Mapped[str | None] = mapped_column(String(300))
+    requested_by: Mapped[str] = mapped_column(String(64))
+    approved_by: Mapped[str | None] = mapped_column(String(64))
+    restated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+    __table_args__ = (
+        CheckConstraint("verdict IN ('right', 'wrong', 'unknown')", name="verdict"),
+        Index("ix_restatements_dag", "dag_id", "restated_at"),
+        Index("ix_restatements_dataset", "dataset_key", "restated_at"),
+        Index("ix_restatements_request", "request_id"),
+        Index("ix_restatements_restated_at", "restated_at"),
+    )

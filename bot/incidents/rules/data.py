@@ -9,16 +9,19 @@ resolved incident reopens it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 from bot.events.rules.data_facts import Assertion, OutputFacts
 from bot.incidents.rules.lifecycle import FailedRun
-from bot.quality.rules.checks import Finding, clears
+from bot.quality.rules.checks import Finding, FindingKind, clears
 
-__all__ = ["Problem", "cleared", "problems_from", "problems_json", "put_right", "with_findings"]
+__all__ = [
+    "Problem", "cleared", "problems_from", "problems_json", "put_right", "unaffected_dags",
+    "with_findings",
+]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -106,3 +109,17 @@ def cleared(problems: Sequence[Problem], runs: Sequence[FailedRun]) -> tuple[Fai
     """The outage's intervals, each put right (`succeeded`) when all its problems are."""
     open_keys = {p.key for p in problems if not p.cleared}
     return tuple(replace(r, succeeded=r.key not in open_keys) for r in runs)
+
+
+def unaffected_dags(problems: Sequence[Problem], downstream: Iterable[str]) -> tuple[str, ...]:
+    """The DAGs downstream that a backfill of these problems need not rerun: when every open
+    problem is a lost or retyped column, those whose column lineage reads none of the changed
+    columns (for each problem), among `downstream` (the DAGs the impact knows: a plan refuses
+    to exclude a DAG that is not downstream). Otherwise none: 0 rows, a failed check or a drop
+    is a change of the whole table."""
+    open_ = [p for p in problems if not p.cleared]
+    if not open_ or any(p.finding.kind != FindingKind.COLUMNS for p in open_):
+        return ()
+    common = set.intersection(*(set(p.finding.unaffected) for p in open_))
+    known = set(downstream)
+    return tuple(sorted(d for d in common if d in known))

@@ -46,7 +46,7 @@ from bot.incidents.rules.outcomes import (
     Unsnoozed,
 )
 from bot.incidents.rules.proposal import without_root
-from bot.incidents.service.alerts import AlertOutbox
+from bot.incidents.service.alerts import AlertOutbox, column_scope
 from bot.incidents.store import incidents as store
 from bot.incidents.store.models import Incident
 from bot.lineage.rules.errors import PlanningError
@@ -363,7 +363,10 @@ class IncidentActions:
         days = outage_range(store.runs_of(incident))
         if days is None:
             return NoInterval(incident.dag_id)
-        return PlanCommand(dag=incident.dag_id, range_text=days, namespace=incident.namespace)
+        return PlanCommand(
+            dag=incident.dag_id, range_text=days, namespace=incident.namespace,
+            exclude=column_scope(incident),
+        )  # fmt: skip
 
 
 _RECOVERED_NOTE = "recovered on its own (rerun outside the bot): only what is downstream reruns"

@@ -18,7 +18,7 @@ from bot.config import BotConfig
 from bot.core.metrics import Metrics
 from bot.core.model import DagRef
 from bot.incidents.messages import alerts as watch_messages
-from bot.incidents.rules.data import problems_from
+from bot.incidents.rules.data import problems_from, unaffected_dags
 from bot.incidents.rules.lifecycle import IncidentKind, IncidentState, outage_range, snoozed
 from bot.incidents.rules.links import AirflowUi, Links
 from bot.incidents.rules.proposal import Proposal, propose
@@ -218,7 +218,11 @@ class AlertOutbox:
             return None
         days = outage_range(store.runs_of(incident))
         plan = (
-            self.proposals(PlanRequest(incident.dag_id, days, incident.namespace))
+            self.proposals(
+                PlanRequest(
+                    incident.dag_id, days, incident.namespace, exclude=column_scope(incident)
+                )
+            )
             if days is not None
             else None
         )
@@ -277,6 +281,16 @@ def problem_lines(incident: Incident) -> tuple[tuple[Mrkdwn, bool], ...]:
          p.cleared)
         for p in problems_from(incident.findings)
     )  # fmt: skip
+
+
+def column_scope(incident: Incident) -> tuple[str, ...]:
+    """The DAGs downstream a backfill of this incident need not rerun: for a data incident of
+    lost or retyped columns only, those whose column lineage reads none of them
+    (`unaffected_dags`); the rest of the plan is what reads them."""
+    if incident.kind != IncidentKind.DATA or not incident.findings:
+        return ()
+    downstream = (d.dag_id for d in store.impact_of(incident).downstream)
+    return unaffected_dags(problems_from(incident.findings), downstream)
 
 
 def outage_words(incident: Incident) -> str:

@@ -78,6 +78,9 @@ class Finding:
     """DAGs whose column lineage reads the dataset, but not the changed columns."""
     table_level: tuple[str, ...] = ()
     """DAGs that read the dataset and send no column lineage: affected as far as anyone knows."""
+    unaffected: tuple[str, ...] = ()
+    """DAGs whose column lineage reads the dataset but none of the changed columns (the first
+    `READERS`): a backfill of the change need not rerun them."""
 
     @property
     def key(self) -> tuple[str, ...]:
@@ -103,6 +106,7 @@ class Finding:
             "reader_dags": self.reader_dags,
             "others": self.others,
             "table_level": list(self.table_level),
+            "unaffected": list(self.unaffected),
         }
 
     @classmethod
@@ -123,6 +127,7 @@ class Finding:
             reader_dags=int(data.get("reader_dags") or 0),
             others=int(data.get("others") or 0),
             table_level=tuple(data.get("table_level") or ()),
+            unaffected=tuple(data.get("unaffected") or ()),
         )
 
 

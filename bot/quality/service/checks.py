@@ -35,6 +35,7 @@ Readers = Callable[[str, str], Awaitable["frozenset[DagRef] | None"]]
 """The DAGs reading a dataset (None: not known yet, the lineage index is loading)."""
 Read = dict[tuple[str, str], "frozenset[DagRef] | None"]
 READERS = 20  # column readers a finding names
+UNAFFECTED = 200  # DAGs a finding says need no rerun
 _COLUMNS = 2_000  # columns followed through column lineage at most
 
 
@@ -187,12 +188,14 @@ async def _column_impact(
     }  # fmt: skip
     table_level = sorted(d.dag_id for d in (readers or frozenset()) - with_lineage - {writer})
     listed = [(d.dag_id, c) for d in sorted(dags, key=lambda d: d.dag_id) for c in dags[d]]
+    others = with_lineage - direct - {writer}
     return replace(
         finding,
         readers=tuple(listed[:READERS]),
         reader_dags=len(dags),
-        others=len(with_lineage - direct - {writer}),
+        others=len(others),
         table_level=tuple(table_level[:READERS]),
+        unaffected=tuple(sorted(d.dag_id for d in others - set(dags))[:UNAFFECTED]),
     )
 
 

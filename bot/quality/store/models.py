@@ -3,20 +3,16 @@ each dataset's latest schema."""
 
 from __future__ import annotations
 
-import hashlib
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import JSON, BigInteger, Boolean, Index, Integer, String
 from sqlalchemy.orm import Mapped, mapped_column
 
-from bot.core.tables import Base, UTCDateTime
+from bot.core.tables import Base, UTCDateTime, utcnow
+from bot.quality.rules.keys import dataset_key
 
-
-def dataset_key(namespace: str, name: str) -> str:
-    """A dataset's fixed-width key: names run to 1,024 characters each, too long to index
-    together on PostgreSQL (a B-tree entry holds about 2,700 bytes)."""
-    return hashlib.sha1(f"{namespace}\x00{name}".encode(), usedforsecurity=False).hexdigest()
+__all__ = ["ColumnLineage", "DatasetSchema", "Observation", "dataset_key"]
 
 
 class Observation(Base):
@@ -38,10 +34,14 @@ class Observation(Base):
     rows: Mapped[int | None] = mapped_column(BigInteger)
     size: Mapped[int | None] = mapped_column(BigInteger)
     usual: Mapped[bool] = mapped_column(Boolean, default=True)
+    seen_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), default=utcnow)
+    """When the bot took it in (None before revision 0020): a backfill's verification tells
+    its reruns' rows from those they replaced by it, whatever clock the producer keeps."""
 
     __table_args__ = (
         Index("ix_quality_observations_dataset", "dataset_key", "event_time"),
         Index("ix_quality_observations_run", "run_id"),
+        Index("ix_quality_observations_dag", "dag_id", "interval_start"),
     )
 
 

@@ -158,3 +158,34 @@ async def dags_with_column_lineage(
         .distinct()
     )
     return {(r[0], r[1]) for r in rows}
+
+
+async def of_intervals(
+    session: AsyncSession, dag: tuple[str, str], starts: Sequence[datetime]
+) -> list[Observation]:
+    """What `dag`'s runs of those intervals wrote, every run, oldest first."""
+    found: list[Observation] = []
+    for at in range(0, len(starts), _CHUNK):
+        found += await session.scalars(
+            select(Observation)
+            .where(
+                Observation.dag_namespace == dag[0],
+                Observation.dag_id == dag[1],
+                Observation.interval_start.in_(list(starts[at : at + _CHUNK])),
+            )
+            .order_by(Observation.id)
+        )
+    return found
+
+
+async def sends_statistics(session: AsyncSession, dag: tuple[str, str]) -> bool:
+    """Whether any run of `dag` ever sent statistics the bot kept."""
+    found = await session.scalar(
+        select(Observation.id)
+        .where(Observation.dag_namespace == dag[0], Observation.dag_id == dag[1])
+        .limit(1)
+    )
+    return found is not None
+
+
+_CHUNK = 500  # interval starts per IN list

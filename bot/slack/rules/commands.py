@@ -26,6 +26,8 @@ USAGE = (
 SUBSCRIBE_USAGE = (
     "/backfill subscribe PATTERN [--failures] [--sla] [--backfills] [--reports] [--downstream]"
 )
+HISTORY_CHARS = 1024
+"""The longest DAG, dataset or report name `/backfill history` takes."""
 PATTERN_CHARS = 255
 """The longest DAG pattern `/backfill subscribe` takes (the `subscriptions.pattern` column)."""
 SUBSCRIPTION_ID = re.compile(r"[0-9a-f]{8}")
@@ -88,6 +90,12 @@ class SubscriptionsCommand:
 
 
 @dataclass(frozen=True)
+class HistoryCommand:
+    subject: str
+    """A DAG id, a dataset (`NAME` or `NAMESPACE::NAME`) or a BOT_CONFIG report's name."""
+
+
+@dataclass(frozen=True)
 class UnsubscribeCommand:
     subscription_id: str
 
@@ -101,6 +109,7 @@ Command = (
     | SubscribeCommand
     | SubscriptionsCommand
     | UnsubscribeCommand
+    | HistoryCommand
 )
 
 
@@ -211,7 +220,8 @@ def _words(text: str) -> list[str]:
 
 def parse_command(text: str) -> Command:
     """`help`, `status [ID]`, `cancel ID`, `pause ID`, `resume ID`, `subscribe PATTERN
-    [flags]`, `subscriptions`, `unsubscribe ID`, or `DAG START..END` with options."""
+    [flags]`, `subscriptions`, `unsubscribe ID`, `history SUBJECT`, or `DAG START..END` with
+    options."""
     words = _words(text)
     if not words or words[0].lower() in {"help", "-h", "--help"}:
         return HelpCommand()
@@ -236,6 +246,16 @@ def parse_command(text: str) -> Command:
                 "Usage: /backfill subscriptions (it lists this channel's subscriptions)"
             )
         return SubscriptionsCommand()
+    if head == "history" and not (len(words) > 1 and ".." in words[1]):
+        # (`/backfill history 2021-06-04..2021-06-06` stays a plan of a DAG named history)
+        if len(words) < 2:
+            raise CommandError(
+                "Usage: /backfill history DAG|DATASET|REPORT (what backfills restated it)"
+            )
+        subject = " ".join(words[1:])
+        if len(subject) > HISTORY_CHARS:
+            raise CommandError(f"That name is too long: at most {HISTORY_CHARS} characters.")
+        return HistoryCommand(subject)
     if head == "unsubscribe":
         if len(words) != 2:
             raise CommandError("Usage: /backfill unsubscribe ID (see /backfill subscriptions)")
