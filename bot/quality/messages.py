@@ -21,6 +21,14 @@ class _Name(str):
 
 def _phrase(finding: Finding, interval: str) -> tuple[str, list[str]]:
     name = _Name(finding.name)
+    if finding.kind == FindingKind.NO_STATISTICS:
+        head = "{} was written for {} with no row count, where its runs always sent one"
+        tail = " (Spark sends none for a write of nothing)"
+        if finding.usual is None:
+            return head + tail, [name, interval]
+        return head + tail + "; it usually writes about {}", [
+            name, interval, _amount(_about(finding.usual), finding.unit),
+        ]  # fmt: skip
     if finding.kind in VOLUME:
         wrote = _amount(finding.value or 0, finding.unit)
         head = "{} wrote {} for {}"

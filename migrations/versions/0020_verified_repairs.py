@@ -1,5 +1,5 @@
-"""Verified repairs and the restatement ledger: when each observation was taken in, a
-backfill's owed verification, and what each backfill rewrote.
+"""Verified repairs and the restatement ledger: when each observation was taken in and which
+job sent it, a backfill's owed verification, and what each backfill rewrote.
 
 Revision ID: 0020
 Revises: 0019
@@ -19,6 +19,9 @@ depends_on: str | Sequence[str] | None = None
 def upgrade() -> None:
     op.add_column(
         "quality_observations", sa.Column("seen_at", sa.DateTime(timezone=True), nullable=True)
+    )
+    op.add_column(
+        "quality_observations", sa.Column("job_name", sa.String(length=1024), nullable=True)
     )
     op.create_index(
         "ix_quality_observations_dag", "quality_observations", ["dag_id", "interval_start"]
@@ -79,4 +82,5 @@ def downgrade() -> None:
         batch.drop_column("verify_due_at")
     op.drop_index("ix_quality_observations_dag", table_name="quality_observations")
     with op.batch_alter_table("quality_observations") as batch:
+        batch.drop_column("job_name")
         batch.drop_column("seen_at")

@@ -8,8 +8,6 @@ the Airflow stand-in (Airflow 3) runs."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -22,7 +20,7 @@ from bot.core.db import make_engine, session_factory
 from standins.airflow.dags import FOOD_DELIVERY_DAGS, food_delivery_history
 from standins.airflow.server import AirflowStandin, running_airflow_standin
 from standins.marquez.server import StandInServer
-from standins.slack.server import SlackStandIn, running_slack_standin
+from standins.slack.server import running_slack_standin
 from tests.support.e2e import (
     CHANNEL,
     CONFIG,
@@ -32,9 +30,8 @@ from tests.support.e2e import (
     Bot,
     eventually,
     running_bot,
-    start_bot,
 )
-from tests.support.execution import airflow_env, approve, load, request_backfill
+from tests.support.execution import approve, bot_on, load, request_backfill
 
 FLEET, FLEET_LEAD = "U0FLEET001", "U0FLEET002"
 MENUS, MENUS_LEAD = "U0MENUS001", "U0MENUS002"
@@ -60,21 +57,6 @@ def config(ready_by: str) -> BotConfig:
         "execution": {"poll_interval_s": 0.1, "progress_update_s": 0.2,
                       "budget": {"total": 1, "urgent_within": "12h"}},
     })  # fmt: skip
-
-
-@asynccontextmanager
-async def bot_on(
-    slack: SlackStandIn, database: str, marquez: StandInServer, airflow: AirflowStandin,
-    settings: BotConfig,
-) -> AsyncIterator[Bot]:  # fmt: skip
-    services, runner, url = await start_bot(
-        database, slack, marquez, settings, airflow_env(airflow.url)
-    )
-    slack.set_events_url(f"{url}/slack/events")
-    try:
-        yield Bot(url, services, slack, marquez)
-    finally:
-        await runner.cleanup()
 
 
 def status_text(bot: Bot, request_id: str, ts: str | None) -> str:

@@ -17,6 +17,7 @@ from bot.quality.rules.checks import (
     clears,
     column_finding,
     lifecycle_finding,
+    silent_finding,
     usual_values,
     volume_finding,
 )
@@ -193,3 +194,20 @@ def test_a_new_level_is_usual_once_min_runs_intervals_held_it() -> None:
     # runs without a count are skipped; only `history` usual ones count
     many = [(None, True)] + [(40_000 + i, True) for i in range(30)]
     assert len(usual_values(many, RULE)) == RULE.history
+
+
+def test_a_job_that_always_counted_and_now_does_not_is_suspect() -> None:
+    silent = OutputFacts("ns", "orders", fields=(("id", "bigint"),))
+    spark = [("spark_job", 41_000 + i, True) for i in range(6)]
+    found = silent_finding(silent, spark, "spark_job", RULE)
+    assert found is not None
+    assert (found.kind, found.usual) == (FindingKind.NO_STATISTICS, 41_002)
+    # not another job naming the dataset without counting (an Airflow task around it)
+    assert silent_finding(silent, spark, "airflow_task", RULE) is None
+    # not before min_runs intervals, not when one of the latest did not count, not if empty is fine
+    assert silent_finding(silent, spark[:4], "spark_job", RULE) is None
+    assert silent_finding(silent, [("spark_job", None, True), *spark], "spark_job", RULE) is None
+    allowed = DatasetRule(pattern="*", allow_empty=True)
+    assert silent_finding(silent, spark, "spark_job", allowed) is None
+    counted = OutputFacts("ns", "orders", rows=0)
+    assert silent_finding(counted, spark, "spark_job", RULE) is None

@@ -4,6 +4,7 @@ failures, and resolved by a later run of the interval whose data is right."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 from datetime import date, timedelta
 from pathlib import Path
@@ -89,6 +90,34 @@ async def test_a_zero_row_run_opens_one_data_incident_and_a_normal_rerun_resolve
     assert "put its data right for 2021-06-05" in shown(reply)
     [incident] = await incidents(bot)
     assert incident.state == "resolved"
+
+
+async def test_a_job_that_always_counted_its_rows_and_sends_no_count_is_an_incident(
+    bot: Bot, deliver: Deliver
+) -> None:
+    """The Spark integration sends no `outputStatistics` for a write of 0 rows and 0 bytes: the
+    run's COMPLETE names the dataset (its schema) without a count."""
+    silent = daily_run(BAD, [output("orders", None, fields=ORDERS_FIELDS)])
+    # the Airflow task around it names the dataset every day without counting: not suspect
+    task = [
+        {**e, "job": {**e["job"], "name": "example.etl_orders.submit"},
+         "run": {**e["run"], "runId": str(uuid.uuid4())}}
+        for day in (BAD - timedelta(days=1), BAD + timedelta(days=1))
+        for e in daily_run(day, [output("orders", None, fields=ORDERS_FIELDS)])[1:2]
+    ]  # fmt: skip
+    await deliver(bot, history() + task + silent)
+    [alert] = await settled(bot)
+    assert what_is_wrong(alert) == [
+        "`orders` was written for 2021-06-05 with no row count, where its runs always sent one "
+        "(Spark sends none for a write of nothing); it usually writes about 41,000 rows"
+    ]
+    [incident] = await incidents(bot)
+    assert incident.interval_start is not None
+    assert incident.interval_start.date() == BAD
+
+    await deliver(bot, daily_run(BAD, [output("orders", 40_900, fields=ORDERS_FIELDS)], attempt=1))
+    [alert] = await settled(bot)
+    assert "now resolved" in shown(alert)
 
 
 async def test_usual_runs_open_nothing(bot: Bot, deliver: Deliver) -> None:

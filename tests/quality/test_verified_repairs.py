@@ -7,21 +7,19 @@ of its dates changed, and `/backfill history` lists what the backfill rewrote.""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
 from bot.slack.rules.ids import ActionId
 from standins.airflow.dags import FOOD_DELIVERY_DAGS, food_delivery_history
-from standins.airflow.server import AirflowStandin, running_airflow_standin
+from standins.airflow.server import running_airflow_standin
 from standins.marquez.server import StandInServer
-from standins.slack.server import SlackStandIn, running_slack_standin
+from standins.slack.server import running_slack_standin
 from tests.home.test_home import open_home
 from tests.quality.builders import ORDERS_FIELDS, daily_run, output
-from tests.support.e2e import Bot, eventually, start_bot
-from tests.support.execution import airflow_env
+from tests.support.e2e import Bot, eventually
+from tests.support.execution import bot_on
 from tests.support.story import (
     ANALYTICS,
     ORDERS,
@@ -195,35 +193,21 @@ async def test_a_lost_column_nobody_downstream_reads_is_repaired_without_the_dag
         assert request.plan["excluded"] == ["example.etl_orders_7_days"]
 
 
-@asynccontextmanager
-async def bot_on(
-    slack: SlackStandIn, database: str, marquez: StandInServer, airflow: AirflowStandin
-) -> AsyncIterator[Bot]:
-    config = story_config(watch=SEND_AT_ONCE)
-    services, runner, url = await start_bot(
-        database, slack, marquez, config, airflow_env(airflow.url)
-    )
-    slack.set_events_url(f"{url}/slack/events")
-    try:
-        yield Bot(url, services, slack, marquez)
-    finally:
-        await runner.cleanup()
-
-
 async def test_a_verification_owed_when_the_bot_stopped_is_made_after_its_restart(
     tmp_path: Path, food_delivery_marquez: StandInServer
 ) -> None:
     database = f"sqlite:///{tmp_path / 'bot.db'}"
+    config = story_config(watch=SEND_AT_ONCE)
     async with (
         running_airflow_standin(
             api=3, dags=FOOD_DELIVERY_DAGS, run_seconds=0.05, history=food_delivery_history()
         ) as airflow,
         running_slack_standin() as slack,
     ):
-        async with bot_on(slack, database, food_delivery_marquez, airflow) as bot:
+        async with bot_on(slack, database, food_delivery_marquez, airflow, config) as bot:
             alert, _ = await a_zero_row_day_backfilled(bot)
         # stopped before the rerun's statistics came: the verification it owes is a row
-        async with bot_on(slack, database, food_delivery_marquez, airflow) as bot:
+        async with bot_on(slack, database, food_delivery_marquez, airflow, config) as bot:
             await post_events(bot, orders_run(BAD, 41_100, attempt=1))
             said = await verification(bot, alert)
             assert "Verified: 1 run wrote rows in the usual range" in said

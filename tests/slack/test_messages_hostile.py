@@ -264,6 +264,7 @@ def data_problems(v: Values) -> tuple[tuple[Mrkdwn, bool], ...]:
             table_level=(v.dag,) * v.rows,
         ),
         Finding(FindingKind.LIFECYCLE, v.namespace, v.dag, lifecycle="DROP"),
+        Finding(FindingKind.NO_STATISTICS, v.namespace, v.report, None, v.rows * 1000),
     ]  # fmt: skip
     return tuple((finding_line(f, v.error), i % 2 == 0) for i, f in enumerate(kinds * v.rows))
 

@@ -4,7 +4,8 @@ Airflow), the request/approve clicks, and readers of what Airflow and Slack ende
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any
 
@@ -12,7 +13,19 @@ from bot.backfill.store import repository
 from bot.backfill.store.models import BackfillRequest
 from bot.config import BotConfig, parse_config
 from bot.slack.rules.ids import ActionId
-from tests.support.e2e import CHANNEL, CONFIG, OWNER, REQUESTER, Bot, buttons, eventually
+from standins.airflow.server import AirflowStandin
+from standins.marquez.server import StandInServer
+from standins.slack.server import SlackStandIn
+from tests.support.e2e import (
+    CHANNEL,
+    CONFIG,
+    OWNER,
+    REQUESTER,
+    Bot,
+    buttons,
+    eventually,
+    start_bot,
+)
 
 COMMAND = "example.etl_orders 2021-06-04..2021-06-06"
 
@@ -24,6 +37,23 @@ def execution_config(**execution: Any) -> BotConfig:
 
 def airflow_env(url: str, username: str = "admin", password: str = "admin") -> dict[str, str]:
     return {"AIRFLOW_URL": url, "AIRFLOW_USERNAME": username, "AIRFLOW_PASSWORD": password}
+
+
+@asynccontextmanager
+async def bot_on(
+    slack: SlackStandIn, database: str, marquez: StandInServer, airflow: AirflowStandin,
+    config: BotConfig,
+) -> AsyncIterator[Bot]:  # fmt: skip
+    """The bot on a Slack stand-in and an Airflow stand-in that outlive it: run it again on
+    the same database for a restart."""
+    services, runner, url = await start_bot(
+        database, slack, marquez, config, airflow_env(airflow.url)
+    )
+    slack.set_events_url(f"{url}/slack/events")
+    try:
+        yield Bot(url, services, slack, marquez)
+    finally:
+        await runner.cleanup()
 
 
 async def request_backfill(bot: Bot, command: str = COMMAND, user: str = REQUESTER) -> Any:

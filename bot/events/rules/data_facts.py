@@ -22,7 +22,7 @@ out and the reason kept in `ignored`, for the log of whoever handles the event.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeGuard
 
 __all__ = [
@@ -71,6 +71,9 @@ class OutputFacts:
     lifecycle: str | None = None
     columns: tuple[tuple[str, tuple[ColumnRef, ...]], ...] | None = None
     """Column lineage: each output column and the input columns it is computed from."""
+    odd_statistics: bool = False
+    """It sent `outputStatistics` whose values were all left out (negative, not numbers):
+    an odd count, not a missing one."""
 
     @property
     def has_statistics(self) -> bool:
@@ -122,6 +125,7 @@ def _output_json(o: OutputFacts) -> dict[str, Any]:
         "columns": [[c, [list(i) for i in ins]] for c, ins in o.columns]
         if o.columns is not None
         else None,
+        "odd_statistics": o.odd_statistics,
     }
 
 
@@ -138,6 +142,7 @@ def _output_from(o: dict[str, Any]) -> OutputFacts:
         columns=tuple((c, tuple((i[0], i[1], i[2]) for i in ins)) for c, ins in columns)
         if columns is not None
         else None,
+        odd_statistics=bool(o.get("odd_statistics")),
     )
 
 
@@ -199,6 +204,8 @@ def data_facts(inputs: Any, outputs: Any) -> DataFacts:
             lifecycle=_lifecycle(facets.get("lifecycleStateChange")),
             columns=_columns(facets.get("columnLineage")),
         )
+        if stats and not facts.has_statistics:
+            facts = replace(facts, odd_statistics=True)
         if facts.has_statistics or facts.fields is not None or facts.lifecycle or facts.columns:
             written.append(facts)
         assertions += _assertions(name, facets, output)

@@ -74,6 +74,7 @@ def run_data(row: RunEvent, event: EventFacts) -> RunData:
         interval_key=event.interval_key,
         interval_start=event.nominal_start,
         data=row.data,
+        job=row.job_name,
     )
 
 

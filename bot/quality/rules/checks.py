@@ -30,6 +30,7 @@ __all__ = [
     "clears",
     "column_finding",
     "lifecycle_finding",
+    "silent_finding",
     "usual_values",
     "volume_finding",
 ]
@@ -40,6 +41,9 @@ Fields = tuple[tuple[str, str | None], ...]
 
 class FindingKind(StrEnum):
     ZERO_ROWS = "zero_rows"
+    NO_STATISTICS = "no_statistics"
+    """A job that always sent a dataset's row count sent none (the Spark integration sends
+    none for a write of 0 rows and 0 bytes)."""
     FEW_ROWS = "few_rows"
     MANY_ROWS = "many_rows"
     ASSERTION = "assertion"
@@ -47,7 +51,9 @@ class FindingKind(StrEnum):
     LIFECYCLE = "lifecycle"
 
 
-VOLUME = frozenset({FindingKind.ZERO_ROWS, FindingKind.FEW_ROWS, FindingKind.MANY_ROWS})
+VOLUME = frozenset(
+    {FindingKind.ZERO_ROWS, FindingKind.FEW_ROWS, FindingKind.MANY_ROWS, FindingKind.NO_STATISTICS}
+)
 
 
 @dataclass(frozen=True)
@@ -173,6 +179,29 @@ def volume_finding(
     if rule.max_factor and value > rule.max_factor * usual:
         return _kind(found, FindingKind.MANY_ROWS)
     return None
+
+
+def silent_finding(
+    output: OutputFacts,
+    recent: Sequence[tuple[str | None, int | None, bool]],
+    job: str,
+    rule: DatasetRule,
+) -> Finding | None:
+    """Whether `job` writing `output` without a row count is suspect: the latest run of each of
+    the dataset's last `min_runs` intervals was `job`'s and counted rows (`recent`: job, rows,
+    found usual; newest first). The Spark integration leaves `outputStatistics` out of a write
+    of 0 rows and 0 bytes, so such a run shows no count rather than 0. Another job naming the
+    dataset without counting (an Airflow task around the Spark job) is not suspect."""
+    if output.has_statistics or output.odd_statistics or rule.allow_empty:
+        return None
+    if len(recent) < rule.min_runs:
+        return None
+    latest = recent[: rule.min_runs]
+    if any(writer != job or rows is None for writer, rows, _ in latest):
+        return None
+    counted = [rows for _, rows, usual in recent if usual and rows is not None][: rule.history]
+    usual = round(median(counted)) if len(counted) >= rule.min_runs else None
+    return Finding(FindingKind.NO_STATISTICS, output.namespace, output.name, None, usual)
 
 
 def _kind(finding: Finding, kind: FindingKind) -> Finding:

@@ -21,6 +21,7 @@ from bot.quality.rules.checks import (
     assertion_findings,
     column_finding,
     lifecycle_finding,
+    silent_finding,
     usual_values,
     volume_finding,
 )
@@ -49,6 +50,8 @@ class RunData:
     interval_key: str
     interval_start: datetime | None
     data: dict[str, Any] | None
+    job: str = ""
+    """The job whose run event it is (a task's, or the DAG's own)."""
 
 
 @dataclass(frozen=True)
@@ -132,8 +135,14 @@ class QualityChecks:
                     session, output, interval_key=run.interval_key,
                     interval_start=run.interval_start, event_time=run.event_time,
                     run_id=run.run_id, dag=(run.dag.namespace, run.dag.dag_id),
-                    usual=volume is None,
+                    usual=volume is None, job=run.job or None,
                 )  # fmt: skip
+        elif run.job and not rule.allow_empty:
+            recent = await store.latest_writers(
+                session, output.namespace, output.name,
+                interval_key=run.interval_key, intervals=rule.history,
+            )  # fmt: skip
+            found.append(_guarded(lambda: silent_finding(output, recent, run.job, rule), output))
         if output.fields is not None:
             schema = await store.schema(session, output.namespace, output.name)
             previous = store.previous_fields(schema)

@@ -29,6 +29,9 @@ class Observation(Base):
     interval_start: Mapped[datetime | None] = mapped_column(UTCDateTime())
     event_time: Mapped[datetime] = mapped_column(UTCDateTime())
     run_id: Mapped[str] = mapped_column(String(64))
+    job_name: Mapped[str | None] = mapped_column(String(1024))
+    """The job whose run sent it (None before revision 0020): a job that always sent
+    statistics for a dataset and sends none is suspect (`silent_finding`)."""
     dag_namespace: Mapped[str] = mapped_column(String(1024))
     dag_id: Mapped[str] = mapped_column(String(1024))
     rows: Mapped[int | None] = mapped_column(BigInteger)

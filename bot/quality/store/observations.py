@@ -24,18 +24,37 @@ async def history(
 ) -> list[tuple[int | None, int | None, bool]]:
     """(rows, bytes, found usual) of the latest run of each of the dataset's last `intervals`
     intervals other than `interval_key`, newest first."""
+    found = await _latest(session, namespace, name, interval_key, intervals)
+    return [(rows, size, usual) for _, rows, size, usual in found]
+
+
+async def latest_writers(
+    session: AsyncSession, namespace: str, name: str, *, interval_key: str, intervals: int
+) -> list[tuple[str | None, int | None, bool]]:
+    """(job, rows, found usual) of the latest run of each of the dataset's last `intervals`
+    intervals other than `interval_key`, newest first."""
+    found = await _latest(session, namespace, name, interval_key, intervals)
+    return [(job, rows, usual) for job, rows, _, usual in found]
+
+
+async def _latest(
+    session: AsyncSession, namespace: str, name: str, interval_key: str, intervals: int
+) -> list[tuple[str | None, int | None, int | None, bool]]:
     found = await session.execute(
-        select(Observation.interval_key, Observation.rows, Observation.size, Observation.usual)
+        select(
+            Observation.interval_key, Observation.job_name, Observation.rows, Observation.size,
+            Observation.usual,
+        )
         .where(
             Observation.dataset_key == dataset_key(namespace, name),
             Observation.interval_key != interval_key,
         )
         .order_by(Observation.event_time.desc(), Observation.id.desc())
         .limit(intervals * _SCAN)
-    )
-    latest: dict[str, tuple[int | None, int | None, bool]] = {}
-    for key, rows, size, usual in found:
-        latest.setdefault(key, (rows, size, bool(usual)))
+    )  # fmt: skip
+    latest: dict[str, tuple[str | None, int | None, int | None, bool]] = {}
+    for key, job, rows, size, usual in found:
+        latest.setdefault(key, (job, rows, size, bool(usual)))
     return list(latest.values())[:intervals]
 
 
@@ -49,6 +68,7 @@ def observe(
     run_id: str,
     dag: tuple[str, str],
     usual: bool,
+    job: str | None = None,
 ) -> None:
     session.add(
         Observation(
@@ -59,6 +79,7 @@ def observe(
             interval_start=interval_start,
             event_time=event_time,
             run_id=run_id,
+            job_name=job,
             dag_namespace=dag[0],
             dag_id=dag[1],
             rows=output.rows,
