@@ -10,10 +10,9 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from bot.backfill.messages.verification import Restated
 from bot.backfill.rules.options import RunOptions
 from bot.backfill.service import requests as requests_read
-from bot.backfill.service.verify import restated_since
+from bot.backfill.service.verify import Summary, restated_since
 from bot.config import BotConfig
 from bot.core.model import DagRef
 from bot.core.tables import utcnow
@@ -111,31 +110,32 @@ class HomeService:
             self._restated(teams, restated),
         )
 
-    def _restated(self, teams: list[str], rows: Sequence[Restated]) -> list[HomeRestated]:
+    def _restated(self, teams: list[str], rows: Sequence[Summary]) -> list[HomeRestated]:
         """Per backfill (newest first), what it restated of the teams' DAGs: the days, and
-        each rerun's verdict."""
-        by_request: dict[str, list[Restated]] = {}
+        how many dataset intervals were verified right, still wrong, or could not be."""
+        by_request: dict[str, list[Summary]] = {}
         for row in rows:
             if self._ours(teams, row.dag_namespace, row.dag_id):
                 by_request.setdefault(row.request_id, []).append(row)
         found = []
         for request_id, theirs in by_request.items():
-            runs: dict[tuple[str, date], set[str]] = {}
+            counts = {"right": 0, "wrong": 0, "unknown": 0}
+            days: set[date] = set()
             for row in theirs:
-                runs.setdefault((row.dag_id, row.day), set()).add(row.verdict)
-            verdicts = [
-                "wrong" if "wrong" in v else "right" if "right" in v else "unknown"
-                for v in runs.values()
-            ]
+                counts[row.verdict] = counts.get(row.verdict, 0) + row.intervals
+                first, last = row.first.date(), row.last.date()
+                days.update(
+                    first + timedelta(days=n) for n in range(min((last - first).days, 366) + 1)
+                )
             found.append(
                 HomeRestated(
                     request_id=request_id,
                     dags=tuple(dict.fromkeys(row.dag_id for row in theirs)),
-                    days=tuple(sorted({row.day for row in theirs})),
-                    right=verdicts.count("right"),
-                    wrong=verdicts.count("wrong"),
-                    unknown=verdicts.count("unknown"),
-                    at=theirs[0].at,
+                    days=tuple(sorted(days)),
+                    right=counts["right"],
+                    wrong=counts["wrong"],
+                    unknown=counts["unknown"],
+                    at=max(row.at for row in theirs),
                 )
             )
         return found

@@ -44,6 +44,7 @@ def upgrade() -> None:
         sa.Column("dataset_key", sa.String(length=40), nullable=True),
         sa.Column("namespace", sa.String(length=1024), nullable=True),
         sa.Column("name", sa.String(length=1024), nullable=True),
+        sa.Column("name_key", sa.String(length=40), nullable=True),
         sa.Column("rows_before", sa.BigInteger(), nullable=True),
         sa.Column("rows_after", sa.BigInteger(), nullable=True),
         sa.Column("unit", sa.String(length=8), nullable=False),
@@ -51,7 +52,6 @@ def upgrade() -> None:
         sa.Column("why", sa.String(length=64), nullable=True),
         sa.Column("usual", sa.BigInteger(), nullable=True),
         sa.Column("incident_id", sa.String(length=32), nullable=True),
-        sa.Column("reports", sa.JSON(), nullable=False),
         sa.Column("reason", sa.String(length=300), nullable=True),
         sa.Column("requested_by", sa.String(length=64), nullable=False),
         sa.Column("approved_by", sa.String(length=64), nullable=True),
@@ -63,12 +63,28 @@ def upgrade() -> None:
     )
     op.create_index("ix_restatements_dag", "restatements", ["dag_id", "restated_at"])
     op.create_index("ix_restatements_dataset", "restatements", ["dataset_key", "restated_at"])
+    op.create_index("ix_restatements_name", "restatements", ["name_key", "restated_at"])
     op.create_index("ix_restatements_request", "restatements", ["request_id"])
     op.create_index("ix_restatements_restated_at", "restatements", ["restated_at"])
+    op.create_table(
+        "restated_reports",
+        sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
+        sa.Column("request_id", sa.String(length=32), nullable=False),
+        sa.Column("report", sa.String(length=250), nullable=False),
+        sa.Column("days", sa.JSON(), nullable=False),
+        sa.Column("wrong_days", sa.JSON(), nullable=False),
+        sa.Column("dags", sa.JSON(), nullable=False),
+        sa.Column("restated_at", sa.DateTime(timezone=True), nullable=False),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_restated_reports")),
+    )
+    op.create_index("ix_restated_reports_report", "restated_reports", ["report", "restated_at"])
 
 
 def downgrade() -> None:
+    op.drop_index("ix_restated_reports_report", table_name="restated_reports")
+    op.drop_table("restated_reports")
     for index in (
+        "ix_restatements_name",
         "ix_restatements_restated_at",
         "ix_restatements_request",
         "ix_restatements_dataset",

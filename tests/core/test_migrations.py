@@ -46,6 +46,7 @@ TABLES = {
     "quality_schemas",
     "quality_columns",
     "restatements",
+    "restated_reports",
 }
 INDEXES = {
     "backfill_requests": {
@@ -67,6 +68,7 @@ INDEXES = {
     "restatements": {
         "ix_restatements_dag",
         "ix_restatements_dataset",
+        "ix_restatements_name",
         "ix_restatements_request",
         "ix_restatements_restated_at",
     },

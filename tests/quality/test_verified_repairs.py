@@ -97,7 +97,7 @@ async def test_a_zero_row_run_is_repaired_verified_told_and_listed(
         await bot.slack.slash_command("history Weekly KPIs", user_id=OWNER, channel_id=ORDERS)
         [kpis] = await eventually(lambda: ephemerals(bot, "restated `Weekly KPIs`"))
         assert request.id[:8] in kpis
-        assert "`reporting.weekly_kpis` 2021-05-31: no statistics" in kpis
+        assert "`reporting.weekly_kpis` 2021-05-24: no statistics" in kpis
 
         home = json.loads(await open_home(bot, OWNER))["blocks"]
         home = " ".join(b.get("text", {}).get("text", "") for b in home)

@@ -65,6 +65,8 @@ class ReportRestated:
     dates: tuple[date, ...]
     wrong: tuple[date, ...] = ()
     """Of those, the dates whose rerun still looks wrong."""
+    writers: tuple[str, ...] = ()
+    """The backfill's DAGs that write what it reads."""
 
 
 def restated_reports(
@@ -96,6 +98,7 @@ def restated_reports(
                     str(team) if team else None,
                     tuple(sorted(days)),
                     tuple(sorted(bad)),
+                    tuple(writers),
                 )
             )
     return found

@@ -19,31 +19,40 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.backfill.messages import verification as words
 from bot.backfill.rules.estimate import REPORTS
-from bot.backfill.rules.restated import ReportRestated, restated_reports, verification
+from bot.backfill.rules.restated import (
+    ReportRestated,
+    Verification,
+    restated_reports,
+    verification,
+)
 from bot.backfill.rules.states import StepState
 from bot.backfill.store import ledger, repository
 from bot.backfill.store.models import BackfillRequest, Restatement
 from bot.config import BotConfig
-from bot.config.base import matcher
 from bot.core.after_commit import wake_on_commit
 from bot.core.metrics import Metrics
 from bot.core.model import DagRef, Interval
 from bot.core.tables import utcnow
 from bot.core.worker import Worker
-from bot.quality.rules.keys import dataset_key
+from bot.quality.rules.keys import dataset_key, name_key
 from bot.quality.rules.verify import Rerun, Rewrite
 from bot.quality.service.verify import Rewrites
 from bot.slack.store import outbox
 from bot.slack.store.models import OutboxRole
 
-__all__ = ["HISTORY_ROWS", "RepairVerifier", "restated_since"]
+__all__ = ["HISTORY_ROWS", "RepairVerifier", "Summary", "restated_since"]
+
+Summary = ledger.Summary
 
 logger = logging.getLogger(__name__)
 
 VERIFY_EVERY_S = 5.0  # how often owed verifications are looked at (a new one wakes it)
+WAIT_LOOK_S = 30.0  # a verification still waiting for counts is looked at again this often
 _BATCH = 20
 HISTORY_ROWS = 200  # ledger rows one `/backfill history` answer reads
-_SCAN = 5_000  # recent ledger rows a report's datasets are looked for among
+_REQUESTS = 10  # backfills `/backfill history REPORT` shows
+_SCAN = 20_000  # ledger rows of those backfills read to find the report's writers' ones
+_SUMMARIES = 2_000  # (backfill, DAG, verdict) groups the App Home tab reads
 
 
 class RepairVerifier:
@@ -61,6 +70,7 @@ class RepairVerifier:
         self.clock = clock
         self.rewrites = Rewrites(config)
         self.worker = Worker("verify-repairs", self.check, every_s=VERIFY_EVERY_S)
+        self._next_look: dict[str, datetime] = {}
         wake_on_commit(sessions, ledger.OWED, self.worker.wake)
 
     async def run_forever(self) -> None:
@@ -81,8 +91,14 @@ class RepairVerifier:
         """One pass: each owed verification whose statistics are in, or that is due."""
         async with self.sessions() as session:
             owed = await ledger.owing(session, limit=_BATCH)
+        now = self.clock()
+        owing = {request_id for request_id, _ in owed}
+        for gone in [r for r in self._next_look if r not in owing]:
+            del self._next_look[gone]  # verified elsewhere
         done = 0
-        for request_id in owed:
+        for request_id, due in owed:
+            if now < due and now < self._next_look.get(request_id, now):
+                continue  # looked a moment ago and its counts were not all in
             try:
                 done += await self.verify(request_id)
             except Exception:  # one request's odd data never stops the others'
@@ -90,35 +106,47 @@ class RepairVerifier:
         return done
 
     async def verify(self, request_id: str) -> int:
-        async with self.sessions.begin() as session:
-            due = await ledger.claim(session, request_id)
+        """Judge what the request's reruns wrote (outside any lock: it reads), then, under the
+        request's lock and only if still owed, keep it in the ledger and owe what it says."""
+        async with self.sessions() as session:
+            due = await ledger.due(session, request_id)
             if due is None:
-                return 0  # done by another process
+                return 0
             request = await repository.get_request(session, request_id)
             now = self.clock()
-            reruns = _reruns(request)
             since = request.started_at or request.created_at
-            found = await self.rewrites.judge(session, reruns, since, final=now >= due)
-            if found is None:
-                return 0  # statistics still to come
-            readers = _report_readers(request)
-            rows = [_row(request, r, now, readers.get(r.dag.dag_id, ())) for r in found]
-            ledger.record(session, rows)
+            found = await self.rewrites.judge(session, _reruns(request), since, final=now >= due)
+        if found is None:  # statistics still to come: look again in a while, not every pass
+            self._next_look[request_id] = now + timedelta(seconds=WAIT_LOOK_S)
+            return 0
+        self._next_look.pop(request_id, None)
+        summary = verification(found)
+        reports = self._reports(request, summary)
+        async with self.sessions.begin() as session:
+            if await ledger.claim(session, request_id) is None:
+                return 0  # done by another process meanwhile
+            rows = [_row(request, r, now) for r in found]
+            await ledger.record(session, rows, [_report_row(request, r, now) for r in reports])
             await ledger.done(session, request_id, now)
-            await self._tell(session, request, found)
+            await self._tell(session, request, summary, reports)
         logger.info("verified backfill %s: %d dataset intervals", request_id, len(found))
         return 1
 
-    async def _tell(
-        self, session: AsyncSession, request: BackfillRequest, found: Sequence[Rewrite]
-    ) -> None:
-        summary = verification(found)
+    def _reports(self, request: BackfillRequest, summary: Verification) -> list[ReportRestated]:
         by_dag: dict[str, list[Interval]] = {}
         for rerun in _reruns(request):
             by_dag.setdefault(rerun.dag.dag_id, []).append(rerun.interval)
         wrong = [(r.dag.dag_id, r.interval.start) for run in summary.wrong for r in run]
         entries = (request.options or {}).get(REPORTS) or []
-        reports = restated_reports(entries, by_dag, wrong)
+        return restated_reports(entries, by_dag, wrong)
+
+    async def _tell(
+        self,
+        session: AsyncSession,
+        request: BackfillRequest,
+        summary: Verification,
+        reports: Sequence[ReportRestated],
+    ) -> None:
         home = request.status_channel or request.channel or ""
         if home:
             payload = words.verified(
@@ -158,16 +186,13 @@ class RepairVerifier:
         report = next((r for r in self.config.reports if r.name.lower() == subject.lower()), None)
         async with self.sessions() as session:
             if report is not None:
-                # the rewrites of the DAGs writing what it read when they ran, and of any
-                # dataset it reads
-                test = matcher(report.datasets)
-                scanned = await ledger.entries(session, limit=_SCAN)
-                rows = [r for r in scanned if _reads(report.name, test, r)][: HISTORY_ROWS + 1]
+                requests = await ledger.report_requests(session, report.name, limit=_REQUESTS)
+                rows = await ledger.entries(session, request_ids=requests, limit=HISTORY_ROWS + 1)
             else:
                 keys = [dataset_key(*subject.split("::", 1))] if "::" in subject else []
                 rows = await ledger.entries(
-                    session, dag_ids=[subject], dataset_keys=keys, names=[subject],
-                    limit=HISTORY_ROWS + 1,
+                    session, dag_ids=[subject], dataset_keys=keys,
+                    name_keys=[name_key(subject)], limit=HISTORY_ROWS + 1,
                 )  # fmt: skip
         more = len(rows) > HISTORY_ROWS
         shown = [_restated(r) for r in rows[:HISTORY_ROWS]]
@@ -175,11 +200,11 @@ class RepairVerifier:
 
 
 async def restated_since(
-    session: AsyncSession, since: datetime, *, limit: int = _SCAN
-) -> list[words.Restated]:
-    """The ledger's rows written since `since`, newest first (for the App Home tab)."""
-    rows = await ledger.entries(session, since=since, limit=limit)
-    return [_restated(r) for r in rows]
+    session: AsyncSession, since: datetime, *, limit: int = _SUMMARIES
+) -> list[ledger.Summary]:
+    """What backfills verified since `since` restated, per backfill, DAG and verdict, newest
+    backfill first (the App Home tab)."""
+    return await ledger.summaries(session, since, limit=limit)
 
 
 def _reruns(request: BackfillRequest) -> list[Rerun]:
@@ -196,51 +221,42 @@ def _reruns(request: BackfillRequest) -> list[Rerun]:
     return found
 
 
-def _reads(report: str, test: Callable[[str, str], bool], row: Restatement) -> bool:
-    if report in (row.reports or ()):
-        return True
-    return row.namespace is not None and row.name is not None and test(row.namespace, row.name)
-
-
-def _report_readers(request: BackfillRequest) -> dict[str, tuple[str, ...]]:
-    """Each DAG of the backfill → the reports downstream reading what it writes (a report whose
-    writers are not known reads what every DAG of it writes)."""
-    every = [step.dag_id for step in request.steps]
-    found: dict[str, list[str]] = {}
-    for entry in (request.options or {}).get(REPORTS) or []:
-        named = entry.get("dags") if isinstance(entry, dict) else None
-        for dag in named if isinstance(named, list) and named else every:
-            found.setdefault(str(dag), []).append(str(entry.get("report") or "?"))
-    return {dag: tuple(reports) for dag, reports in found.items()}
-
-
-def _row(
-    request: BackfillRequest, rewrite: Rewrite, now: datetime, reports: Sequence[str]
-) -> Restatement:
+def _row(request: BackfillRequest, rewrite: Rewrite, now: datetime) -> dict[str, Any]:
     approver = request.approvers[-1] if request.approvers else None
     reason = str((request.options or {}).get("reason") or "")[:300] or None
-    return Restatement(
-        request_id=request.id,
-        dag_namespace=rewrite.dag.namespace,
-        dag_id=rewrite.dag.dag_id,
-        interval_start=rewrite.interval.start,
-        interval_end=rewrite.interval.end,
-        dataset_key=rewrite.dataset_key,
-        namespace=rewrite.namespace,
-        name=rewrite.name,
-        rows_before=rewrite.before,
-        rows_after=rewrite.after,
-        unit=rewrite.unit,
-        verdict=rewrite.verdict.value,
-        why=rewrite.why.value if rewrite.why is not None else None,
-        usual=rewrite.usual,
-        incident_id=request.incident_id,
-        reports=list(reports),
-        reason=reason,
-        requested_by=request.requester,
-        approved_by=approver,
-        restated_at=now,
-    )
+    return {
+        "request_id": request.id,
+        "dag_namespace": rewrite.dag.namespace,
+        "dag_id": rewrite.dag.dag_id,
+        "interval_start": rewrite.interval.start,
+        "interval_end": rewrite.interval.end,
+        "dataset_key": rewrite.dataset_key,
+        "namespace": rewrite.namespace,
+        "name": rewrite.name,
+        "name_key": name_key(rewrite.name) if rewrite.name is not None else None,
+        "rows_before": rewrite.before,
+        "rows_after": rewrite.after,
+        "unit": rewrite.unit,
+        "verdict": rewrite.verdict.value,
+        "why": rewrite.why.value if rewrite.why is not None else None,
+        "usual": rewrite.usual,
+        "incident_id": request.incident_id,
+        "reason": reason,
+        "requested_by": request.requester,
+        "approved_by": approver,
+        "restated_at": now,
+    }
+
+
+def _report_row(request: BackfillRequest, report: ReportRestated, now: datetime) -> dict[str, Any]:
+    return {
+        "request_id": request.id,
+        "report": report.report[:250],
+        "days": [d.isoformat() for d in report.dates],
+        "wrong_days": [d.isoformat() for d in report.wrong],
+        "dags": list(report.writers),
+        "restated_at": now,
+    }
 
 
 def _restated(row: Restatement) -> words.Restated:

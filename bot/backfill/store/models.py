@@ -173,6 +173,8 @@ class Restatement(Base):
     dataset_key: Mapped[str | None] = mapped_column(String(40))
     namespace: Mapped[str | None] = mapped_column(String(1024))
     name: Mapped[str | None] = mapped_column(String(1024))
+    name_key: Mapped[str | None] = mapped_column(String(40))
+    """The dataset's name alone, hashed (`/backfill history NAME` in any namespace)."""
     rows_before: Mapped[int | None] = mapped_column(BigInteger)
     rows_after: Mapped[int | None] = mapped_column(BigInteger)
     unit: Mapped[str] = mapped_column(String(8), default="rows")
@@ -181,8 +183,6 @@ class Restatement(Base):
     why: Mapped[str | None] = mapped_column(String(64))
     usual: Mapped[int | None] = mapped_column(BigInteger)
     incident_id: Mapped[str | None] = mapped_column(String(32))
-    reports: Mapped[list[str]] = mapped_column(JSON, default=list)
-    """The BOT_CONFIG reports whose dates this rewrite changed (`/backfill history REPORT`)."""
     reason: Mapped[str | None] = mapped_column(String(300))
     requested_by: Mapped[str] = mapped_column(String(64))
     approved_by: Mapped[str | None] = mapped_column(String(64))
@@ -192,6 +192,25 @@ class Restatement(Base):
         CheckConstraint("verdict IN ('right', 'wrong', 'unknown')", name="verdict"),
         Index("ix_restatements_dag", "dag_id", "restated_at"),
         Index("ix_restatements_dataset", "dataset_key", "restated_at"),
+        Index("ix_restatements_name", "name_key", "restated_at"),
         Index("ix_restatements_request", "request_id"),
         Index("ix_restatements_restated_at", "restated_at"),
     )
+
+
+class RestatedReport(Base):
+    """A BOT_CONFIG report whose data a backfill restated, with the days of it that changed:
+    what `/backfill history REPORT` finds the backfills by."""
+
+    __tablename__ = "restated_reports"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    request_id: Mapped[str] = mapped_column(String(32))
+    report: Mapped[str] = mapped_column(String(250))
+    days: Mapped[list[str]] = mapped_column(JSON, default=list)
+    wrong_days: Mapped[list[str]] = mapped_column(JSON, default=list)
+    dags: Mapped[list[str]] = mapped_column(JSON, default=list)
+    """The backfill's DAGs that write what the report reads."""
+    restated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+    __table_args__ = (Index("ix_restated_reports_report", "report", "restated_at"),)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import cast
+from typing import NamedTuple, cast
 
 from sqlalchemy import Table, delete, insert, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -19,13 +19,23 @@ ColumnKey = tuple[str, str]
 _SCAN = 4  # rows read per interval wanted: reruns of one interval take several
 
 
+class Kept(NamedTuple):
+    """The latest run of one interval of a dataset."""
+
+    interval_key: str
+    job: str | None
+    rows: int | None
+    size: int | None
+    usual: bool
+
+
 async def history(
     session: AsyncSession, namespace: str, name: str, *, interval_key: str, intervals: int
 ) -> list[tuple[int | None, int | None, bool]]:
     """(rows, bytes, found usual) of the latest run of each of the dataset's last `intervals`
     intervals other than `interval_key`, newest first."""
-    found = await _latest(session, namespace, name, interval_key, intervals)
-    return [(rows, size, usual) for _, rows, size, usual in found]
+    found = await latest(session, namespace, name, intervals=intervals, besides=interval_key)
+    return [(k.rows, k.size, k.usual) for k in found]
 
 
 async def latest_writers(
@@ -33,29 +43,30 @@ async def latest_writers(
 ) -> list[tuple[str | None, int | None, bool]]:
     """(job, rows, found usual) of the latest run of each of the dataset's last `intervals`
     intervals other than `interval_key`, newest first."""
-    found = await _latest(session, namespace, name, interval_key, intervals)
-    return [(job, rows, usual) for job, rows, _, usual in found]
+    found = await latest(session, namespace, name, intervals=intervals, besides=interval_key)
+    return [(k.job, k.rows, k.usual) for k in found]
 
 
-async def _latest(
-    session: AsyncSession, namespace: str, name: str, interval_key: str, intervals: int
-) -> list[tuple[str | None, int | None, int | None, bool]]:
+async def latest(
+    session: AsyncSession, namespace: str, name: str, *, intervals: int, besides: str | None = None
+) -> list[Kept]:
+    """The latest run of each of the dataset's last `intervals` intervals (but `besides`),
+    newest first."""
+    query = select(
+        Observation.interval_key, Observation.job_name, Observation.rows, Observation.size,
+        Observation.usual,
+    ).where(Observation.dataset_key == dataset_key(namespace, name))  # fmt: skip
+    if besides is not None:
+        query = query.where(Observation.interval_key != besides)
     found = await session.execute(
-        select(
-            Observation.interval_key, Observation.job_name, Observation.rows, Observation.size,
-            Observation.usual,
+        query.order_by(Observation.event_time.desc(), Observation.id.desc()).limit(
+            intervals * _SCAN
         )
-        .where(
-            Observation.dataset_key == dataset_key(namespace, name),
-            Observation.interval_key != interval_key,
-        )
-        .order_by(Observation.event_time.desc(), Observation.id.desc())
-        .limit(intervals * _SCAN)
-    )  # fmt: skip
-    latest: dict[str, tuple[str | None, int | None, int | None, bool]] = {}
+    )
+    kept: dict[str, Kept] = {}
     for key, job, rows, size, usual in found:
-        latest.setdefault(key, (job, rows, size, bool(usual)))
-    return list(latest.values())[:intervals]
+        kept.setdefault(key, Kept(key, job, rows, size, bool(usual)))
+    return list(kept.values())[:intervals]
 
 
 def observe(
@@ -119,15 +130,6 @@ async def keep_schema(
         row.fields, row.event_time = fields, event_time
 
 
-async def runs_observed(session: AsyncSession, run_ids: Sequence[str]) -> list[Observation]:
-    """What those runs wrote, as observed (for a backfill's verification)."""
-    if not run_ids:
-        return []
-    return list(
-        await session.scalars(select(Observation).where(Observation.run_id.in_(list(run_ids))))
-    )
-
-
 async def keep_columns(session: AsyncSession, output: OutputFacts, dag: tuple[str, str]) -> None:
     """Record `output`'s column lineage as its dataset's latest (the previous run's goes)."""
     if output.columns is None:
@@ -181,21 +183,40 @@ async def dags_with_column_lineage(
     return {(r[0], r[1]) for r in rows}
 
 
+class Written(NamedTuple):
+    """One run's count of one dataset for one interval, and when the bot took it in."""
+
+    dataset_key: str
+    namespace: str
+    name: str
+    interval_start: datetime | None
+    interval_key: str
+    rows: int | None
+    size: int | None
+    usual: bool
+    seen_at: datetime | None
+
+
 async def of_intervals(
     session: AsyncSession, dag: tuple[str, str], starts: Sequence[datetime]
-) -> list[Observation]:
+) -> list[Written]:
     """What `dag`'s runs of those intervals wrote, every run, oldest first."""
-    found: list[Observation] = []
+    found: list[Written] = []
     for at in range(0, len(starts), _CHUNK):
-        found += await session.scalars(
-            select(Observation)
+        rows = await session.execute(
+            select(
+                Observation.dataset_key, Observation.namespace, Observation.name,
+                Observation.interval_start, Observation.interval_key, Observation.rows,
+                Observation.size, Observation.usual, Observation.seen_at,
+            )
             .where(
                 Observation.dag_namespace == dag[0],
                 Observation.dag_id == dag[1],
                 Observation.interval_start.in_(list(starts[at : at + _CHUNK])),
             )
             .order_by(Observation.id)
-        )
+        )  # fmt: skip
+        found += [Written(*row) for row in rows]
     return found
 
 
