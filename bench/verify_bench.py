@@ -193,7 +193,7 @@ async def measure(args: argparse.Namespace, url: str) -> None:
     async def home() -> str:
         async with sessions() as session:
             found = await restated_since(session, utcnow() - timedelta(days=30))
-        return f"{len(found):,} ledger rows read"
+        return f"{len(found):,} (backfill, DAG, verdict) groups read"
 
     async def history(subject: str) -> str:
         answer = await verifier.history(subject)
