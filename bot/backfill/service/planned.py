@@ -181,8 +181,8 @@ class PlanChecks:
         """Every BOT_CONFIG report downstream of the plan whose data it rewrites: {report,
         team, deadline (Deadline JSON or None), dags: the plan's DAGs that write what it
         reads (empty: not known, then every DAG of the plan)}."""
-        if not self.config.reports:
-            return []
+        if not any(r.ready_by or self._told(r.team) for r in self.config.reports):
+            return []  # nobody to queue for or to tell: no walk downstream
         try:
             async with self.planners() as planner:
                 impact = await planner.impact(plan.root.dag_id, plan.root.namespace)
@@ -203,6 +203,10 @@ class PlanChecks:
             entry["dags"] += [d.dag_id for d in hit.writers
                               if d in planned and d.dag_id not in entry["dags"]]  # fmt: skip
         return list(found.values())
+
+    def _told(self, team_name: str | None) -> bool:
+        team = self.config.team(team_name) if team_name else None
+        return team is not None and bool(team.channel)
 
     def _untimed(self, command: PlanCommand, window: object) -> list[str]:
         if self.executor.keeps_time or not (command.at or (window and not command.now)):
