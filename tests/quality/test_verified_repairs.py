@@ -54,7 +54,7 @@ async def verification(bot: Bot, alert: Any) -> str:
         said = [t for t in texts(bot.slack.state.thread(ORDERS, alert.ts)) if "erif" in t]
         return said[0] if said else None
 
-    return await eventually(found, timeout_s=30)
+    return await eventually(found, timeout_s=60)
 
 
 async def test_a_zero_row_run_is_repaired_verified_told_and_listed(

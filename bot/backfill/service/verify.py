@@ -47,7 +47,7 @@ Summary = ledger.Summary
 logger = logging.getLogger(__name__)
 
 VERIFY_EVERY_S = 5.0  # how often owed verifications are looked at (a new one wakes it)
-WAIT_LOOK_S = 30.0  # a verification still waiting for counts is looked at again this often
+WAIT_LOOK_S = 10.0  # a verification still waiting for counts is looked at again this often
 _BATCH = 20
 HISTORY_ROWS = 200  # ledger rows one `/backfill history` answer reads
 _REQUESTS = 10  # backfills `/backfill history REPORT` shows
